@@ -1,0 +1,108 @@
+package capability
+
+import "github.com/a2aproject/a2a-go/v2/a2a"
+
+// SteeringURI identifies the steering extension; its card params
+// "interruptible" and "steerable" give an agent's steering modes.
+const SteeringURI = "https://a2a-protocol.org/extensions/steering/v1"
+
+// Profile is what orchd knows about an agent from its card. A profile is
+// immutable once built: share it freely, never modify it.
+type Profile struct {
+	// ID is the name orchd knows the agent by, assigned by the registry.
+	ID string `json:"id"`
+	// Name is the card's human-readable name.
+	Name string `json:"name"`
+	// URL is the base URL the card was discovered at.
+	URL string `json:"url"`
+	// CardVersion is the agent's own version, as its card states it.
+	CardVersion string `json:"cardVersion"`
+	// CardFormat is the A2A generation of the card's layout: "1.0" for
+	// supportedInterfaces cards, "0.3", or "0.2" for cards served at the
+	// legacy /.well-known/agent.json path.
+	CardFormat string `json:"cardFormat"`
+	// Digest is "sha256:" and the hex SHA-256 of the card's canonical JSON,
+	// so a decision can pin exactly the card it validated.
+	Digest string `json:"digest"`
+	// Protocols lists every (version, binding, URL) the agent serves.
+	Protocols []Protocol `json:"protocols"`
+	// MinProtocolVersion and MaxProtocolVersion are the card's declared
+	// version range (capability declaration contract §2), or "" when absent.
+	MinProtocolVersion string `json:"minProtocolVersion,omitempty"`
+	MaxProtocolVersion string `json:"maxProtocolVersion,omitempty"`
+	// ClientCompatible is true when orchd's client speaks at least one of
+	// Protocols.
+	ClientCompatible bool `json:"compatible"`
+	// IncompatibleReason says why ClientCompatible is false.
+	IncompatibleReason string `json:"incompatibleReason,omitempty"`
+	// Capabilities maps canonical capability names, and extension URIs, to
+	// their tier. Only capabilities the agent has are present.
+	Capabilities map[string]Capability `json:"capabilities"`
+	// Extensions lists the extensions the card advertises.
+	Extensions []Extension `json:"extensions"`
+	// Steering holds the modes of the steering extension.
+	Steering Steering `json:"steering"`
+	// Skills lists the card's skills.
+	Skills []Skill `json:"skills"`
+	// Warnings lists what is odd about the card but does not stop orchd
+	// from using it: deprecated capabilities, versions outside the declared
+	// range, unreadable extension params.
+	Warnings []string `json:"warnings"`
+
+	// Card is the card as a2a-go types, for building clients. Interface
+	// protocol versions are normalized to Major.Minor.
+	Card *a2a.AgentCard `json:"-"`
+}
+
+// Extension is an extension the card advertises.
+type Extension struct {
+	// URI identifies the extension.
+	URI string `json:"uri"`
+	// Required is true when clients must activate the extension.
+	Required bool `json:"required"`
+	// Params are the extension's card parameters, as the card gives them.
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// Steering holds the steering extension's modes; both are false when the
+// card does not advertise the extension.
+type Steering struct {
+	// Interruptible is true when a WORKING task can be interrupted.
+	Interruptible bool `json:"interruptible"`
+	// Steerable is true when a WORKING task accepts steering messages.
+	Steerable bool `json:"steerable"`
+}
+
+// Skill is a skill the card lists.
+type Skill struct {
+	// ID is the skill's identifier.
+	ID string `json:"id"`
+	// Name is the skill's human-readable name.
+	Name string `json:"name"`
+	// Tags are keywords describing the skill.
+	Tags []string `json:"tags"`
+}
+
+// Supports reports whether the agent has the capability, named canonically,
+// in any spelling [CanonicalName] accepts, or by extension URI.
+func (p *Profile) Supports(name string) bool {
+	_, ok := p.Capabilities[CanonicalName(name)]
+	return ok
+}
+
+// Tier returns the tier of a capability the agent has, and false when the
+// agent lacks it.
+func (p *Profile) Tier(name string) (Tier, bool) {
+	c, ok := p.Capabilities[CanonicalName(name)]
+	return c.Tier, ok
+}
+
+// HasExtension reports whether the card advertises the extension uri.
+func (p *Profile) HasExtension(uri string) bool {
+	for i := range p.Extensions {
+		if p.Extensions[i].URI == uri {
+			return true
+		}
+	}
+	return false
+}
