@@ -1,0 +1,52 @@
+package registry
+
+import (
+	"time"
+
+	"github.com/orchd/orchd/capability"
+)
+
+// Agent is a registered agent: its capability profile and the state of its
+// card in the cache. Agents are immutable; the registry replaces an Agent
+// value whenever anything about it changes, so a caller may keep and read
+// one without locks.
+type Agent struct {
+	*capability.Profile
+
+	// FetchedAt is when the card was last fetched or revalidated.
+	FetchedAt time.Time `json:"fetchedAt"`
+	// ExpiresAt is when the card stops being fresh and is revalidated.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// ETag is the card's entity tag, if the server sent one.
+	ETag string `json:"etag,omitempty"`
+	// Healthy is false after Config.UnhealthyAfter failed refreshes in a
+	// row; the agent keeps its last good profile meanwhile.
+	Healthy bool `json:"healthy"`
+	// Failures counts failed refreshes in a row.
+	Failures int `json:"failures,omitempty"`
+	// LastError is the most recent refresh error.
+	LastError string `json:"lastError,omitempty"`
+	// Drift lists the agent's most recent card changes, oldest first.
+	Drift []DriftRecord `json:"drift,omitempty"`
+
+	base      string
+	nextCheck time.Time
+}
+
+// DriftRecord is a card change seen on refresh.
+type DriftRecord struct {
+	// At is when the registry saw the change.
+	At time.Time `json:"at"`
+	capability.Drift
+}
+
+// DriftedSince reports whether the agent's card changed in a way that
+// matters (a non-empty [capability.Drift]) at or after t.
+func (a *Agent) DriftedSince(t time.Time) bool {
+	for i := len(a.Drift) - 1; i >= 0; i-- {
+		if !a.Drift[i].At.Before(t) {
+			return true
+		}
+	}
+	return false
+}

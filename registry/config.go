@@ -1,0 +1,129 @@
+package registry
+
+import (
+	"crypto/x509"
+	"time"
+
+	"github.com/orchd/orchd/capability"
+)
+
+// Config tunes the registry. Every field's zero value selects the default
+// documented on it, so Config{} is a safe, strict configuration: it refuses
+// card URLs that resolve to loopback or private addresses.
+type Config struct {
+	// Timeout bounds one card fetch, redirects included. Default 10s.
+	Timeout time.Duration
+	// MaxCardBytes bounds a card body. Default 1 MiB.
+	MaxCardBytes int64
+	// MaxRedirects bounds the redirects followed per fetch. Default 3; a
+	// negative value follows none.
+	MaxRedirects int
+	// AllowNetworks lists CIDR prefixes (or single addresses) card fetches
+	// may reach even though they are loopback, private, link-local or
+	// multicast. Empty allows none of those.
+	AllowNetworks []string
+	// AllowHosts lists host names card fetches may reach whatever they
+	// resolve to.
+	AllowHosts []string
+	// UserAgent is sent with card fetches. Default "orchd".
+	UserAgent string
+	// RootCAs verifies https card servers; nil means the system roots.
+	RootCAs *x509.CertPool
+
+	// MaxEntries bounds the card cache (an LRU). Default 4096. Registered
+	// agents keep their profile when their cache entry is evicted; they
+	// only lose their validators and are fetched in full next time.
+	MaxEntries int
+	// DefaultTTL is the freshness lifetime of a card whose response has
+	// neither Cache-Control max-age nor Expires. Default 5m.
+	DefaultTTL time.Duration
+	// MinRefreshInterval is the shortest time between two revalidations of
+	// one card, so a card sent with no-cache or max-age=0 is not fetched in
+	// a loop. Default 1s.
+	MinRefreshInterval time.Duration
+	// StaleWhileRevalidate is how long past expiry an ad-hoc lookup may be
+	// served while it is revalidated in the background, when the response
+	// gives no stale-while-revalidate. Default 1m.
+	StaleWhileRevalidate time.Duration
+	// StaleIfError is how long past expiry an ad-hoc lookup may be served
+	// when revalidation fails, when the response gives no stale-if-error.
+	// Default 24h. Registered agents always keep their last good card.
+	StaleIfError time.Duration
+	// MinBackoff and MaxBackoff bound the wait before retrying a card that
+	// failed: it doubles from MinBackoff with each failure in a row.
+	// Defaults 1s and 5m.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// UnhealthyAfter is how many failed refreshes in a row mark an agent
+	// unhealthy. Default 3.
+	UnhealthyAfter int
+	// DriftHistory is how many drift records each agent keeps. Default 16.
+	DriftHistory int
+	// RefreshInterval is how often the refresher looks for expired agents.
+	// Default 1s.
+	RefreshInterval time.Duration
+	// RefreshConcurrency bounds concurrent background refreshes. Default 4.
+	RefreshConcurrency int
+
+	// Deprecated adds capability names or extension URIs to the Tier 3
+	// (deprecated) list; see capability.Options.
+	Deprecated []string
+	// Client is what orchd's client speaks; nil means
+	// capability.DefaultClient().
+	Client capability.ClientSupport
+
+	// Now returns the current time; nil means time.Now. Tests set it to
+	// move time without sleeping.
+	Now func() time.Time
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&c.Timeout, 10*time.Second)
+	set(&c.DefaultTTL, 5*time.Minute)
+	set(&c.MinRefreshInterval, time.Second)
+	set(&c.StaleWhileRevalidate, time.Minute)
+	set(&c.StaleIfError, 24*time.Hour)
+	set(&c.MinBackoff, time.Second)
+	set(&c.MaxBackoff, 5*time.Minute)
+	set(&c.RefreshInterval, time.Second)
+	if c.MaxCardBytes <= 0 {
+		c.MaxCardBytes = capability.DefaultMaxBytes
+	}
+	if c.MaxRedirects == 0 {
+		c.MaxRedirects = 3
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "orchd"
+	}
+	if c.MaxEntries <= 0 {
+		c.MaxEntries = 4096
+	}
+	if c.UnhealthyAfter <= 0 {
+		c.UnhealthyAfter = 3
+	}
+	if c.DriftHistory <= 0 {
+		c.DriftHistory = 16
+	}
+	if c.RefreshConcurrency <= 0 {
+		c.RefreshConcurrency = 4
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// backoff returns the wait before retry number n (n >= 1).
+func (c Config) backoff(n int) time.Duration {
+	d := c.MinBackoff
+	for i := 1; i < n && d < c.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.MaxBackoff)
+}

@@ -1,0 +1,25 @@
+// Package registry discovers A2A agents, keeps their capability profiles
+// fresh and answers lookups without touching the network.
+//
+// Agents are added by base URL. The registry fetches the Agent Card from
+// /.well-known/agent-card.json, falling back to the 0.2 path
+// /.well-known/agent.json, builds a [capability.Profile] and indexes it by
+// id, URL, skill id and tag, capability and extension URI. Lookups read
+// immutable values under a read lock and do not allocate.
+//
+// Cards are cached as RFC 9111 describes: Cache-Control max-age, no-cache
+// and no-store are honoured, entries are revalidated with ETag and
+// Last-Modified, a default TTL applies when the server sends none, and
+// concurrent requests for one URL share one fetch. A background refresher
+// revalidates registered agents when they expire, so a lookup never waits
+// on the network after the first fetch; when a refresh fails the last good
+// card keeps serving and the agent is marked unhealthy after
+// [Config.UnhealthyAfter] failures in a row. Changes between a card and its
+// refresh are recorded as [capability.Drift].
+//
+// Fetching is guarded: bodies are size-limited, requests time out,
+// redirects are bounded and may not downgrade https to http, and every
+// connection's resolved address is checked so a card URL cannot reach
+// loopback, private, link-local or multicast addresses unless
+// [Config.AllowNetworks] or [Config.AllowHosts] lets it.
+package registry

@@ -1,0 +1,159 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFetch_Safety(t *testing.T) {
+	t.Parallel()
+	good := card("Safe", "")
+	huge := newCardServer(t, `{"name":"`+strings.Repeat("x", 2<<20)+`"}`)
+	slow := newCardServer(t, good)
+	slow.set(func(s *cardServer) { s.delay = 2 * time.Second })
+	target := newCardServer(t, good)
+	redirects := func(n int) string {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/hop/{n}/", func(w http.ResponseWriter, r *http.Request) {
+			var i int
+			fmt.Sscan(r.PathValue("n"), &i)
+			if i >= n {
+				http.Redirect(w, r, target.URL+WellKnownPath, http.StatusFound)
+				return
+			}
+			http.Redirect(w, r, fmt.Sprintf("/hop/%d%s", i+1, WellKnownPath), http.StatusFound)
+		})
+		s := httptest.NewServer(mux)
+		t.Cleanup(s.Close)
+		return s.URL + "/hop/1"
+	}
+	tls := httptest.NewTLSServer(http.RedirectHandler(target.URL+WellKnownPath, http.StatusFound))
+	t.Cleanup(tls.Close)
+	pool := tls.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+
+	r := newTestRegistry(t, Config{Timeout: 500 * time.Millisecond, RootCAs: pool})
+	tests := []struct {
+		name string
+		url  string
+		want error
+		msg  string
+	}{
+		{"body limit", huge.URL, ErrCardTooLarge, "over 1048576 bytes"},
+		{"timeout", slow.URL, nil, "Timeout"},
+		{"three redirects", redirects(3), nil, ""},
+		{"four redirects", redirects(4), nil, "more than 3 redirects"},
+		{"https to http", tls.URL, nil, "downgrades https"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := r.Inspect(t.Context(), tt.url)
+			if tt.msg == "" {
+				if err != nil {
+					t.Fatalf("err = %v, want success", err)
+				}
+				return
+			}
+			var fe *FetchError
+			if !errors.As(err, &fe) || (tt.want != nil && !errors.Is(err, tt.want)) || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("err = %v; want a *FetchError wrapping %v containing %q", err, tt.want, tt.msg)
+			}
+		})
+	}
+}
+
+func TestFetch_SSRFGuard(t *testing.T) {
+	t.Parallel()
+	s := newCardServer(t, card("Internal", ""))
+	port := s.URL[strings.LastIndex(s.URL, ":")+1:]
+
+	strict, err := New(Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(strict.Close)
+	_, err = strict.Inspect(t.Context(), s.URL)
+	if !errors.Is(err, ErrBlockedAddress) || !strings.Contains(err.Error(), "127.0.0.1 is a loopback address") {
+		t.Errorf("default config reached loopback: err = %v", err)
+	}
+
+	byHost, err := New(Config{AllowHosts: []string{"localhost"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(byHost.Close)
+	if _, err := byHost.Inspect(t.Context(), "http://localhost:"+port); err != nil {
+		t.Errorf("allow-listed host refused: %v", err)
+	}
+	if _, err := byHost.Inspect(t.Context(), s.URL); !errors.Is(err, ErrBlockedAddress) {
+		t.Errorf("host allow-list let an address through: err = %v", err)
+	}
+	if _, err := New(Config{AllowNetworks: []string{"not-a-cidr"}}, nil); err == nil {
+		t.Error("New accepted a malformed allowNetworks entry")
+	}
+}
+
+func TestGuard_Check(t *testing.T) {
+	t.Parallel()
+	g, err := newGuard([]string{"10.1.0.0/16", "192.168.7.7"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		ip      string
+		blocked string
+	}{
+		{"93.184.216.34", ""},
+		{"2606:2800:220:1::1", ""},
+		{"127.0.0.1", "loopback"},
+		{"::1", "loopback"},
+		{"::ffff:127.0.0.1", "loopback"},
+		{"10.0.0.1", "private"},
+		{"10.1.2.3", ""},
+		{"172.16.0.1", "private"},
+		{"192.168.7.7", ""},
+		{"192.168.7.8", "private"},
+		{"fd00::1", "private"},
+		{"169.254.169.254", "link-local"},
+		{"fe80::1", "link-local"},
+		{"224.0.0.1", "multicast"},
+		{"ff02::1", "multicast"},
+		{"239.1.1.1", "multicast"},
+		{"0.0.0.0", "unspecified"},
+	}
+	for _, tt := range tests {
+		err := g.check(netip.MustParseAddr(tt.ip))
+		switch {
+		case tt.blocked == "" && err != nil:
+			t.Errorf("%s: refused: %v", tt.ip, err)
+		case tt.blocked != "" && (err == nil || !strings.Contains(err.Error(), tt.blocked)):
+			t.Errorf("%s: err = %v, want %s", tt.ip, err, tt.blocked)
+		}
+	}
+}
+
+func TestNormalizeURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"HTTP://Agents.Example.com/", "http://agents.example.com"},
+		{"https://a.example.com/team/x//", "https://a.example.com/team/x"},
+		{"  https://a.example.com  ", "https://a.example.com"},
+		{"https://a.example.com/card.json", "https://a.example.com/card.json"},
+	}
+	for _, tt := range tests {
+		if got, err := NormalizeURL(tt.in); err != nil || got != tt.want {
+			t.Errorf("NormalizeURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "a.example.com", "file:///etc/passwd", "http://", "http://a.example.com/?q=1", "http://a.example.com/#f", "http://user@a.example.com"} {
+		if _, err := NormalizeURL(bad); !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("NormalizeURL(%q): err = %v, want ErrInvalidURL", bad, err)
+		}
+	}
+}

@@ -1,0 +1,517 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orchd/orchd/capability"
+)
+
+// Spec names an agent to register: its base URL and, optionally, the id to
+// register it under. Without an id the registry derives one from the card's
+// name ("Research Agent" → "research-agent", then "research-agent-2", …).
+type Spec struct {
+	// ID is the agent's id; letters, digits, '.', '_' and '-', at most 64.
+	ID string `json:"id,omitempty" yaml:"id,omitempty"`
+	// URL is the agent's base URL; the card is read from
+	// URL/.well-known/agent-card.json. A URL ending in .json is read as
+	// the card itself.
+	URL string `json:"url" yaml:"url"`
+}
+
+// Pending is a configured agent whose card could not be fetched yet. The
+// registry keeps retrying it with backoff and registers it on success.
+type Pending struct {
+	ID          string    `json:"id,omitempty"`
+	URL         string    `json:"url"`
+	Failures    int       `json:"failures"`
+	LastError   string    `json:"lastError"`
+	NextAttempt time.Time `json:"nextAttempt"`
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Registry is the set of known agents. Its lookups are safe for concurrent
+// use and never touch the network; Add, Refresh and Inspect do.
+//
+// Lock order: mu before inflightMu; neither is held across network calls.
+type Registry struct {
+	cfg   Config
+	log   *slog.Logger
+	cache *cardCache
+
+	mu      sync.RWMutex
+	byID    map[string]*Agent
+	byURL   map[string]*Agent
+	bySkill map[string][]*Agent
+	byCap   map[string][]*Agent
+	byExt   map[string][]*Agent
+	list    []*Agent // sorted by id; nil when it must be rebuilt
+	pending map[string]*pendingAgent
+
+	inflightMu sync.Mutex
+	inflight   map[string]bool // bases being refreshed in the background
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	startOnce sync.Once
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+type pendingAgent struct {
+	spec      Spec
+	base      string
+	failures  int
+	err       error
+	nextCheck time.Time
+}
+
+// New returns a registry with cfg's zero fields set to their defaults. It
+// starts no goroutine: call [Registry.Start] to refresh agents in the
+// background and [Registry.Close] to stop. A nil logger discards logs.
+func New(cfg Config, log *slog.Logger) (*Registry, error) {
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f, err := newFetcher(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	cache, err := newCardCache(cfg, f, log)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Registry{
+		cfg: cfg, log: log, cache: cache,
+		byID: map[string]*Agent{}, byURL: map[string]*Agent{},
+		bySkill: map[string][]*Agent{}, byCap: map[string][]*Agent{}, byExt: map[string][]*Agent{},
+		pending: map[string]*pendingAgent{}, inflight: map[string]bool{},
+		ctx: ctx, cancel: cancel,
+	}, nil
+}
+
+// Add fetches the agent's card and registers it. Nothing is registered
+// unless the card was fetched and read successfully. It fails with
+// ErrConflict when the URL or the explicit id is taken, ErrInvalidURL for a
+// bad URL or id, a *FetchError when the card cannot be fetched and a
+// *capability.CardError when it cannot be read.
+func (r *Registry) Add(ctx context.Context, spec Spec) (*Agent, error) {
+	base, err := r.checkSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	e, err := r.cache.revalidate(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("add agent %s: %w", base, err)
+	}
+	return r.register(spec, base, e)
+}
+
+// AddOrRetry is Add for configured agents: when the card cannot be fetched
+// or read, the agent is kept pending and retried in the background with
+// backoff, and the error is returned for the caller to report.
+func (r *Registry) AddOrRetry(ctx context.Context, spec Spec) (*Agent, error) {
+	a, err := r.Add(ctx, spec)
+	if err == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrClosed) {
+		return a, err
+	}
+	base, _ := NormalizeURL(spec.URL)
+	r.mu.Lock()
+	r.pending[base] = &pendingAgent{spec: spec, base: base, failures: 1, err: err, nextCheck: r.cfg.Now().Add(r.cfg.backoff(1))}
+	r.mu.Unlock()
+	return nil, err
+}
+
+// checkSpec validates spec and fails fast on conflicts before any fetch.
+func (r *Registry) checkSpec(spec Spec) (string, error) {
+	if r.ctx.Err() != nil {
+		return "", ErrClosed
+	}
+	base, err := NormalizeURL(spec.URL)
+	if err != nil {
+		return "", err
+	}
+	if spec.ID != "" && !idPattern.MatchString(spec.ID) {
+		return "", fmt.Errorf("%w: id %q: use letters, digits, '.', '_' and '-' (at most 64)", ErrInvalidURL, spec.ID)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return base, r.conflict(spec.ID, base)
+}
+
+func (r *Registry) conflict(id, base string) error {
+	if a, ok := r.byURL[base]; ok {
+		return fmt.Errorf("%w: %s is registered as %q", ErrConflict, base, a.ID)
+	}
+	if a, ok := r.byID[id]; ok && id != "" {
+		return fmt.Errorf("%w: id %q is taken by %s", ErrConflict, id, a.base)
+	}
+	return nil
+}
+
+// register inserts a freshly fetched agent.
+func (r *Registry) register(spec Spec, base string, e *entry) (*Agent, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	if err := r.conflict(spec.ID, base); err != nil {
+		return nil, err
+	}
+	id := spec.ID
+	if id == "" {
+		id = r.freeID(slug(e.profile.Name))
+	}
+	a := &Agent{base: base, Healthy: true}
+	a.Profile = withID(e.profile, id)
+	a.setCacheState(e, r.cfg)
+	delete(r.pending, base)
+	r.index(a)
+	r.log.Info("agent registered", "id", id, "url", base, "card", e.cardURL,
+		"compatible", a.ClientCompatible, "reason", a.IncompatibleReason, "warnings", len(a.Warnings))
+	return a, nil
+}
+
+// withID returns p carrying id, sharing everything else with p.
+func withID(p *capability.Profile, id string) *capability.Profile {
+	if p.ID == id {
+		return p
+	}
+	cp := *p
+	cp.ID = id
+	return &cp
+}
+
+func (a *Agent) setCacheState(e *entry, cfg Config) {
+	a.FetchedAt, a.ExpiresAt, a.ETag = e.fetchedAt, e.freshUntil, e.etag
+	a.nextCheck = e.freshUntil
+	if floor := e.fetchedAt.Add(cfg.MinRefreshInterval); a.nextCheck.Before(floor) {
+		a.nextCheck = floor
+	}
+}
+
+// slug turns a card name into an id.
+func slug(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(name) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(c)
+			dash = false
+			if b.Len() >= 48 {
+				break
+			}
+			continue
+		}
+		dash = true
+	}
+	if b.Len() == 0 {
+		return "agent"
+	}
+	return b.String()
+}
+
+// freeID returns s, or s-2, s-3, … whichever no agent uses. Callers hold mu.
+func (r *Registry) freeID(s string) string {
+	taken := func(id string) bool {
+		if _, ok := r.byID[id]; ok {
+			return true
+		}
+		for _, p := range r.pending {
+			if p.spec.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+	id := s
+	for n := 2; taken(id); n++ {
+		id = s + "-" + strconv.Itoa(n)
+	}
+	return id
+}
+
+// Remove unregisters the agent, or forgets a pending one with that id.
+func (r *Registry) Remove(id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a, ok := r.byID[id]; ok {
+		r.unindex(a)
+		r.cache.lru.Remove(a.base)
+		r.log.Info("agent removed", "id", id, "url", a.base)
+		return nil
+	}
+	for base, p := range r.pending {
+		if p.spec.ID == id {
+			delete(r.pending, base)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrNotFound, id)
+}
+
+// Refresh revalidates the agent's card now. On failure it returns the
+// error; the agent keeps its last good profile and its failure count rises.
+func (r *Registry) Refresh(ctx context.Context, id string) (*Agent, error) {
+	a, ok := r.Get(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	e, err := r.cache.revalidate(ctx, a.base)
+	if ctx.Err() != nil && err != nil {
+		return a, err // the caller gave up; that says nothing of the agent
+	}
+	return r.apply(id, e, err)
+}
+
+// Inspect fetches one card, through the cache, without registering it.
+func (r *Registry) Inspect(ctx context.Context, url string) (*Agent, error) {
+	if r.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	base, err := NormalizeURL(url)
+	if err != nil {
+		return nil, err
+	}
+	e, err := r.cache.get(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("inspect %s: %w", base, err)
+	}
+	a := &Agent{base: base, Healthy: e.failures < r.cfg.UnhealthyAfter, Failures: e.failures}
+	if e.err != nil {
+		a.LastError = e.err.Error()
+	}
+	a.Profile = e.profile
+	a.setCacheState(e, r.cfg)
+	return a, nil
+}
+
+// apply records the outcome of a revalidation of agent id and returns the
+// agent as it now stands.
+func (r *Registry) apply(id string, e *entry, fetchErr error) (*Agent, error) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, ok := r.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (removed during refresh)", ErrNotFound, id)
+	}
+	next := *old
+	if fetchErr != nil {
+		next.Failures++
+		next.LastError = fetchErr.Error()
+		next.Healthy = next.Failures < r.cfg.UnhealthyAfter
+		next.nextCheck = now.Add(r.cfg.backoff(next.Failures))
+		if old.Healthy && !next.Healthy {
+			r.log.Error("agent marked unhealthy; serving its last good card", "id", id, "failures", next.Failures, "error", fetchErr)
+		} else {
+			r.log.Warn("agent card refresh failed; serving its last good card", "id", id, "failures", next.Failures, "error", fetchErr)
+		}
+		r.replace(old, &next)
+		return &next, fetchErr
+	}
+	next.Failures, next.LastError, next.Healthy = 0, "", true
+	next.setCacheState(e, r.cfg)
+	if e.profile.Digest != old.Digest {
+		next.Profile = withID(e.profile, id)
+		if d := capability.Diff(old.Profile, next.Profile); !d.Empty() {
+			next.Drift = append(slices.Clone(old.Drift), DriftRecord{At: now, Drift: d})
+			if over := len(next.Drift) - r.cfg.DriftHistory; over > 0 {
+				next.Drift = next.Drift[over:]
+			}
+			log := r.log.Info
+			if len(d.Violations) > 0 {
+				log = r.log.Warn
+			}
+			log("agent card drifted", "id", id, "added", d.Added, "removed", d.Removed,
+				"deprecated", d.Deprecated, "versions", d.Versions, "violations", d.Violations)
+		} else {
+			r.log.Debug("agent card changed without capability drift", "id", id, "digest", d.To)
+		}
+	}
+	if !old.Healthy {
+		r.log.Info("agent healthy again", "id", id)
+	}
+	r.replace(old, &next)
+	return &next, nil
+}
+
+// Get returns the agent registered under id.
+func (r *Registry) Get(id string) (*Agent, bool) {
+	r.mu.RLock()
+	a, ok := r.byID[id]
+	r.mu.RUnlock()
+	return a, ok
+}
+
+// ByURL returns the agent registered under a base URL.
+func (r *Registry) ByURL(url string) (*Agent, bool) {
+	r.mu.RLock()
+	a, ok := r.byURL[url]
+	r.mu.RUnlock()
+	if ok {
+		return a, true
+	}
+	base, err := NormalizeURL(url)
+	if err != nil || base == url {
+		return nil, false
+	}
+	r.mu.RLock()
+	a, ok = r.byURL[base]
+	r.mu.RUnlock()
+	return a, ok
+}
+
+// BySkill returns the agents with a skill whose id or one of whose tags is
+// s, sorted by id. The slice is shared: do not modify it.
+func (r *Registry) BySkill(s string) []*Agent { return r.lookup(r.bySkill, s) }
+
+// ByCapability returns the agents that have the capability, in any
+// spelling capability.CanonicalName accepts, sorted by id. The slice is
+// shared: do not modify it.
+func (r *Registry) ByCapability(name string) []*Agent {
+	return r.lookup(r.byCap, capability.CanonicalName(name))
+}
+
+// ByExtension returns the agents whose card advertises the extension URI,
+// sorted by id. The slice is shared: do not modify it.
+func (r *Registry) ByExtension(uri string) []*Agent { return r.lookup(r.byExt, uri) }
+
+func (r *Registry) lookup(m map[string][]*Agent, key string) []*Agent {
+	r.mu.RLock()
+	as := m[key]
+	r.mu.RUnlock()
+	return as
+}
+
+// List returns every registered agent sorted by id. The slice is shared:
+// do not modify it.
+func (r *Registry) List() []*Agent {
+	r.mu.RLock()
+	l := r.list
+	r.mu.RUnlock()
+	if l != nil {
+		return l
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.list == nil {
+		r.list = make([]*Agent, 0, len(r.byID))
+		for _, a := range r.byID {
+			r.list = append(r.list, a)
+		}
+		slices.SortFunc(r.list, byID)
+	}
+	return r.list
+}
+
+// Len returns how many agents are registered.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.byID)
+}
+
+// Pending returns the configured agents not registered yet, sorted by URL.
+func (r *Registry) Pending() []Pending {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Pending, 0, len(r.pending))
+	for _, p := range r.pending {
+		out = append(out, Pending{ID: p.spec.ID, URL: p.base, Failures: p.failures, LastError: p.err.Error(), NextAttempt: p.nextCheck})
+	}
+	slices.SortFunc(out, func(a, b Pending) int { return strings.Compare(a.URL, b.URL) })
+	return out
+}
+
+func byID(a, b *Agent) int { return strings.Compare(a.ID, b.ID) }
+
+// indexKeys lists, per secondary index, the keys an agent is filed under.
+func (r *Registry) indexKeys(a *Agent, fn func(m map[string][]*Agent, key string)) {
+	for _, k := range skillKeys(a) {
+		fn(r.bySkill, k)
+	}
+	for k := range a.Capabilities {
+		fn(r.byCap, k)
+	}
+	for _, x := range a.Extensions {
+		fn(r.byExt, x.URI)
+	}
+}
+
+// index adds a to every index. Callers hold mu for writing. Index slices
+// are copied on write, so slices handed to readers never change.
+func (r *Registry) index(a *Agent) {
+	r.byID[a.ID] = a
+	r.byURL[a.base] = a
+	r.list = nil
+	r.indexKeys(a, func(m map[string][]*Agent, k string) {
+		i, _ := slices.BinarySearchFunc(m[k], a, byID)
+		m[k] = slices.Insert(slices.Clone(m[k]), i, a)
+	})
+}
+
+// unindex removes a from every index. Callers hold mu for writing.
+func (r *Registry) unindex(a *Agent) {
+	delete(r.byID, a.ID)
+	delete(r.byURL, a.base)
+	r.list = nil
+	r.indexKeys(a, func(m map[string][]*Agent, k string) {
+		out := slices.DeleteFunc(slices.Clone(m[k]), func(x *Agent) bool { return x == a })
+		if len(out) == 0 {
+			delete(m, k)
+			return
+		}
+		m[k] = out
+	})
+}
+
+// replace swaps old for next. When the profile is unchanged the agent keeps
+// its place in every index. Callers hold mu for writing.
+func (r *Registry) replace(old, next *Agent) {
+	if old.Profile != next.Profile {
+		r.unindex(old)
+		r.index(next)
+		return
+	}
+	r.byID[next.ID] = next
+	r.byURL[next.base] = next
+	r.list = nil
+	r.indexKeys(old, func(m map[string][]*Agent, k string) {
+		if i := slices.Index(m[k], old); i >= 0 {
+			cp := slices.Clone(m[k])
+			cp[i] = next
+			m[k] = cp
+		}
+	})
+}
+
+func skillKeys(a *Agent) []string {
+	var keys []string
+	for _, s := range a.Skills {
+		if !slices.Contains(keys, s.ID) {
+			keys = append(keys, s.ID)
+		}
+		for _, t := range s.Tags {
+			if !slices.Contains(keys, t) {
+				keys = append(keys, t)
+			}
+		}
+	}
+	return keys
+}
