@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func cardServer(t *testing.T, file string) *httptest.Server {
+	t.Helper()
+	card, err := os.ReadFile(filepath.Join("..", "..", "capability", "testdata", "cards", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/agent-card.json" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		_, _ = w.Write(card)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func orchd(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = runContext(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestInspect_Text(t *testing.T) {
+	t.Parallel()
+	s := cardServer(t, "v1-grpc-2.0-only.json")
+	code, out, errOut := orchd(t, t.Context(), "agents", "inspect", s.URL, "--log-level", "error")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"name               Telemetry Agent",
+		"compatible         no: speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0",
+		"tier 1 implicit    cancel_task, get_task, list_tasks, send_message",
+		`etag "v1"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInspect_JSON(t *testing.T) {
+	t.Parallel()
+	s := cardServer(t, "v1-steerable-only.json")
+	code, out, errOut := orchd(t, t.Context(), "agents", "inspect", "-o", "json", s.URL)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var p struct {
+		Name     string          `json:"name"`
+		Steering map[string]bool `json:"steering"`
+		Digest   string          `json:"digest"`
+		ETag     string          `json:"etag"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if !p.Steering["steerable"] || p.Steering["interruptible"] || p.Digest == "" || p.ETag != `"v1"` {
+		t.Errorf("profile = %+v", p)
+	}
+}
+
+func TestInspect_Errors(t *testing.T) {
+	t.Parallel()
+	bad := cardServer(t, "bad-interface-no-url.json")
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"invalid card", []string{"agents", "inspect", bad.URL}, "supportedInterfaces[1].url: required field is missing or empty"},
+		{"unreachable", []string{"agents", "inspect", gone.URL}, "connection refused"},
+		{"not a url", []string{"agents", "inspect", "nowhere"}, "scheme must be http or https"},
+		{"bad output", []string{"agents", "inspect", "-o", "yaml", bad.URL}, `-o "yaml"`},
+		{"no args", []string{"agents", "inspect"}, "accepts 1 arg"},
+		{"bad log level", []string{"agents", "inspect", "--log-level", "loud", bad.URL}, "--log-level"},
+	}
+	for _, tt := range tests {
+		code, out, errOut := orchd(t, t.Context(), tt.args...)
+		if code == 0 || out != "" || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want non-zero and %q on stderr", tt.name, code, out, errOut, tt.want)
+		}
+	}
+}
+
+func TestServe_StartsAndStops(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	var code int
+	var errOut string
+	go func() {
+		defer close(done)
+		code, _, errOut = orchd(t, ctx, "serve", "--listen", "127.0.0.1:0", "--log-format", "json")
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop after cancel")
+	}
+	if code != 0 || !strings.Contains(errOut, `"msg":"orchd serving"`) || !strings.Contains(errOut, "development default") {
+		t.Errorf("exit %d, log:\n%s", code, errOut)
+	}
+}
+
+func TestServe_BadConfig(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte("registry:\n  timeout: never\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := orchd(t, t.Context(), "serve", "--config", p)
+	if code == 0 || !strings.Contains(errOut, "bad.yaml:2:12:") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+

@@ -1,0 +1,216 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/registry"
+)
+
+// maxBodyBytes bounds API request bodies.
+const maxBodyBytes = 64 << 10
+
+// api serves orchd's HTTP JSON API.
+type api struct {
+	reg *registry.Registry
+	log *slog.Logger
+}
+
+// newAPI returns the API's handler.
+//
+//	GET    /healthz
+//	GET    /v1/agents
+//	POST   /v1/agents              {"url": "...", "id": "..."}
+//	GET    /v1/agents/{id}
+//	DELETE /v1/agents/{id}
+//	POST   /v1/agents/{id}:refresh
+func newAPI(reg *registry.Registry, log *slog.Logger) http.Handler {
+	a := &api{reg: reg, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", a.health)
+	mux.HandleFunc("GET /v1/agents", a.listAgents)
+	mux.HandleFunc("POST /v1/agents", a.addAgent)
+	mux.HandleFunc("GET /v1/agents/{id}", a.getAgent)
+	mux.HandleFunc("DELETE /v1/agents/{id}", a.removeAgent)
+	mux.HandleFunc("POST /v1/agents/{action}", a.agentAction)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status  string             `json:"status"`
+	Agents  int                `json:"agents"`
+	Healthy int                `json:"healthy"`
+	Pending []registry.Pending `json:"pending"`
+}
+
+func (a *api) health(w http.ResponseWriter, r *http.Request) {
+	h := Health{Status: "ok", Agents: a.reg.Len(), Pending: a.reg.Pending()}
+	for _, ag := range a.reg.List() {
+		if ag.Healthy {
+			h.Healthy++
+		}
+	}
+	if len(h.Pending) > 0 || h.Healthy < h.Agents {
+		h.Status = "degraded"
+	}
+	a.reply(w, http.StatusOK, h)
+}
+
+// AgentList is the body of GET /v1/agents.
+type AgentList struct {
+	Agents  []*registry.Agent  `json:"agents"`
+	Pending []registry.Pending `json:"pending"`
+}
+
+func (a *api) listAgents(w http.ResponseWriter, r *http.Request) {
+	a.reply(w, http.StatusOK, AgentList{Agents: a.reg.List(), Pending: a.reg.Pending()})
+}
+
+func (a *api) getAgent(w http.ResponseWriter, r *http.Request) {
+	ag, ok := a.reg.Get(r.PathValue("id"))
+	if !ok {
+		a.fail(w, r, fmt.Errorf("%w: %q", registry.ErrNotFound, r.PathValue("id")))
+		return
+	}
+	a.reply(w, http.StatusOK, ag)
+}
+
+func (a *api) addAgent(w http.ResponseWriter, r *http.Request) {
+	var spec registry.Spec
+	if err := decodeBody(r, &spec); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if spec.URL == "" {
+		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: `body needs "url"`})
+		return
+	}
+	ag, err := a.reg.Add(r.Context(), spec)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/agents/"+ag.ID)
+	a.reply(w, http.StatusCreated, ag)
+}
+
+func (a *api) removeAgent(w http.ResponseWriter, r *http.Request) {
+	if err := a.reg.Remove(r.PathValue("id")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// agentAction serves POST /v1/agents/{id}:{verb}; ids cannot hold ':'.
+func (a *api) agentAction(w http.ResponseWriter, r *http.Request) {
+	id, verb, ok := strings.Cut(r.PathValue("action"), ":")
+	if !ok || verb != "refresh" {
+		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/agents/{id}:refresh?)"})
+		return
+	}
+	ag, err := a.reg.Refresh(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, http.StatusOK, ag)
+}
+
+// decodeBody reads a bounded JSON body strictly.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("body is over %d bytes", maxBodyBytes)}
+		}
+		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: " + err.Error()}
+	}
+	if dec.More() {
+		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: more than one JSON value"}
+	}
+	return nil
+}
+
+// apiError is an error with its HTTP status and code already decided.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// ErrorBody is the JSON body of every API error.
+type ErrorBody struct {
+	Error struct {
+		// Code is a stable machine-readable string; see docs/api.md.
+		Code string `json:"code"`
+		// Message says what went wrong, for a person.
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// classify maps an error to its HTTP status and code. It is the one place
+// where registry and card errors meet the wire.
+func classify(err error) (int, string) {
+	var ae *apiError
+	var fe *registry.FetchError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code
+	case errors.Is(err, registry.ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, registry.ErrConflict):
+		return http.StatusConflict, "conflict"
+	case errors.Is(err, registry.ErrInvalidURL):
+		return http.StatusBadRequest, "invalid_argument"
+	case errors.Is(err, registry.ErrBlockedAddress):
+		return http.StatusForbidden, "blocked_address"
+	case errors.Is(err, capability.ErrInvalidCard), errors.Is(err, registry.ErrCardTooLarge):
+		return http.StatusUnprocessableEntity, "invalid_card"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return http.StatusGatewayTimeout, "timeout"
+	case errors.As(err, &fe):
+		return http.StatusBadGateway, "card_unreachable"
+	case errors.Is(err, registry.ErrClosed):
+		return http.StatusServiceUnavailable, "unavailable"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := classify(err)
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	a.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
+	var body ErrorBody
+	body.Error.Code, body.Error.Message = code, err.Error()
+	a.reply(w, status, body)
+}
+
+func (a *api) reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		a.log.Warn("write response", "error", err)
+	}
+}

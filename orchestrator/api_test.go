@@ -1,0 +1,188 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/orchd/orchd/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// agentServer serves one card on 127.0.0.1; status can be switched.
+func agentServer(t *testing.T, card string) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var status atomic.Int32
+	status.Store(http.StatusOK)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != registry.WellKnownPath {
+			http.NotFound(w, r)
+			return
+		}
+		if code := int(status.Load()); code != http.StatusOK {
+			http.Error(w, "down", code)
+			return
+		}
+		w.Header().Set("Cache-Control", "max-age=300")
+		_, _ = io.WriteString(w, card)
+	}))
+	t.Cleanup(s.Close)
+	return s, &status
+}
+
+func testCard(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../capability/testdata/cards/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// startDaemon runs a daemon on an ephemeral port until the test ends.
+func startDaemon(t *testing.T, cfg Config) string {
+	t.Helper()
+	cfg.Listen = "127.0.0.1:0"
+	d, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for d.Addr() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("daemon did not bind")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "http://" + d.Addr().String()
+}
+
+func call(t *testing.T, method, url, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, url, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+func loadDefaults(t *testing.T) Config {
+	t.Helper()
+	cfg, err := LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestAPI_Agents(t *testing.T) {
+	t.Parallel()
+	full, _ := agentServer(t, testCard(t, "v1-full.json"))
+	old, _ := agentServer(t, testCard(t, "v03-minimal.json"))
+	down, downStatus := agentServer(t, testCard(t, "v1-minimal.json"))
+	downStatus.Store(http.StatusServiceUnavailable)
+	bad, _ := agentServer(t, testCard(t, "bad-streaming-string.json"))
+	down2, down2Status := agentServer(t, testCard(t, "v1-minimal.json"))
+	down2Status.Store(http.StatusServiceUnavailable)
+
+	cfg := loadDefaults(t)
+	cfg.Agents = []registry.Spec{{ID: "research", URL: full.URL}, {URL: down.URL}}
+	base := startDaemon(t, cfg)
+
+	var list AgentList
+	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 || len(list.Pending) != 1 {
+		t.Fatalf("GET /v1/agents = %d, %d agents, %d pending", code, len(list.Agents), len(list.Pending))
+	}
+	var h Health
+	if code := call(t, "GET", base+"/healthz", "", &h); code != 200 || h.Status != "degraded" || h.Agents != 1 {
+		t.Errorf("healthz = %d %+v", code, h)
+	}
+
+	// The profile JSON carries every documented field.
+	var raw map[string]any
+	if code := call(t, "GET", base+"/v1/agents/research", "", &raw); code != 200 {
+		t.Fatalf("GET agent = %d", code)
+	}
+	for _, k := range []string{"id", "name", "url", "cardVersion", "digest", "protocols", "compatible", "capabilities",
+		"extensions", "steering", "skills", "warnings", "fetchedAt", "expiresAt", "etag", "healthy"} {
+		if _, ok := raw[k]; !ok && k != "etag" {
+			t.Errorf("profile JSON lacks %q", k)
+		}
+	}
+
+	var ag registry.Agent
+	if code := call(t, "POST", base+"/v1/agents", `{"url":"`+old.URL+`"}`, &ag); code != 201 || ag.ID != "weather-agent" || ag.CardFormat != "0.3" {
+		t.Errorf("POST /v1/agents = %d, %+v", code, ag.Profile)
+	}
+
+	errorCases := []struct {
+		name, method, path, body string
+		status                   int
+		code, msg                string
+	}{
+		{"unknown agent", "GET", "/v1/agents/nope", "", 404, "not_found", `"nope"`},
+		{"duplicate", "POST", "/v1/agents", `{"url":"` + old.URL + `"}`, 409, "conflict", "registered as"},
+		{"bad json", "POST", "/v1/agents", `{"url":`, 400, "invalid_argument", "bad JSON body"},
+		{"unknown field", "POST", "/v1/agents", `{"uri":"x"}`, 400, "invalid_argument", `unknown field "uri"`},
+		{"no url", "POST", "/v1/agents", `{}`, 400, "invalid_argument", `needs "url"`},
+		{"huge body", "POST", "/v1/agents", `{"url":"` + strings.Repeat("a", 70000) + `"}`, 413, "invalid_argument", "over"},
+		{"bad url", "POST", "/v1/agents", `{"url":"ftp://x"}`, 400, "invalid_argument", "http or https"},
+		{"bad card", "POST", "/v1/agents", `{"url":"` + bad.URL + `"}`, 422, "invalid_card", "capabilities.streaming: want boolean, got string"},
+		{"unreachable", "POST", "/v1/agents", `{"url":"` + down2.URL + `"}`, 502, "card_unreachable", "HTTP 503"},
+		{"blocked", "POST", "/v1/agents", `{"url":"http://10.255.255.1"}`, 403, "blocked_address", "private address"},
+		{"bad verb", "POST", "/v1/agents/research:explode", "", 404, "not_found", ":refresh"},
+		{"refresh unknown", "POST", "/v1/agents/nope:refresh", "", 404, "not_found", `"nope"`},
+		{"delete unknown", "DELETE", "/v1/agents/nope", "", 404, "not_found", `"nope"`},
+		{"no endpoint", "GET", "/v2/things", "", 404, "not_found", "no such endpoint"},
+	}
+	for _, tc := range errorCases {
+		var eb ErrorBody
+		code := call(t, tc.method, base+tc.path, tc.body, &eb)
+		if code != tc.status || eb.Error.Code != tc.code || !strings.Contains(eb.Error.Message, tc.msg) {
+			t.Errorf("%s: %d %+v; want %d %s containing %q", tc.name, code, eb.Error, tc.status, tc.code, tc.msg)
+		}
+	}
+
+	if code := call(t, "POST", base+"/v1/agents/research:refresh", "", &ag); code != 200 || ag.ID != "research" {
+		t.Errorf("refresh = %d %s", code, ag.ID)
+	}
+	if code := call(t, "DELETE", base+"/v1/agents/weather-agent", "", nil); code != 204 {
+		t.Errorf("DELETE = %d", code)
+	}
+	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 {
+		t.Errorf("after DELETE: %d agents", len(list.Agents))
+	}
+}

@@ -1,0 +1,155 @@
+package orchestrator
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/orchd/orchd/registry"
+)
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// DefaultsYAML returns the embedded default configuration.
+func DefaultsYAML() []byte { return bytes.Clone(defaultsYAML) }
+
+// Config is the daemon's configuration file. Durations are written as Go
+// durations ("30s", "5m").
+type Config struct {
+	// Listen is the HTTP API's address. Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// Registry tunes card discovery and caching.
+	Registry RegistryConfig `yaml:"registry"`
+	// Agents are registered at start-up. One that cannot be reached yet
+	// is retried in the background.
+	Agents []registry.Spec `yaml:"agents"`
+}
+
+// RegistryConfig mirrors registry.Config in the configuration file.
+type RegistryConfig struct {
+	AllowNetworks        []string `yaml:"allowNetworks"`
+	AllowHosts           []string `yaml:"allowHosts"`
+	Timeout              Duration `yaml:"timeout"`
+	MaxCardBytes         int64    `yaml:"maxCardBytes"`
+	MaxRedirects         int      `yaml:"maxRedirects"`
+	MaxEntries           int      `yaml:"maxEntries"`
+	DefaultTTL           Duration `yaml:"defaultTTL"`
+	MinRefreshInterval   Duration `yaml:"minRefreshInterval"`
+	StaleWhileRevalidate Duration `yaml:"staleWhileRevalidate"`
+	StaleIfError         Duration `yaml:"staleIfError"`
+	MinBackoff           Duration `yaml:"minBackoff"`
+	MaxBackoff           Duration `yaml:"maxBackoff"`
+	UnhealthyAfter       int      `yaml:"unhealthyAfter"`
+	DriftHistory         int      `yaml:"driftHistory"`
+	RefreshInterval      Duration `yaml:"refreshInterval"`
+	RefreshConcurrency   int      `yaml:"refreshConcurrency"`
+	Deprecated           []string `yaml:"deprecated"`
+}
+
+// Duration is a time.Duration written as "30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string, reporting the position of a
+// malformed one.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return &positionError{line: n.Line, col: n.Column, msg: fmt.Sprintf("%q is not a duration like 30s or 5m", n.Value)}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+type positionError struct {
+	line, col int
+	msg       string
+}
+
+func (e *positionError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
+
+// LoadConfig reads the embedded defaults and then, when path is not empty,
+// the file at path on top of them. Unknown keys are errors; every error
+// names the file and, where known, the line and column.
+func LoadConfig(path string) (Config, error) {
+	var cfg Config
+	if err := decodeConfig("(defaults)", defaultsYAML, &cfg); err != nil {
+		return Config{}, err
+	}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("read config: %w", err)
+		}
+		if err := decodeConfig(path, b, &cfg); err != nil {
+			return Config{}, err
+		}
+	}
+	return cfg, cfg.validate()
+}
+
+// decodeConfig decodes one YAML document strictly into cfg.
+func decodeConfig(name string, b []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	err := dec.Decode(cfg)
+	if errors.Is(err, io.EOF) {
+		return nil // an empty file changes nothing
+	}
+	if err != nil {
+		var pe *positionError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s:%s", name, pe.Error())
+		}
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msgs := make([]string, len(te.Errors))
+			for i, m := range te.Errors {
+				// yaml.v3 says "line N: msg"; make it "FILE:N: msg".
+				msgs[i] = name + ":" + strings.TrimPrefix(strings.Replace(m, ": ", ": ", 1), "line ")
+			}
+			return errors.New(strings.Join(msgs, "\n"))
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// validate checks what decoding cannot.
+func (c *Config) validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("config: listen %q: %w", c.Listen, err)
+	}
+	for i, a := range c.Agents {
+		if _, err := registry.NormalizeURL(a.URL); err != nil {
+			return fmt.Errorf("config: agents[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// RegistryConfig returns the file's registry section as registry.Config.
+func (c *Config) RegistryConfig() registry.Config {
+	r := c.Registry
+	return registry.Config{
+		Timeout: time.Duration(r.Timeout), MaxCardBytes: r.MaxCardBytes, MaxRedirects: r.MaxRedirects,
+		AllowNetworks: r.AllowNetworks, AllowHosts: r.AllowHosts,
+		MaxEntries: r.MaxEntries, DefaultTTL: time.Duration(r.DefaultTTL), MinRefreshInterval: time.Duration(r.MinRefreshInterval),
+		StaleWhileRevalidate: time.Duration(r.StaleWhileRevalidate), StaleIfError: time.Duration(r.StaleIfError),
+		MinBackoff: time.Duration(r.MinBackoff), MaxBackoff: time.Duration(r.MaxBackoff),
+		UnhealthyAfter: r.UnhealthyAfter, DriftHistory: r.DriftHistory,
+		RefreshInterval: time.Duration(r.RefreshInterval), RefreshConcurrency: r.RefreshConcurrency,
+		Deprecated: r.Deprecated,
+	}
+}

@@ -1,0 +1,122 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/orchd/orchd/registry"
+)
+
+// Daemon is a running orchd: the registry and the HTTP API in front of it.
+type Daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	registry *registry.Registry
+	handler  http.Handler
+
+	mu       sync.Mutex
+	listener net.Listener
+}
+
+// New builds a daemon from cfg. It starts nothing; Run does.
+func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg, err := registry.New(cfg.RegistryConfig(), log.With("component", "registry"))
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: log, registry: reg}
+	d.handler = newAPI(reg, log.With("component", "api"))
+	return d, nil
+}
+
+// Registry returns the daemon's agent registry.
+func (d *Daemon) Registry() *registry.Registry { return d.registry }
+
+// Handler returns the HTTP API, for embedding or tests.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// Addr returns the address the API listens on once Run has bound it, or
+// nil before.
+func (d *Daemon) Addr() net.Addr {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.listener == nil {
+		return nil
+	}
+	return d.listener.Addr()
+}
+
+// Run binds the listen address, registers the configured agents, starts
+// the background refresher and serves the API until ctx is done. It then
+// shuts the server down gracefully and stops every goroutine it started
+// before returning.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.registry.Close()
+	ln, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
+	}
+	d.mu.Lock()
+	d.listener = ln
+	d.mu.Unlock()
+	d.warnLoopback()
+
+	for _, spec := range d.cfg.Agents {
+		addCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := d.registry.AddOrRetry(addCtx, spec)
+		cancel()
+		if err != nil {
+			d.log.Error("configured agent not registered yet; retrying in the background", "url", spec.URL, "error", err)
+		}
+	}
+	d.registry.Start()
+
+	srv := &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	d.log.Info("orchd serving", "addr", ln.Addr().String(), "agents", d.registry.Len(), "pending", len(d.registry.Pending()))
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	d.log.Info("orchd shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	return err
+}
+
+// warnLoopback says in the log when card fetches may reach this machine.
+func (d *Daemon) warnLoopback() {
+	for _, n := range d.cfg.Registry.AllowNetworks {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			if a, aErr := netip.ParseAddr(n); aErr == nil {
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+		}
+		if p.IsValid() && p.Addr().IsLoopback() {
+			d.log.Warn("card fetches may reach loopback addresses (development default); list only your agents' networks in registry.allowNetworks for production", "allowNetworks", d.cfg.Registry.AllowNetworks)
+			return
+		}
+	}
+}
