@@ -98,8 +98,7 @@ func Build(raw []byte, opts Options) (*Profile, error) {
 	if err != nil {
 		return nil, &CardError{Msg: "cannot compute digest", Err: err}
 	}
-	p.Card, err = sdkCard(raw, doc, p)
-	if err != nil {
+	if p.card, err = parseableCard(raw, doc, p.Protocols); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -359,27 +358,41 @@ func readSkills(f *fields, doc map[string]any, p *Profile) {
 	}
 }
 
-// sdkCard parses the card with a2a-go's dual-format parser and aligns its
-// interfaces with the profile: versions in Major.Minor form (so a2a-go's
-// transport selection matches "0.3.0" cards) and, for 0.2 cards that name no
-// transport, the JSON-RPC interface the profile assumed.
-//
-// a2a-go v2.4.0 reads security requirement scopes only as plain arrays,
-// while the A2A 1.0 JSON form wraps them as {"list": [...]}; a card in the
-// spec's form is unwrapped and parsed again.
-func sdkCard(raw []byte, doc map[string]any, p *Profile) (*a2a.AgentCard, error) {
-	parse := a2av0.NewAgentCardParser()
-	card, err := parse(raw)
+// parseableCard returns the card in compact JSON that a2a-go's dual-format
+// parser reads. a2a-go v2.4.0 reads security requirement scopes only as
+// plain arrays, while the A2A 1.0 JSON form wraps them as {"list": [...]};
+// a card in the spec's form is unwrapped first.
+func parseableCard(raw []byte, doc map[string]any, protos []Protocol) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, &CardError{Msg: "not valid JSON", Err: err}
+	}
+	compact := buf.Bytes()
+	_, err := sdkCard(compact, protos)
 	if err != nil && unwrapScopeLists(doc) {
 		if fixed, mErr := json.Marshal(doc); mErr == nil {
-			card, err = parse(fixed)
+			if _, fErr := sdkCard(fixed, protos); fErr == nil {
+				return fixed, nil
+			}
 		}
 	}
 	if err != nil {
 		return nil, &CardError{Msg: "a2a-go cannot read the card", Err: err}
 	}
+	return compact, nil
+}
+
+// sdkCard parses the card with a2a-go's dual-format parser and aligns its
+// interfaces with the profile: versions in Major.Minor form (so a2a-go's
+// transport selection matches "0.3.0" cards) and, for 0.2 cards that name no
+// transport, the JSON-RPC interface the profile assumed.
+func sdkCard(raw []byte, protos []Protocol) (*a2a.AgentCard, error) {
+	card, err := a2av0.NewAgentCardParser()(raw)
+	if err != nil {
+		return nil, err
+	}
 	if len(card.SupportedInterfaces) == 0 {
-		for _, pr := range p.Protocols {
+		for _, pr := range protos {
 			card.SupportedInterfaces = append(card.SupportedInterfaces, &a2a.AgentInterface{
 				URL: pr.URL, ProtocolBinding: a2a.TransportProtocol(pr.Binding), Tenant: pr.Tenant, ProtocolVersion: a2a.ProtocolVersion(pr.Version),
 			})

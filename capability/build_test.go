@@ -191,8 +191,14 @@ func TestBuild_Facts(t *testing.T) {
 			if tt.warning != "" && !slices.Contains(p.Warnings, tt.warning) {
 				t.Errorf("Warnings = %q, want one %q", p.Warnings, tt.warning)
 			}
-			if p.Card == nil || len(p.Card.SupportedInterfaces) == 0 {
-				t.Errorf("Card has no interfaces for a2a-go: %+v", p.Card)
+			sdk, err := p.AgentCard()
+			if err != nil || len(sdk.SupportedInterfaces) == 0 || sdk.Name != p.Name {
+				t.Errorf("AgentCard() = %+v, %v; want a card with interfaces", sdk, err)
+			}
+			for _, it := range sdk.SupportedInterfaces {
+				if _, _, ok := normalizeVersion(string(it.ProtocolVersion)); ok && strings.Count(string(it.ProtocolVersion), ".") != 1 {
+					t.Errorf("interface version %q not in Major.Minor form", it.ProtocolVersion)
+				}
 			}
 			if !strings.HasPrefix(p.Digest, "sha256:") || len(p.Digest) != len("sha256:")+64 {
 				t.Errorf("Digest = %q", p.Digest)

@@ -32,8 +32,11 @@ func FuzzBuild(f *testing.F) {
 			}
 			return
 		}
-		if p.Name == "" || p.Card == nil || p.Digest == "" {
+		if p.Name == "" || p.Digest == "" {
 			t.Fatalf("incomplete profile: %+v", p)
+		}
+		if _, err := p.AgentCard(); err != nil {
+			t.Fatalf("Build accepted a card a2a-go cannot read: %v", err)
 		}
 		if !p.Supports(SendMessage) {
 			t.Fatal("profile lacks the implicit tier")

@@ -1,6 +1,10 @@
 package capability
 
-import "github.com/a2aproject/a2a-go/v2/a2a"
+import (
+	"fmt"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
 
 // SteeringURI identifies the steering extension; its card params
 // "interruptible" and "steerable" give an agent's steering modes.
@@ -49,9 +53,8 @@ type Profile struct {
 	// range, unreadable extension params.
 	Warnings []string `json:"warnings"`
 
-	// Card is the card as a2a-go types, for building clients. Interface
-	// protocol versions are normalized to Major.Minor.
-	Card *a2a.AgentCard `json:"-"`
+	// card is the compacted card JSON that a2a-go's parser accepted.
+	card []byte
 }
 
 // Extension is an extension the card advertises.
@@ -105,4 +108,17 @@ func (p *Profile) HasExtension(uri string) bool {
 		}
 	}
 	return false
+}
+
+// AgentCard returns the card as a2a-go types, for building clients, with
+// interface protocol versions normalized to Major.Minor. The profile keeps
+// only the compacted card JSON, a fraction of the parsed form's memory, so
+// each call parses it anew (tens of microseconds); callers that need the
+// card often should keep the result. Build has already checked that the
+// card parses, so an error here means the profile was not made by Build.
+func (p *Profile) AgentCard() (*a2a.AgentCard, error) {
+	if p.card == nil {
+		return nil, fmt.Errorf("profile %q has no card", p.ID)
+	}
+	return sdkCard(p.card, p.Protocols)
 }

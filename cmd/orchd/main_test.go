@@ -140,4 +140,3 @@ func TestServe_BadConfig(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
-
