@@ -229,10 +229,7 @@ func readProtocols(f *fields, doc map[string]any, opts Options, p *Profile) {
 		ver = string(a2av0.Version)
 	}
 	p.CardFormat = "0.3"
-	if mm, _, ok := normalizeVersion(ver); ok && mm != "0.3" {
-		p.CardFormat = mm
-	}
-	if opts.Legacy {
+	if _, v, ok := normalizeVersion(ver); opts.Legacy || ok && v.LessThan(version.Must(version.NewVersion("0.3"))) {
 		p.CardFormat = "0.2"
 	}
 	preferred := f.str(doc, "preferredTransport", "")

@@ -79,3 +79,15 @@ func TestLoadConfig_Errors(t *testing.T) {
 		t.Error("a missing file must be an error")
 	}
 }
+
+func TestLoadConfig_Example(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfig("../examples/orchd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := cfg.RegistryConfig()
+	if len(cfg.Agents) != 2 || rc.DefaultTTL != 2*time.Minute || rc.Timeout != 10*time.Second || rc.Deprecated[0] != "push_notifications" {
+		t.Errorf("example config = %+v / %+v", cfg, rc)
+	}
+}
