@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchd/orchd/capability"
-	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -38,11 +37,7 @@ safety rules as the daemon's (--config, or the embedded defaults).`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			cfg, err := orchestrator.LoadConfig(configPath)
+			log, cfg, err := g.setup(configPath)
 			if err != nil {
 				return err
 			}
@@ -71,7 +66,17 @@ safety rules as the daemon's (--config, or the embedded defaults).`,
 // printProfile writes an agent's profile for a person to read.
 func printProfile(w io.Writer, a *registry.Agent) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	// rows prints values under one key, the key on the first row only, and
+	// "none" for no values.
+	rows := func(key string, values ...string) {
+		if len(values) == 0 {
+			values = []string{"none"}
+		}
+		for _, v := range values {
+			fmt.Fprintf(tw, "%s\t%s\n", key, v)
+			key = ""
+		}
+	}
 	yesNo := func(b bool) string {
 		if b {
 			return "yes"
@@ -79,27 +84,25 @@ func printProfile(w io.Writer, a *registry.Agent) error {
 		return "no"
 	}
 
-	row("name", a.Name)
-	row("url", a.URL)
-	row("card", fmt.Sprintf("version %s, A2A %s layout, %s", orNone(a.CardVersion), a.CardFormat, a.Digest))
+	rows("name", a.Name)
+	rows("url", a.URL)
+	rows("card", fmt.Sprintf("version %s, A2A %s layout, %s", orNone(a.CardVersion), a.CardFormat, a.Digest))
 	if a.ClientCompatible {
-		row("compatible", "yes")
+		rows("compatible", "yes")
 	} else {
-		row("compatible", "no: "+a.IncompatibleReason)
+		rows("compatible", "no: "+a.IncompatibleReason)
 	}
-	for i, p := range a.Protocols {
-		k := ""
-		if i == 0 {
-			k = "protocols"
-		}
+	var protocols []string
+	for _, p := range a.Protocols {
 		v := fmt.Sprintf("%s over %s at %s", p.Version, p.Binding, p.URL)
 		if p.Tenant != "" {
 			v += " (tenant " + p.Tenant + ")"
 		}
-		row(k, v)
+		protocols = append(protocols, v)
 	}
+	rows("protocols", protocols...)
 	if a.MinProtocolVersion != "" || a.MaxProtocolVersion != "" {
-		row("version range", fmt.Sprintf("%s to %s", orNone(a.MinProtocolVersion), orNone(a.MaxProtocolVersion)))
+		rows("version range", fmt.Sprintf("%s to %s", orNone(a.MinProtocolVersion), orNone(a.MaxProtocolVersion)))
 	}
 	for _, tier := range []capability.Tier{capability.TierImplicit, capability.TierDeclared, capability.TierDeprecated} {
 		var names []string
@@ -113,16 +116,10 @@ func printProfile(w io.Writer, a *registry.Agent) error {
 			names = append(names, name)
 		}
 		sort.Strings(names)
-		row(fmt.Sprintf("tier %d %s", tier, tier), orNone(strings.Join(names, ", ")))
+		rows(fmt.Sprintf("tier %d %s", tier, tier), orNone(strings.Join(names, ", ")))
 	}
-	if len(a.Extensions) == 0 {
-		row("extensions", "none")
-	}
-	for i, x := range a.Extensions {
-		k := ""
-		if i == 0 {
-			k = "extensions"
-		}
+	var exts []string
+	for _, x := range a.Extensions {
 		v := x.URI
 		if x.Required {
 			v += " (required)"
@@ -131,17 +128,12 @@ func printProfile(w io.Writer, a *registry.Agent) error {
 			b, _ := json.Marshal(x.Params)
 			v += " " + string(b)
 		}
-		row(k, v)
+		exts = append(exts, v)
 	}
-	row("steering", fmt.Sprintf("interruptible %s, steerable %s", yesNo(a.Steering.Interruptible), yesNo(a.Steering.Steerable)))
-	if len(a.Skills) == 0 {
-		row("skills", "none")
-	}
-	for i, s := range a.Skills {
-		k := ""
-		if i == 0 {
-			k = "skills"
-		}
+	rows("extensions", exts...)
+	rows("steering", fmt.Sprintf("interruptible %s, steerable %s", yesNo(a.Steering.Interruptible), yesNo(a.Steering.Steerable)))
+	var skills []string
+	for _, s := range a.Skills {
 		v := s.ID
 		if s.Name != "" && s.Name != s.ID {
 			v += " (" + s.Name + ")"
@@ -149,23 +141,18 @@ func printProfile(w io.Writer, a *registry.Agent) error {
 		if len(s.Tags) > 0 {
 			v += ": " + strings.Join(slices.Sorted(slices.Values(s.Tags)), ", ")
 		}
-		row(k, v)
+		skills = append(skills, v)
 	}
-	if len(a.Warnings) == 0 {
-		row("warnings", "none")
-	}
-	for i, wn := range a.Warnings {
-		k := ""
-		if i == 0 {
-			k = "warnings"
-		}
-		row(k, wn)
-	}
+	rows("skills", skills...)
+	rows("warnings", a.Warnings...)
 	cache := fmt.Sprintf("fetched %s, fresh until %s", a.FetchedAt.Format(time.RFC3339), a.ExpiresAt.Format(time.RFC3339))
 	if a.ETag != "" {
 		cache += ", etag " + a.ETag
 	}
-	row("cache", cache)
+	if !a.Healthy {
+		cache += fmt.Sprintf("; %d failed fetches, last: %s", a.Failures, a.LastError)
+	}
+	rows("cache", cache)
 	return tw.Flush()
 }
 

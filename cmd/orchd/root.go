@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/orchd/orchd/orchestrator"
 )
 
 // globals are the flags every command takes.
@@ -32,6 +34,17 @@ func (g *globals) logger() (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
+}
+
+// setup builds the logger and loads the configuration (the embedded
+// defaults, then the file at configPath if any).
+func (g *globals) setup(configPath string) (*slog.Logger, orchestrator.Config, error) {
+	log, err := g.logger()
+	if err != nil {
+		return nil, orchestrator.Config{}, err
+	}
+	cfg, err := orchestrator.LoadConfig(configPath)
+	return log, cfg, err
 }
 
 // run executes the command line and returns the process exit code.

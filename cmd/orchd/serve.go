@@ -20,11 +20,7 @@ apply (listen on 127.0.0.1:8080, card fetches may reach loopback).
 SIGINT and SIGTERM shut it down gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			cfg, err := orchestrator.LoadConfig(configPath)
+			log, cfg, err := g.setup(configPath)
 			if err != nil {
 				return err
 			}
