@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -167,6 +166,7 @@ func readProtocols(f *fields, doc map[string]any, opts Options, p *Profile) {
 		f.fail(minKey, "%s is above %s %s", p.MinProtocolVersion, maxKey, p.MaxProtocolVersion)
 	}
 
+	seen := map[[3]string]bool{}
 	add := func(path, url, binding, tenant string, versions []string) {
 		n := 0
 		for _, s := range versions {
@@ -179,11 +179,11 @@ func readProtocols(f *fields, doc map[string]any, opts Options, p *Profile) {
 				p.Warnings = append(p.Warnings, fmt.Sprintf("%s: protocol version %s is outside the card's range %s–%s; ignored", path, mm, p.MinProtocolVersion, p.MaxProtocolVersion))
 				continue
 			}
-			if slices.ContainsFunc(p.Protocols, func(pr Protocol) bool {
-				return pr.Version == mm && pr.Binding == binding && pr.URL == url
-			}) {
+			key := [3]string{mm, binding, url}
+			if seen[key] {
 				continue
 			}
+			seen[key] = true
 			p.Protocols = append(p.Protocols, Protocol{Version: mm, Binding: binding, URL: url, Tenant: tenant, v: v})
 			n++
 		}
@@ -281,6 +281,7 @@ func readCapabilities(f *fields, doc map[string]any, opts Options, p *Profile) {
 		declare(ExtendedAgentCard, true)
 	}
 
+	seen := map[string]bool{}
 	for i, ext := range f.objects(caps, "extensions", "capabilities") {
 		path := index("capabilities.extensions", i)
 		uri := f.requiredStr(ext, "uri", path)
@@ -290,10 +291,11 @@ func readCapabilities(f *fields, doc map[string]any, opts Options, p *Profile) {
 		if f.err != nil {
 			return
 		}
-		if p.HasExtension(uri) {
+		if seen[uri] {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: extension %s is listed twice; the first entry counts", path, uri))
 			continue
 		}
+		seen[uri] = true
 		p.Extensions = append(p.Extensions, Extension{URI: uri, Required: required, Params: params})
 		declare(uri, true)
 		if uri == SteeringURI {

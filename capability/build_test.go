@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
@@ -343,5 +345,39 @@ func TestBuild_SteeringParamWrongType(t *testing.T) {
 	}
 	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "params.steerable: want boolean, got string") {
 		t.Errorf("Warnings = %q", p.Warnings)
+	}
+}
+
+// TestBuild_HostileSizeIsLinear builds a card just under the size limit
+// made of thousands of interfaces and tags; work that grew quadratically
+// with them would take minutes, not the milliseconds this takes.
+func TestBuild_HostileSizeIsLinear(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString(`{"name":"H","supportedInterfaces":[`)
+	for i := 0; b.Len() < 480_000; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"url":"http://h%d.example.com","protocolBinding":"JSONRPC","protocolVersion":"1.0"}`, i)
+	}
+	b.WriteString(`],"skills":[{"id":"s","tags":[`)
+	for i := 0; b.Len() < 1_000_000; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"t%d"`, i)
+	}
+	b.WriteString(`]}]}`)
+	start := time.Now()
+	p, err := Build([]byte(b.String()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Protocols) < 5000 || len(p.Skills[0].Tags) < 50_000 {
+		t.Fatalf("card not read whole: %d protocols, %d tags", len(p.Protocols), len(p.Skills[0].Tags))
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("building a 1 MB card took %s", d)
 	}
 }

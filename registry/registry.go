@@ -503,13 +503,12 @@ func (r *Registry) replace(old, next *Agent) {
 
 func skillKeys(a *Agent) []string {
 	var keys []string
+	seen := map[string]bool{}
 	for _, s := range a.Skills {
-		if !slices.Contains(keys, s.ID) {
-			keys = append(keys, s.ID)
-		}
-		for _, t := range s.Tags {
-			if !slices.Contains(keys, t) {
-				keys = append(keys, t)
+		for _, k := range append([]string{s.ID}, s.Tags...) {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
 			}
 		}
 	}
