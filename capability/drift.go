@@ -31,16 +31,21 @@ type Drift struct {
 // VersionChange is the change in the versions an agent speaks over one
 // binding.
 type VersionChange struct {
-	Binding string   `json:"binding"`
-	Added   []string `json:"added,omitempty"`
+	// Binding is the protocol binding, e.g. JSONRPC.
+	Binding string `json:"binding"`
+	// Added lists versions the agent now speaks over Binding.
+	Added []string `json:"added,omitempty"`
+	// Removed lists versions it no longer speaks over Binding.
 	Removed []string `json:"removed,omitempty"`
 }
 
 // RangeChange is a change of the card's minProtocolVersion and
 // maxProtocolVersion; "" means the bound was absent.
 type RangeChange struct {
+	// OldMin and OldMax are the old card's bounds.
 	OldMin string `json:"oldMin"`
 	OldMax string `json:"oldMax"`
+	// NewMin and NewMax are the new card's bounds.
 	NewMin string `json:"newMin"`
 	NewMax string `json:"newMax"`
 }

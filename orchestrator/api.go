@@ -48,9 +48,13 @@ func newAPI(reg *registry.Registry, log *slog.Logger) http.Handler {
 
 // Health is the body of GET /healthz.
 type Health struct {
-	Status  string             `json:"status"`
-	Agents  int                `json:"agents"`
-	Healthy int                `json:"healthy"`
+	// Status is "ok", or "degraded" while an agent is pending or unhealthy.
+	Status string `json:"status"`
+	// Agents counts registered agents.
+	Agents int `json:"agents"`
+	// Healthy counts registered agents whose cards refresh.
+	Healthy int `json:"healthy"`
+	// Pending lists configured agents not registered yet.
 	Pending []registry.Pending `json:"pending"`
 }
 
@@ -69,7 +73,9 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 
 // AgentList is the body of GET /v1/agents.
 type AgentList struct {
-	Agents  []*registry.Agent  `json:"agents"`
+	// Agents are the registered agents, sorted by id.
+	Agents []*registry.Agent `json:"agents"`
+	// Pending are configured agents whose cards could not be read yet.
 	Pending []registry.Pending `json:"pending"`
 }
 
@@ -156,6 +162,7 @@ func (e *apiError) Error() string { return e.msg }
 
 // ErrorBody is the JSON body of every API error.
 type ErrorBody struct {
+	// Error describes what went wrong.
 	Error struct {
 		// Code is a stable machine-readable string; see docs/api.md.
 		Code string `json:"code"`

@@ -34,25 +34,47 @@ type Config struct {
 	Agents []registry.Spec `yaml:"agents"`
 }
 
-// RegistryConfig mirrors registry.Config in the configuration file.
+// RegistryConfig is the config file's registry section. Each field sets
+// the registry.Config field of the same name, where its meaning and default
+// are documented; docs/registry.md lists them with their YAML keys.
 type RegistryConfig struct {
-	AllowNetworks        []string `yaml:"allowNetworks"`
-	AllowHosts           []string `yaml:"allowHosts"`
-	Timeout              Duration `yaml:"timeout"`
-	MaxCardBytes         int64    `yaml:"maxCardBytes"`
-	MaxRedirects         int      `yaml:"maxRedirects"`
-	MaxEntries           int      `yaml:"maxEntries"`
-	DefaultTTL           Duration `yaml:"defaultTTL"`
-	MinRefreshInterval   Duration `yaml:"minRefreshInterval"`
+	// AllowNetworks lists CIDRs card fetches may reach although they are
+	// loopback, private, link-local or multicast.
+	AllowNetworks []string `yaml:"allowNetworks"`
+	// AllowHosts lists host names card fetches may reach wherever they
+	// resolve.
+	AllowHosts []string `yaml:"allowHosts"`
+	// Timeout bounds one card fetch.
+	Timeout Duration `yaml:"timeout"`
+	// MaxCardBytes bounds a card's size.
+	MaxCardBytes int64 `yaml:"maxCardBytes"`
+	// MaxRedirects bounds redirects per fetch; -1 follows none.
+	MaxRedirects int `yaml:"maxRedirects"`
+	// MaxEntries bounds the card cache.
+	MaxEntries int `yaml:"maxEntries"`
+	// DefaultTTL is the freshness of a card sent without any.
+	DefaultTTL Duration `yaml:"defaultTTL"`
+	// MinRefreshInterval is the floor between revalidations of one card.
+	MinRefreshInterval Duration `yaml:"minRefreshInterval"`
+	// StaleWhileRevalidate is the default stale-while-revalidate window.
 	StaleWhileRevalidate Duration `yaml:"staleWhileRevalidate"`
-	StaleIfError         Duration `yaml:"staleIfError"`
-	MinBackoff           Duration `yaml:"minBackoff"`
-	MaxBackoff           Duration `yaml:"maxBackoff"`
-	UnhealthyAfter       int      `yaml:"unhealthyAfter"`
-	DriftHistory         int      `yaml:"driftHistory"`
-	RefreshInterval      Duration `yaml:"refreshInterval"`
-	RefreshConcurrency   int      `yaml:"refreshConcurrency"`
-	Deprecated           []string `yaml:"deprecated"`
+	// StaleIfError is the default stale-if-error window.
+	StaleIfError Duration `yaml:"staleIfError"`
+	// MinBackoff is the first wait before retrying a failed card.
+	MinBackoff Duration `yaml:"minBackoff"`
+	// MaxBackoff caps that wait as it doubles.
+	MaxBackoff Duration `yaml:"maxBackoff"`
+	// UnhealthyAfter is how many failed refreshes in a row mark an agent
+	// unhealthy.
+	UnhealthyAfter int `yaml:"unhealthyAfter"`
+	// DriftHistory is how many drift records each agent keeps.
+	DriftHistory int `yaml:"driftHistory"`
+	// RefreshInterval is how often expired cards are looked for.
+	RefreshInterval Duration `yaml:"refreshInterval"`
+	// RefreshConcurrency bounds background refreshes.
+	RefreshConcurrency int `yaml:"refreshConcurrency"`
+	// Deprecated lists capabilities or extension URIs to treat as Tier 3.
+	Deprecated []string `yaml:"deprecated"`
 }
 
 // Duration is a time.Duration written as "30s" in YAML.

@@ -30,10 +30,15 @@ type Spec struct {
 // Pending is a configured agent whose card could not be fetched yet. The
 // registry keeps retrying it with backoff and registers it on success.
 type Pending struct {
-	ID          string    `json:"id,omitempty"`
-	URL         string    `json:"url"`
-	Failures    int       `json:"failures"`
-	LastError   string    `json:"lastError"`
+	// ID is the configured id, if any.
+	ID string `json:"id,omitempty"`
+	// URL is the agent's normalized base URL.
+	URL string `json:"url"`
+	// Failures counts the attempts that failed.
+	Failures int `json:"failures"`
+	// LastError says why the last attempt failed.
+	LastError string `json:"lastError"`
+	// NextAttempt is when the next attempt goes out.
 	NextAttempt time.Time `json:"nextAttempt"`
 }
 
