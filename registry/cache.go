@@ -66,21 +66,23 @@ func newCardCache(cfg Config, f *fetcher, log *slog.Logger) (*cardCache, error) 
 // get returns the card for base as a client of the cache would: fresh
 // entries at once; stale ones within stale-while-revalidate at once with a
 // background revalidation; otherwise after revalidating, falling back to
-// the stale card within stale-if-error. A recent failure with no card to
-// fall back on is answered from the cache until its backoff ends.
+// the stale card within stale-if-error. After a failure nothing goes out
+// until its backoff ends: the stale card is served while a stale window
+// allows it, and the remembered error otherwise.
 func (c *cardCache) get(ctx context.Context, base string) (*entry, error) {
 	now := c.cfg.Now()
 	if e, ok := c.lru.Get(base); ok {
+		stale := e.freshUntil.Add(max(e.swr, e.sie))
 		switch {
-		case e.profile == nil && now.Before(e.retryAt):
+		case e.profile != nil && now.Before(e.freshUntil):
+			return e, nil
+		case now.Before(e.retryAt): // backing off after a failure
+			if e.profile != nil && now.Before(stale) {
+				return e, nil
+			}
 			return nil, fmt.Errorf("%w (remembered failure; next attempt in %s)", e.err, e.retryAt.Sub(now).Round(time.Second))
-		case e.profile == nil:
-		case now.Before(e.freshUntil):
-			return e, nil
-		case now.Before(e.freshUntil.Add(e.swr)):
+		case e.profile != nil && now.Before(e.freshUntil.Add(e.swr)):
 			c.background(base)
-			return e, nil
-		case now.Before(e.retryAt) && now.Before(e.freshUntil.Add(e.sie)):
 			return e, nil
 		}
 	}

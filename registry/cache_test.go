@@ -139,6 +139,11 @@ func TestCache_StaleIfErrorAndNegativeCaching(t *testing.T) {
 	if _, err := r.Inspect(t.Context(), s.URL); err == nil {
 		t.Error("card served past its stale-if-error window")
 	}
+	// and, within the new backoff, is remembered without a request.
+	n = s.requests.Load()
+	if _, err := r.Inspect(t.Context(), s.URL); err == nil || !strings.Contains(err.Error(), "remembered failure") || s.requests.Load() != n {
+		t.Errorf("past the windows, in backoff: err %v, requests %d -> %d", err, n, s.requests.Load())
+	}
 
 	// A URL that never worked is remembered as failing until its backoff ends.
 	down := newCardServer(t, "")
