@@ -184,7 +184,7 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, registry.ErrConflict):
 		return http.StatusConflict, "conflict"
-	case errors.Is(err, registry.ErrInvalidURL):
+	case errors.Is(err, registry.ErrInvalidURL), errors.Is(err, registry.ErrInvalidID):
 		return http.StatusBadRequest, "invalid_argument"
 	case errors.Is(err, registry.ErrBlockedAddress):
 		return http.StatusForbidden, "blocked_address"

@@ -160,6 +160,7 @@ func TestAPI_Agents(t *testing.T) {
 		{"no url", "POST", "/v1/agents", `{}`, 400, "invalid_argument", `needs "url"`},
 		{"huge body", "POST", "/v1/agents", `{"url":"` + strings.Repeat("a", 70000) + `"}`, 413, "invalid_argument", "over"},
 		{"bad url", "POST", "/v1/agents", `{"url":"ftp://x"}`, 400, "invalid_argument", "http or https"},
+		{"bad id", "POST", "/v1/agents", `{"url":"` + bad.URL + `","id":"a:b"}`, 400, "invalid_argument", `invalid agent id "a:b"`},
 		{"bad card", "POST", "/v1/agents", `{"url":"` + bad.URL + `"}`, 422, "invalid_card", "capabilities.streaming: want boolean, got string"},
 		{"unreachable", "POST", "/v1/agents", `{"url":"` + down2.URL + `"}`, 502, "card_unreachable", "HTTP 503"},
 		{"blocked", "POST", "/v1/agents", `{"url":"http://10.255.255.1"}`, 403, "blocked_address", "private address"},

@@ -12,8 +12,10 @@ var (
 	ErrNotFound = errors.New("agent not found")
 	// ErrConflict means the id or URL is already registered.
 	ErrConflict = errors.New("agent already registered")
-	// ErrInvalidURL means an agent URL or id is not acceptable.
+	// ErrInvalidURL means an agent URL is not acceptable.
 	ErrInvalidURL = errors.New("invalid agent URL")
+	// ErrInvalidID means an agent id is not acceptable.
+	ErrInvalidID = errors.New("invalid agent id")
 	// ErrBlockedAddress means the SSRF guard refused to connect.
 	ErrBlockedAddress = errors.New("address not allowed")
 	// ErrCardTooLarge means the card body exceeded Config.MaxCardBytes.

@@ -108,8 +108,8 @@ func New(cfg Config, log *slog.Logger) (*Registry, error) {
 
 // Add fetches the agent's card and registers it. Nothing is registered
 // unless the card was fetched and read successfully. It fails with
-// ErrConflict when the URL or the explicit id is taken, ErrInvalidURL for a
-// bad URL or id, a *FetchError when the card cannot be fetched and a
+// ErrConflict when the URL or the explicit id is taken, ErrInvalidURL or
+// ErrInvalidID for a bad URL or id, a *FetchError when the card cannot be fetched and a
 // *capability.CardError when it cannot be read.
 func (r *Registry) Add(ctx context.Context, spec Spec) (*Agent, error) {
 	base, err := r.checkSpec(spec)
@@ -128,7 +128,7 @@ func (r *Registry) Add(ctx context.Context, spec Spec) (*Agent, error) {
 // backoff, and the error is returned for the caller to report.
 func (r *Registry) AddOrRetry(ctx context.Context, spec Spec) (*Agent, error) {
 	a, err := r.Add(ctx, spec)
-	if err == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrClosed) {
+	if err == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrInvalidID) || errors.Is(err, ErrClosed) {
 		return a, err
 	}
 	base, _ := NormalizeURL(spec.URL)
@@ -148,7 +148,7 @@ func (r *Registry) checkSpec(spec Spec) (string, error) {
 		return "", err
 	}
 	if spec.ID != "" && !idPattern.MatchString(spec.ID) {
-		return "", fmt.Errorf("%w: id %q: use letters, digits, '.', '_' and '-' (at most 64)", ErrInvalidURL, spec.ID)
+		return "", fmt.Errorf("%w %q: use letters, digits, '.', '_' and '-' (at most 64)", ErrInvalidID, spec.ID)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -114,7 +114,7 @@ func TestRegistry_AddRefusesBadInput(t *testing.T) {
 	}{
 		{"scheme", Spec{URL: "ftp://x.example.com"}, ErrInvalidURL, "scheme must be http or https"},
 		{"credentials", Spec{URL: "http://u:p@x.example.com"}, ErrInvalidURL, "credentials"},
-		{"id", Spec{ID: "a/b", URL: bad.URL}, ErrInvalidURL, `id "a/b"`},
+		{"id", Spec{ID: "a/b", URL: bad.URL}, ErrInvalidID, `invalid agent id "a/b"`},
 		{"card", Spec{URL: bad.URL}, capability.ErrInvalidCard, "name: want string, got number"},
 		{"status", Spec{URL: down.URL}, nil, "server answered HTTP 503"},
 	}
