@@ -1,0 +1,302 @@
+package policies
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/checker"
+	"cel.dev/cel-go/common/types"
+)
+
+// Defaults for [Options] fields left at zero.
+const (
+	DefaultCostLimit = 100_000
+	DefaultTimeout   = 50 * time.Millisecond
+)
+
+// Options bound policy evaluation. The zero value selects the defaults.
+type Options struct {
+	// CostLimit bounds the CEL cost of one expression's evaluation; an
+	// expression that exceeds it denies the candidate. Default 100,000.
+	CostLimit uint64
+	// Timeout bounds one Evaluate call over all candidates; candidates not
+	// decided by then are denied. Default 50ms.
+	Timeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.CostLimit == 0 {
+		o.CostLimit = DefaultCostLimit
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return o
+}
+
+// File is a policy file's name and contents.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// ReadFiles reads policy files. A directory contributes its *.yaml and
+// *.yml files, sorted by name.
+func ReadFiles(paths []string) ([]File, error) {
+	var files []File
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("read policies: %w", err)
+		}
+		names := []string{p}
+		if info.IsDir() {
+			names = nil
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return nil, fmt.Errorf("read policies: %w", err)
+			}
+			for _, e := range entries {
+				if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+					names = append(names, filepath.Join(p, e.Name()))
+				}
+			}
+		}
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err != nil {
+				return nil, fmt.Errorf("read policies: %w", err)
+			}
+			files = append(files, File{Path: n, Data: b})
+		}
+	}
+	return files, nil
+}
+
+// Set is a compiled, immutable set of policies, safe for concurrent use.
+type Set struct {
+	policies []*policy
+	// requestPrograms are the programs that do not read agent; they are
+	// evaluated once per request.
+	requestPrograms []*program
+	nResults        int
+	digest          string
+	files           []string
+	opts            Options
+	constraints     *constraintCache
+}
+
+type policy struct {
+	name, file   string
+	defaultAllow bool
+	when         *program
+	rules        []*rule
+}
+
+type ruleKind int
+
+const (
+	kindAllow ruleKind = iota
+	kindDeny
+	kindRank
+)
+
+func (k ruleKind) String() string { return [...]string{"allow", "deny", "rank"}[k] }
+
+type rule struct {
+	name       string
+	kind       ruleKind
+	when       *program
+	body       *program
+	reason     string
+	reasonExpr *program
+}
+
+// program is one compiled expression.
+type program struct {
+	prg cel.Program
+	src string
+	// perRequest is true when the expression does not read agent, so one
+	// evaluation serves every candidate; slot is its index in
+	// Set.requestPrograms.
+	perRequest bool
+	slot       int
+	// tracked is true when the expression's worst-case cost could exceed
+	// the limit, so it runs with cost tracking and interruption.
+	tracked bool
+}
+
+// Digest identifies the set by the content of its files.
+func (s *Set) Digest() string { return s.digest }
+
+// Files lists the files the set was compiled from.
+func (s *Set) Files() []string { return slices.Clone(s.files) }
+
+// Policies returns the names of the set's policies, in evaluation order.
+func (s *Set) Policies() []string {
+	out := make([]string, len(s.policies))
+	for i, p := range s.policies {
+		out[i] = p.name
+	}
+	return out
+}
+
+// Rules counts the set's rules.
+func (s *Set) Rules() int {
+	n := 0
+	for _, p := range s.policies {
+		n += len(p.rules)
+	}
+	return n
+}
+
+// Compile parses, type-checks and compiles policy files. It reports every
+// problem it finds, not only the first, as [Diagnostics] sorted by
+// position; nothing is returned unless every file compiles.
+func Compile(files []File, opts Options) (*Set, error) {
+	opts = opts.withDefaults()
+	constraints := &constraintCache{}
+	env, err := newEnv(constraints)
+	if err != nil {
+		return nil, fmt.Errorf("policy environment: %w", err)
+	}
+	c := &compiler{env: env, opts: opts, set: &Set{opts: opts, constraints: constraints}}
+	h := sha256.New()
+	names := map[string]*document{}
+	for _, f := range files {
+		c.set.files = append(c.set.files, f.Path)
+		fmt.Fprintf(h, "%s\x00%d\x00", f.Path, len(f.Data))
+		h.Write(f.Data)
+		docs, diags := parseDocuments(f.Path, f.Data)
+		c.diags = append(c.diags, diags...)
+		for _, d := range docs {
+			if prev, ok := names[d.name]; ok && d.name != "" {
+				c.diags = append(c.diags, Diagnostic{File: d.file, Line: d.line, Col: d.col,
+					Msg: fmt.Sprintf("policy %q is also defined at %s:%d", d.name, prev.file, prev.line)})
+				continue
+			}
+			names[d.name] = d
+			c.policy(d)
+		}
+	}
+	if len(c.diags) > 0 {
+		c.diags.sort()
+		return nil, c.diags
+	}
+	c.set.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return c.set, nil
+}
+
+type compiler struct {
+	env   *cel.Env
+	opts  Options
+	set   *Set
+	diags Diagnostics
+}
+
+func (c *compiler) policy(d *document) {
+	p := &policy{name: d.name, file: d.file, defaultAllow: d.defaultOp == "allow"}
+	if d.when != nil {
+		p.when = c.expr(d.file, d.when, "when", cel.BoolType)
+	}
+	ruleNames := map[string]bool{}
+	for _, rd := range d.rules {
+		if ruleNames[rd.name] {
+			c.diags = append(c.diags, Diagnostic{File: d.file, Line: rd.line, Col: rd.col,
+				Msg: fmt.Sprintf("rule %q appears twice in policy %q", rd.name, d.name)})
+		}
+		ruleNames[rd.name] = true
+		r := &rule{name: rd.name, reason: rd.reason}
+		if rd.when != nil {
+			r.when = c.expr(d.file, rd.when, "when", cel.BoolType)
+		}
+		switch {
+		case rd.allow != nil:
+			r.kind, r.body = kindAllow, c.expr(d.file, rd.allow, "allow", cel.BoolType)
+		case rd.deny != nil:
+			r.kind, r.body = kindDeny, c.expr(d.file, rd.deny, "deny", cel.BoolType)
+		default:
+			r.kind, r.body = kindRank, c.expr(d.file, rd.rank, "rank", cel.IntType, cel.UintType, cel.DoubleType)
+		}
+		if rd.reasonExpr != nil {
+			r.reasonExpr = c.expr(d.file, rd.reasonExpr, "reasonExpression", cel.StringType)
+		}
+		if r.reason == "" && r.reasonExpr == nil {
+			r.reason = fmt.Sprintf("%s rule %q of policy %q", map[ruleKind]string{kindAllow: "allowed by", kindDeny: "denied by", kindRank: "ranked by"}[r.kind], r.name, d.name)
+		}
+		p.rules = append(p.rules, r)
+	}
+	c.set.policies = append(c.set.policies, p)
+	c.set.nResults += len(p.rules) + 2
+}
+
+// expr compiles one expression, reporting its errors against the file, and
+// checks that its type is one of want (or dyn, checked when it runs).
+func (c *compiler) expr(file string, src *source, what string, want ...*cel.Type) *program {
+	ast, iss := c.env.Compile(src.text)
+	if iss.Err() != nil {
+		for _, e := range iss.Errors() {
+			line, col := src.position(e.Location.Line(), e.Location.Column())
+			c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col, Msg: what + ": " + e.Message})
+		}
+		return nil
+	}
+	out := ast.OutputType()
+	if !slices.ContainsFunc(want, out.IsExactType) && !out.IsExactType(types.DynType) {
+		names := make([]string, len(want))
+		for i, w := range want {
+			names[i] = w.String()
+		}
+		line, col := src.position(1, 0)
+		c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col,
+			Msg: fmt.Sprintf("%s must be %s, but %q is %s", what, strings.Join(names, " or "), src.text, out)})
+		return nil
+	}
+	p := &program{src: src.text, perRequest: !readsAgent(ast)}
+	est, err := c.env.EstimateCost(ast, noSizeHints{})
+	p.tracked = err != nil || est.Max > c.opts.CostLimit
+	var opts []cel.ProgramOption
+	if p.tracked {
+		opts = append(opts, cel.CostLimit(c.opts.CostLimit), cel.InterruptCheckFrequency(64))
+	}
+	p.prg, err = c.env.Program(ast, opts...)
+	if err != nil {
+		line, col := src.position(1, 0)
+		c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col, Msg: what + ": " + err.Error()})
+		return nil
+	}
+	if p.perRequest {
+		p.slot = len(c.set.requestPrograms)
+		c.set.requestPrograms = append(c.set.requestPrograms, p)
+	}
+	return p
+}
+
+// readsAgent reports whether a checked expression refers to the agent
+// variable (directly or through a macro such as drifted).
+func readsAgent(a *cel.Ast) bool {
+	for _, ref := range a.NativeRep().ReferenceMap() {
+		if ref.Name == "agent" {
+			return true
+		}
+	}
+	return false
+}
+
+// noSizeHints gives the cost estimator no sizes, so any expression whose
+// cost grows with its data (a comprehension over a list, say) estimates as
+// unbounded and runs with cost tracking.
+type noSizeHints struct{}
+
+func (noSizeHints) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
+func (noSizeHints) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+

@@ -1,0 +1,105 @@
+package policies
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata")
+
+// TestCompile_Golden compiles every policy in testdata/check and compares
+// the outcome (a summary, or every diagnostic) with NAME.golden.
+func TestCompile_Golden(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob(filepath.Join("testdata", "check", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no policies in testdata/check")
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := Compile([]File{{Path: filepath.Base(path), Data: data}}, Options{})
+			var got string
+			var diags Diagnostics
+			switch {
+			case err == nil:
+				got = fmt.Sprintf("ok: %d policies, %d rules\n", len(set.Policies()), set.Rules())
+			case errors.As(err, &diags):
+				got = diags.Error() + "\n"
+			default:
+				t.Fatalf("Compile returned %T, want Diagnostics: %v", err, err)
+			}
+			if strings.HasPrefix(filepath.Base(path), "bad-") == strings.HasPrefix(got, "ok:") {
+				t.Errorf("bad-* files must fail and others compile; got:\n%s", got)
+			}
+			golden := strings.TrimSuffix(path, ".yaml") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test ./policies -update creates it)", err)
+			}
+			if !bytes.Equal([]byte(got), want) {
+				t.Errorf("got:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestCompile_DuplicatePolicyNames(t *testing.T) {
+	t.Parallel()
+	f := []byte("policy: same\nrules:\n  - name: a\n    allow: \"true\"\n")
+	_, err := Compile([]File{{Path: "a.yaml", Data: f}, {Path: "b.yaml", Data: f}}, Options{})
+	if err == nil || !strings.Contains(err.Error(), `b.yaml:1:1: policy "same" is also defined at a.yaml:1`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestCompile_MultipleDocuments(t *testing.T) {
+	t.Parallel()
+	f := []byte("policy: one\ndefault: allow\n---\npolicy: two\ndefault: allow\nrules:\n  - name: r\n    rank: \"1\"\n")
+	set, err := Compile([]File{{Path: "m.yaml", Data: f}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.Policies(); len(got) != 2 || got[0] != "one" || got[1] != "two" || set.Rules() != 1 {
+		t.Errorf("policies = %v, rules = %d", got, set.Rules())
+	}
+	if !strings.HasPrefix(set.Digest(), "sha256:") {
+		t.Errorf("digest = %q", set.Digest())
+	}
+}
+
+func TestReadFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, n := range []string{"b.yaml", "a.yml", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("policy: "+n+"\ndefault: allow\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := ReadFiles([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || filepath.Base(files[0].Path) != "a.yml" || filepath.Base(files[1].Path) != "b.yaml" {
+		t.Errorf("files = %v", files)
+	}
+	if _, err := ReadFiles([]string{filepath.Join(dir, "missing.yaml")}); err == nil {
+		t.Error("a missing file must be an error")
+	}
+}

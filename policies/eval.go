@@ -1,0 +1,315 @@
+package policies
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/interpreter"
+
+	"github.com/orchd/orchd/registry"
+)
+
+// Result is the outcome of evaluating a set against candidates: every
+// candidate's decision, allowed ones first in order of preference.
+type Result struct {
+	// Decisions lists allowed candidates by rank (highest first, ties by
+	// id), then refused ones by id.
+	Decisions []Decision `json:"decisions"`
+	// Winner is the id of the preferred allowed candidate, or "" when
+	// none is allowed.
+	Winner string `json:"winner"`
+	// PolicySet is the digest of the set that decided.
+	PolicySet string `json:"policySet"`
+}
+
+// Decision is one candidate's verdict and its explanation.
+type Decision struct {
+	// Agent is the candidate's id.
+	Agent string `json:"agent"`
+	// Allowed is true when every policy allows the candidate.
+	Allowed bool `json:"allowed"`
+	// Rank is the sum of the candidate's matching rank rules.
+	Rank float64 `json:"rank"`
+	// Reasons says why a refused candidate was refused, one entry per
+	// matching deny rule, failed rule or default-deny policy.
+	Reasons []string `json:"reasons,omitempty"`
+	// Rules explains every rule (and policy default) for this candidate.
+	Rules []RuleResult `json:"rules"`
+}
+
+// RuleResult explains one rule, or one policy's default or when, for one
+// candidate.
+type RuleResult struct {
+	// Policy and Rule name the rule; Rule is empty for a policy-level entry.
+	Policy string `json:"policy"`
+	Rule   string `json:"rule,omitempty"`
+	// Kind is allow, deny, rank, or for policy-level entries when or
+	// default.
+	Kind string `json:"kind"`
+	// Applied is false when the rule's (or policy's) when was false.
+	Applied bool `json:"applied"`
+	// Matched is true when an allow or deny expression held, or when a
+	// policy's default decided.
+	Matched bool `json:"matched"`
+	// Rank is what a rank rule contributed.
+	Rank float64 `json:"rank,omitempty"`
+	// Reason is the reason of a matching allow or deny, or of a default.
+	Reason string `json:"reason,omitempty"`
+	// Error is set when evaluating the rule failed; the candidate is then
+	// refused.
+	Error string `json:"error,omitempty"`
+}
+
+// activation binds the policy variables for one candidate. One activation
+// serves a whole Evaluate call; only agent changes between candidates.
+type activation struct {
+	agent   *registry.Agent
+	request *Request
+	chain   *Chain
+	caller  *Caller
+	now     ref.Val
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "agent":
+		return a.agent, a.agent != nil
+	case "request":
+		return a.request, true
+	case "chain":
+		return a.chain, true
+	case "caller":
+		return a.caller, true
+	case "now":
+		return a.now, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+// requestValue is a per-request program's outcome.
+type requestValue struct {
+	val ref.Val
+	err error
+}
+
+// evaluation is the state of one Evaluate call.
+type evaluation struct {
+	set      *Set
+	ctx      context.Context
+	act      activation
+	perReq   []requestValue
+	timeout  time.Duration
+	timedOut bool
+}
+
+// Evaluate decides every candidate under the set's policies. It never
+// fails: an expression that errs, exceeds the cost limit or runs past the
+// timeout refuses the candidate with a reason saying so. Candidates must
+// have profiles.
+func (s *Set) Evaluate(ctx context.Context, candidates []*registry.Agent, in Input) *Result {
+	if in.Now.IsZero() {
+		in.Now = time.Now()
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	ev := &evaluation{set: s, ctx: ctx, timeout: s.opts.Timeout,
+		act:    activation{request: &in.Request, chain: &in.Chain, caller: &in.Caller, now: types.Timestamp{Time: in.Now}},
+		perReq: make([]requestValue, len(s.requestPrograms)),
+	}
+	for i, p := range s.requestPrograms {
+		ev.perReq[i].val, ev.perReq[i].err = ev.run(p)
+	}
+
+	res := &Result{PolicySet: s.digest, Decisions: make([]Decision, len(candidates))}
+	backing := make([]RuleResult, 0, len(candidates)*s.nResults)
+	for i, a := range candidates {
+		d := &res.Decisions[i]
+		d.Agent = a.ID
+		d.Rules = backing[len(backing):len(backing):len(backing)+s.nResults]
+		ev.decide(a, d)
+		backing = backing[:len(backing)+len(d.Rules)]
+	}
+	slices.SortFunc(res.Decisions, func(a, b Decision) int {
+		switch {
+		case a.Allowed != b.Allowed:
+			if a.Allowed {
+				return -1
+			}
+			return 1
+		case a.Allowed && a.Rank != b.Rank:
+			return cmp.Compare(b.Rank, a.Rank)
+		}
+		return strings.Compare(a.Agent, b.Agent)
+	})
+	if len(res.Decisions) > 0 && res.Decisions[0].Allowed {
+		res.Winner = res.Decisions[0].Agent
+	}
+	return res
+}
+
+// decide evaluates every policy for one candidate.
+func (ev *evaluation) decide(a *registry.Agent, d *Decision) {
+	ev.act.agent = a
+	d.Allowed = true
+	refuse := func(reason string) {
+		d.Allowed = false
+		d.Reasons = append(d.Reasons, reason)
+	}
+	if !ev.timedOut && ev.ctx.Err() != nil {
+		ev.timedOut = true
+	}
+	if ev.timedOut {
+		refuse(fmt.Sprintf("policy evaluation timed out after %s", ev.timeout))
+		return
+	}
+	for _, p := range ev.set.policies {
+		if p.when != nil {
+			ok, err := ev.boolean(p.when)
+			if err != nil {
+				d.Rules = append(d.Rules, RuleResult{Policy: p.name, Kind: "when", Error: err.Error()})
+				refuse(fmt.Sprintf("policy %q: when failed: %v", p.name, err))
+				continue
+			}
+			if !ok {
+				d.Rules = append(d.Rules, RuleResult{Policy: p.name, Kind: "when"})
+				continue
+			}
+		}
+		allowed, denied := false, false
+		for _, r := range p.rules {
+			rr := RuleResult{Policy: p.name, Rule: r.name, Kind: r.kind.String(), Applied: true}
+			err := ev.rule(r, &rr)
+			switch {
+			case err != nil:
+				rr.Error = err.Error()
+				denied = true
+				refuse(fmt.Sprintf("policy %q rule %q failed: %v", p.name, r.name, err))
+			case rr.Matched && r.kind == kindDeny:
+				denied = true
+				refuse(rr.Reason)
+			case rr.Matched && r.kind == kindAllow:
+				allowed = true
+			}
+			d.Rank += rr.Rank
+			d.Rules = append(d.Rules, rr)
+		}
+		if !allowed && !denied {
+			def := RuleResult{Policy: p.name, Kind: "default", Applied: true, Matched: true}
+			if p.defaultAllow {
+				def.Reason = fmt.Sprintf("policy %q allows by default", p.name)
+			} else {
+				def.Reason = fmt.Sprintf("policy %q: no rule allows it and the policy denies by default", p.name)
+				refuse(def.Reason)
+			}
+			d.Rules = append(d.Rules, def)
+		}
+	}
+	if !d.Allowed {
+		d.Rank = 0
+	}
+}
+
+// rule evaluates one rule into rr.
+func (ev *evaluation) rule(r *rule, rr *RuleResult) error {
+	if r.when != nil {
+		ok, err := ev.boolean(r.when)
+		if err != nil {
+			return fmt.Errorf("when: %w", err)
+		}
+		if !ok {
+			rr.Applied = false
+			return nil
+		}
+	}
+	if r.kind == kindRank {
+		v, err := ev.run(r.body)
+		if err != nil {
+			return err
+		}
+		switch n := v.(type) {
+		case types.Int:
+			rr.Rank = float64(n)
+		case types.Uint:
+			rr.Rank = float64(n)
+		case types.Double:
+			rr.Rank = float64(n)
+		default:
+			return fmt.Errorf("rank is %s, not a number", v.Type().TypeName())
+		}
+		return nil
+	}
+	ok, err := ev.boolean(r.body)
+	if err != nil || !ok {
+		return err
+	}
+	rr.Matched = true
+	rr.Reason = r.reason
+	if r.reasonExpr != nil {
+		v, err := ev.run(r.reasonExpr)
+		if err != nil {
+			return fmt.Errorf("reasonExpression: %w", err)
+		}
+		s, isStr := v.(types.String)
+		if !isStr {
+			return fmt.Errorf("reasonExpression is %s, not a string", v.Type().TypeName())
+		}
+		rr.Reason = string(s)
+	}
+	return nil
+}
+
+func (ev *evaluation) boolean(p *program) (bool, error) {
+	v, err := ev.run(p)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("expression is %s, not a bool", v.Type().TypeName())
+	}
+	return bool(b), nil
+}
+
+// run evaluates a program for the current candidate, or returns its
+// per-request value.
+func (ev *evaluation) run(p *program) (ref.Val, error) {
+	if p.perRequest && ev.perReq != nil && ev.act.agent != nil {
+		r := ev.perReq[p.slot]
+		return r.val, r.err
+	}
+	var (
+		v   ref.Val
+		err error
+	)
+	if p.tracked {
+		v, _, err = p.prg.ContextEval(ev.ctx, &ev.act)
+	} else {
+		v, _, err = p.prg.Eval(&ev.act)
+	}
+	if err != nil {
+		return nil, explain(err, ev)
+	}
+	return v, nil
+}
+
+// explain rewords cel-go's errors for limits orchd sets.
+func explain(err error, ev *evaluation) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "cost limit exceeded"):
+		return fmt.Errorf("exceeded the cost limit of %d", ev.set.opts.CostLimit)
+	case errors.Is(ev.ctx.Err(), context.DeadlineExceeded) || strings.Contains(msg, "operation interrupted"):
+		ev.timedOut = true
+		return fmt.Errorf("timed out after %s", ev.timeout)
+	}
+	return err
+}

@@ -1,0 +1,229 @@
+package policies
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/parser"
+	"github.com/hashicorp/go-version"
+
+	"github.com/orchd/orchd/registry"
+)
+
+// CEL type names of the variables, as NativeTypes derives them from the Go
+// types.
+const (
+	agentTypeName   = "registry.Agent"
+	requestTypeName = "policies.Request"
+	chainTypeName   = "policies.Chain"
+	callerTypeName  = "policies.Caller"
+)
+
+var (
+	agentType  = cel.ObjectType(agentTypeName)
+	// semverType carries the Comparer trait so CEL's own <, <=, > and >=
+	// dispatch to semver.Compare.
+	semverType = types.NewObjectType("semver", traits.ComparerType)
+)
+
+// newEnv returns the CEL environment policy expressions compile in: the
+// variables agent, request, chain, caller and now, and orchd's functions.
+func newEnv(constraints *constraintCache) (*cel.Env, error) {
+	return cel.NewEnv(
+		ext.NativeTypes(ext.ParseStructTag("json"),
+			reflect.TypeFor[registry.Agent](), reflect.TypeFor[Request](),
+			reflect.TypeFor[Chain](), reflect.TypeFor[Caller]()),
+		ext.Strings(),
+		cel.Variable("agent", agentType),
+		cel.Variable("request", cel.ObjectType(requestTypeName)),
+		cel.Variable("chain", cel.ObjectType(chainTypeName)),
+		cel.Variable("caller", cel.ObjectType(callerTypeName)),
+		cel.Variable("now", cel.TimestampType),
+		cel.Macros(cel.ReceiverMacro("drifted", 1, expandDrifted)),
+		cel.Function("speaks",
+			cel.MemberOverload("agent_speaks_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
+				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
+					ag, err := agentOf(a)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					s := string(c.(types.String))
+					if strings.TrimSpace(s) == "" {
+						return types.True
+					}
+					cons, err := constraints.get(s)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					return types.Bool(ag.Satisfies(cons))
+				}))),
+		cel.Function("supports",
+			cel.MemberOverload("agent_supports_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
+				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
+					ag, err := agentOf(a)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					return types.Bool(ag.Supports(string(c.(types.String))))
+				}))),
+		cel.Function("tier",
+			cel.MemberOverload("agent_tier_string", []*cel.Type{agentType, cel.StringType}, cel.IntType,
+				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
+					ag, err := agentOf(a)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					t, _ := ag.Tier(string(c.(types.String)))
+					return types.Int(t)
+				}))),
+		cel.Function("hasExtension",
+			cel.MemberOverload("agent_hasExtension_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
+				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
+					ag, err := agentOf(a)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					return types.Bool(ag.HasExtension(string(c.(types.String))))
+				}))),
+		cel.Function("semver",
+			cel.Overload("semver_string", []*cel.Type{cel.StringType}, semverType,
+				cel.UnaryBinding(func(s ref.Val) ref.Val {
+					v, err := version.NewVersion(string(s.(types.String)))
+					if err != nil {
+						return types.NewErrFromString(fmt.Sprintf("semver(%q): %v", string(s.(types.String)), err))
+					}
+					return semver{v}
+				}))),
+		semverComparison(operators.Less, "less_semver"),
+		semverComparison(operators.LessEquals, "less_equals_semver"),
+		semverComparison(operators.Greater, "greater_semver"),
+		semverComparison(operators.GreaterEquals, "greater_equals_semver"),
+		cel.Function("hasSkill",
+			cel.MemberOverload("agent_hasSkill_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
+				cel.BinaryBinding(func(a, s ref.Val) ref.Val {
+					ag, err := agentOf(a)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					want := string(s.(types.String))
+					for _, sk := range ag.Skills {
+						if sk.ID == want || slices.Contains(sk.Tags, want) {
+							return types.True
+						}
+					}
+					return types.False
+				}))),
+	)
+}
+
+// agentOf unwraps the agent a function was called on.
+func agentOf(v ref.Val) (*registry.Agent, error) {
+	switch a := v.Value().(type) {
+	case *registry.Agent:
+		if a.Profile != nil {
+			return a, nil
+		}
+	case registry.Agent:
+		if a.Profile != nil {
+			return &a, nil
+		}
+	}
+	return nil, fmt.Errorf("not an agent with a profile: %T", v.Value())
+}
+
+// expandDrifted rewrites agent.drifted(d) into
+// agent.drift.exists(x, x.at > now - d): true when the agent's card changed
+// in a way that matters within d before now.
+func expandDrifted(eh parser.ExprHelper, target ast.Expr, args []ast.Expr) (ast.Expr, *common.Error) {
+	const v = "__drift__"
+	cond := eh.NewCall(operators.Greater,
+		eh.NewSelect(eh.NewIdent(v), "at"),
+		eh.NewCall(operators.Subtract, eh.NewIdent("now"), args[0]))
+	return parser.MakeExists(eh, eh.NewSelect(target, "drift"), []ast.Expr{eh.NewIdent(v), cond})
+}
+
+// semver is a CEL value holding a version, compared numerically:
+// semver("1.2") < semver("1.10").
+type semver struct{ v *version.Version }
+
+func (s semver) ConvertToNative(t reflect.Type) (any, error) {
+	if t == reflect.TypeFor[*version.Version]() {
+		return s.v, nil
+	}
+	if t.Kind() == reflect.String {
+		return s.v.String(), nil
+	}
+	return nil, fmt.Errorf("semver cannot convert to %v", t)
+}
+
+func (s semver) ConvertToType(t ref.Type) ref.Val {
+	switch t {
+	case semverType:
+		return s
+	case types.StringType:
+		return types.String(s.v.String())
+	case types.TypeType:
+		return semverType
+	}
+	return types.NewErr("semver cannot convert to %s", t.TypeName())
+}
+
+func (s semver) Equal(o ref.Val) ref.Val {
+	other, ok := o.(semver)
+	return types.Bool(ok && s.v.Equal(other.v))
+}
+
+func (s semver) Type() ref.Type { return semverType }
+func (s semver) Value() any     { return s.v }
+
+// Compare orders two versions numerically.
+func (s semver) Compare(o ref.Val) ref.Val {
+	other, ok := o.(semver)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(o)
+	}
+	return types.Int(s.v.Compare(other.v))
+}
+
+// semverComparison declares a comparison operator over semver values; the
+// standard library's implementation calls semver.Compare.
+func semverComparison(op, id string) cel.EnvOption {
+	return cel.Function(op, cel.Overload(id, []*cel.Type{semverType, semverType}, cel.BoolType))
+}
+
+// constraintCache keeps parsed version constraints, as parsing one costs
+// far more than checking it. It stops adding entries past a bound so
+// request-supplied constraints cannot grow it without limit.
+type constraintCache struct {
+	m sync.Map // string → version.Constraints
+	n atomic.Int32
+}
+
+const maxCachedConstraints = 1024
+
+func (c *constraintCache) get(s string) (version.Constraints, error) {
+	if v, ok := c.m.Load(s); ok {
+		return v.(version.Constraints), nil
+	}
+	cons, err := version.NewConstraint(s)
+	if err != nil {
+		return nil, fmt.Errorf("version constraint %q: %w", s, err)
+	}
+	if c.n.Add(1) <= maxCachedConstraints {
+		c.m.Store(s, cons)
+	}
+	return cons, nil
+}
+
