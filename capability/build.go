@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -52,7 +53,7 @@ func Build(raw []byte, opts Options) (*Profile, error) {
 		return nil, err
 	}
 	var f fields
-	p := &Profile{ID: opts.ID, URL: opts.URL, Warnings: []string{}}
+	p := &Profile{ID: opts.ID, URL: opts.URL, Warnings: []string{}, compatible: &compatCache{}}
 	p.Name = f.requiredStr(doc, "name", "")
 	p.CardVersion = f.str(doc, "version", "")
 	for _, k := range []string{"description", "documentationUrl", "iconUrl"} {
@@ -77,6 +78,11 @@ func Build(raw []byte, opts Options) (*Profile, error) {
 	}
 	if p.URL == "" && len(p.Protocols) > 0 {
 		p.URL = p.Protocols[0].URL
+	}
+	for _, pr := range p.Protocols {
+		if !slices.ContainsFunc(p.versions, pr.v.Equal) {
+			p.versions = append(p.versions, pr.v)
+		}
 	}
 
 	client := opts.Client

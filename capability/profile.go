@@ -2,8 +2,11 @@ package capability
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/hashicorp/go-version"
 )
 
 // SteeringURI identifies the steering extension; its card params
@@ -55,7 +58,22 @@ type Profile struct {
 
 	// card is the compacted card JSON that a2a-go's parser accepted.
 	card []byte
+	// versions holds the distinct versions of Protocols, for Satisfies.
+	versions []*version.Version
+	// compatible memoizes Compatible; copies of a profile share it, as
+	// they share the versions it is computed from.
+	compatible *compatCache
 }
+
+// compatCache remembers Compatible's answers per constraint string, up to
+// a bound, since parsing and checking a constraint costs far more than a
+// lookup and policies ask the same few questions of every profile.
+type compatCache struct {
+	m sync.Map // constraint string → bool
+	n atomic.Int32
+}
+
+const maxCachedConstraints = 64
 
 // Extension is an extension the card advertises.
 type Extension struct {

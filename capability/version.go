@@ -116,18 +116,27 @@ func sortVersions(vs []string) {
 // satisfies constraint, over any binding. The constraint uses
 // hashicorp/go-version syntax: ">= 0.3, < 2.0", "~> 1.0", "= 1.0".
 func (p *Profile) Compatible(constraint string) (bool, error) {
+	if p.compatible != nil {
+		if ok, found := p.compatible.m.Load(constraint); found {
+			return ok.(bool), nil
+		}
+	}
 	c, err := version.NewConstraint(constraint)
 	if err != nil {
 		return false, fmt.Errorf("version constraint %q: %w", constraint, err)
 	}
-	return p.Satisfies(c), nil
+	ok := p.Satisfies(c)
+	if p.compatible != nil && p.compatible.n.Add(1) <= maxCachedConstraints {
+		p.compatible.m.Store(constraint, ok)
+	}
+	return ok, nil
 }
 
 // Satisfies is [Profile.Compatible] for a constraint parsed once by the
 // caller, the form to use on hot paths.
 func (p *Profile) Satisfies(c version.Constraints) bool {
-	for i := range p.Protocols {
-		if v := p.Protocols[i].v; v != nil && c.Check(v) {
+	for _, v := range p.versions {
+		if c.Check(v) {
 			return true
 		}
 	}

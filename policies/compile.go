@@ -90,7 +90,12 @@ type Set struct {
 	digest          string
 	files           []string
 	opts            Options
-	constraints     *constraintCache
+	adapter         types.Adapter
+	// tracked is true when some program runs with cost tracking, and so
+	// needs a context to interrupt it.
+	tracked bool
+	// readsNow is true when some program refers to now.
+	readsNow bool
 }
 
 type policy struct {
@@ -128,8 +133,8 @@ type program struct {
 	// Set.requestPrograms.
 	perRequest bool
 	slot       int
-	// tracked is true when the expression's worst-case cost could exceed
-	// the limit, so it runs with cost tracking and interruption.
+	// tracked is true when the expression's worst-case cost is large or
+	// unbounded, so it runs with cost tracking and can be interrupted.
 	tracked bool
 }
 
@@ -162,12 +167,11 @@ func (s *Set) Rules() int {
 // position; nothing is returned unless every file compiles.
 func Compile(files []File, opts Options) (*Set, error) {
 	opts = opts.withDefaults()
-	constraints := &constraintCache{}
-	env, err := newEnv(constraints)
+	env, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("policy environment: %w", err)
 	}
-	c := &compiler{env: env, opts: opts, set: &Set{opts: opts, constraints: constraints}}
+	c := &compiler{env: env, opts: opts, set: &Set{opts: opts, adapter: env.CELTypeAdapter()}}
 	h := sha256.New()
 	names := map[string]*document{}
 	for _, f := range files {
@@ -259,11 +263,13 @@ func (c *compiler) expr(file string, src *source, what string, want ...*cel.Type
 			Msg: fmt.Sprintf("%s must be %s, but %q is %s", what, strings.Join(names, " or "), src.text, out)})
 		return nil
 	}
-	p := &program{src: src.text, perRequest: !readsAgent(ast)}
+	p := &program{src: src.text, perRequest: !refersTo(ast, "agent")}
+	c.set.readsNow = c.set.readsNow || refersTo(ast, "now")
 	est, err := c.env.EstimateCost(ast, noSizeHints{})
-	p.tracked = err != nil || est.Max > c.opts.CostLimit
+	p.tracked = err != nil || est.Max > min(c.opts.CostLimit, untrackedCostCeiling)
 	var opts []cel.ProgramOption
 	if p.tracked {
+		c.set.tracked = true
 		opts = append(opts, cel.CostLimit(c.opts.CostLimit), cel.InterruptCheckFrequency(64))
 	}
 	p.prg, err = c.env.Program(ast, opts...)
@@ -279,16 +285,21 @@ func (c *compiler) expr(file string, src *source, what string, want ...*cel.Type
 	return p
 }
 
-// readsAgent reports whether a checked expression refers to the agent
-// variable (directly or through a macro such as drifted).
-func readsAgent(a *cel.Ast) bool {
+// refersTo reports whether a checked expression refers to the variable
+// (directly or through a macro such as drifted, which reads agent and now).
+func refersTo(a *cel.Ast, variable string) bool {
 	for _, ref := range a.NativeRep().ReferenceMap() {
-		if ref.Name == "agent" {
+		if ref.Name == variable {
 			return true
 		}
 	}
 	return false
 }
+
+// untrackedCostCeiling is the worst-case cost up to which an expression
+// runs without cost tracking or interruption: such an expression finishes
+// in well under a microsecond, so neither limit could ever trip.
+const untrackedCostCeiling = 1000
 
 // noSizeHints gives the cost estimator no sizes, so any expression whose
 // cost grows with its data (a comprehension over a list, say) estimates as
@@ -299,4 +310,3 @@ func (noSizeHints) EstimateSize(checker.AstNode) *checker.SizeEstimate { return 
 func (noSizeHints) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
 	return nil
 }
-

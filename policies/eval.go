@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"cel.dev/cel-go/common/types"
@@ -70,7 +71,9 @@ type RuleResult struct {
 // activation binds the policy variables for one candidate. One activation
 // serves a whole Evaluate call; only agent changes between candidates.
 type activation struct {
-	agent   *registry.Agent
+	// agent is the candidate wrapped as a CEL value once, so member
+	// functions called on it do not wrap it again.
+	agent   ref.Val
 	request *Request
 	chain   *Chain
 	caller  *Caller
@@ -95,46 +98,87 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
+// deadlineFreeCandidates is how many candidates a set without tracked
+// programs evaluates before the timeout is checked at all.
+const deadlineFreeCandidates = 64
+
 // requestValue is a per-request program's outcome.
 type requestValue struct {
 	val ref.Val
 	err error
 }
 
-// evaluation is the state of one Evaluate call.
+// evaluation is the state of one Evaluate call. Evaluations are pooled:
+// the per-call state would otherwise cost more allocations than a small
+// policy costs to evaluate.
 type evaluation struct {
-	set      *Set
+	in  Input
+	set *Set
+	// ctx interrupts tracked programs; deadline bounds the whole call.
 	ctx      context.Context
+	deadline time.Time
 	act      activation
 	perReq   []requestValue
-	timeout  time.Duration
 	timedOut bool
+	explain  bool
 }
 
-// Evaluate decides every candidate under the set's policies. It never
-// fails: an expression that errs, exceeds the cost limit or runs past the
-// timeout refuses the candidate with a reason saying so. Candidates must
-// have profiles.
+// Evaluate decides every candidate under the set's policies and explains
+// each decision rule by rule. It never fails: an expression that errs,
+// exceeds the cost limit or runs past the timeout refuses the candidate
+// with a reason saying so. Candidates must have profiles.
 func (s *Set) Evaluate(ctx context.Context, candidates []*registry.Agent, in Input) *Result {
+	return s.evaluate(ctx, candidates, in, true)
+}
+
+// Choose is Evaluate without the rule-by-rule explanation: decisions keep
+// their rank and the reasons for every refusal, and Rules is nil. It is
+// the form for delegating, where only the outcome is needed.
+func (s *Set) Choose(ctx context.Context, candidates []*registry.Agent, in Input) *Result {
+	return s.evaluate(ctx, candidates, in, false)
+}
+
+func (s *Set) evaluate(ctx context.Context, candidates []*registry.Agent, in Input, explain bool) *Result {
 	if in.Now.IsZero() {
 		in.Now = time.Now()
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	ev := &evaluation{set: s, ctx: ctx, timeout: s.opts.Timeout,
-		act:    activation{request: &in.Request, chain: &in.Chain, caller: &in.Caller, now: types.Timestamp{Time: in.Now}},
-		perReq: make([]requestValue, len(s.requestPrograms)),
+	// Untracked programs cannot loop, so a short candidate list cannot run
+	// long; reading the clock costs more than evaluating a small policy.
+	var deadline time.Time
+	if s.tracked || len(candidates) > deadlineFreeCandidates {
+		deadline = time.Now().Add(s.opts.Timeout)
 	}
+	if s.tracked {
+		// Only programs with comprehensions can run long enough to need
+		// interrupting; creating a deadline context costs more than
+		// evaluating a simple policy.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	ev := evaluations.Get().(*evaluation)
+	defer ev.release()
+	ev.in, ev.set, ev.ctx, ev.deadline, ev.timedOut, ev.explain = in, s, ctx, deadline, false, explain
+	ev.act = activation{request: &ev.in.Request, chain: &ev.in.Chain, caller: &ev.in.Caller}
+	if s.readsNow {
+		ev.act.now = types.Timestamp{Time: in.Now}
+	}
+	ev.perReq = slices.Grow(ev.perReq[:0], len(s.requestPrograms))[:len(s.requestPrograms)]
 	for i, p := range s.requestPrograms {
 		ev.perReq[i].val, ev.perReq[i].err = ev.run(p)
 	}
 
 	res := &Result{PolicySet: s.digest, Decisions: make([]Decision, len(candidates))}
-	backing := make([]RuleResult, 0, len(candidates)*s.nResults)
+	var backing []RuleResult
+	if explain {
+		backing = make([]RuleResult, 0, len(candidates)*s.nResults)
+	}
 	for i, a := range candidates {
 		d := &res.Decisions[i]
 		d.Agent = a.ID
-		d.Rules = backing[len(backing):len(backing):len(backing)+s.nResults]
+		if explain {
+			d.Rules = backing[len(backing) : len(backing) : len(backing)+s.nResults]
+		}
 		ev.decide(a, d)
 		backing = backing[:len(backing)+len(d.Rules)]
 	}
@@ -156,31 +200,41 @@ func (s *Set) Evaluate(ctx context.Context, candidates []*registry.Agent, in Inp
 	return res
 }
 
+var evaluations = sync.Pool{New: func() any { return new(evaluation) }}
+
+// release clears what the evaluation refers to and returns it to the pool.
+func (ev *evaluation) release() {
+	clear(ev.perReq)
+	perReq := ev.perReq
+	*ev = evaluation{perReq: perReq[:0]}
+	evaluations.Put(ev)
+}
+
 // decide evaluates every policy for one candidate.
 func (ev *evaluation) decide(a *registry.Agent, d *Decision) {
-	ev.act.agent = a
+	ev.act.agent = ev.set.adapter.NativeToValue(a)
 	d.Allowed = true
 	refuse := func(reason string) {
 		d.Allowed = false
 		d.Reasons = append(d.Reasons, reason)
 	}
-	if !ev.timedOut && ev.ctx.Err() != nil {
+	if !ev.timedOut && !ev.deadline.IsZero() && (ev.ctx.Err() != nil || time.Now().After(ev.deadline)) {
 		ev.timedOut = true
 	}
 	if ev.timedOut {
-		refuse(fmt.Sprintf("policy evaluation timed out after %s", ev.timeout))
+		refuse(fmt.Sprintf("policy evaluation timed out after %s", ev.set.opts.Timeout))
 		return
 	}
 	for _, p := range ev.set.policies {
 		if p.when != nil {
 			ok, err := ev.boolean(p.when)
 			if err != nil {
-				d.Rules = append(d.Rules, RuleResult{Policy: p.name, Kind: "when", Error: err.Error()})
+				ev.note(d, RuleResult{Policy: p.name, Kind: "when", Error: err.Error()})
 				refuse(fmt.Sprintf("policy %q: when failed: %v", p.name, err))
 				continue
 			}
 			if !ok {
-				d.Rules = append(d.Rules, RuleResult{Policy: p.name, Kind: "when"})
+				ev.note(d, RuleResult{Policy: p.name, Kind: "when"})
 				continue
 			}
 		}
@@ -200,7 +254,7 @@ func (ev *evaluation) decide(a *registry.Agent, d *Decision) {
 				allowed = true
 			}
 			d.Rank += rr.Rank
-			d.Rules = append(d.Rules, rr)
+			ev.note(d, rr)
 		}
 		if !allowed && !denied {
 			def := RuleResult{Policy: p.name, Kind: "default", Applied: true, Matched: true}
@@ -210,11 +264,18 @@ func (ev *evaluation) decide(a *registry.Agent, d *Decision) {
 				def.Reason = fmt.Sprintf("policy %q: no rule allows it and the policy denies by default", p.name)
 				refuse(def.Reason)
 			}
-			d.Rules = append(d.Rules, def)
+			ev.note(d, def)
 		}
 	}
 	if !d.Allowed {
 		d.Rank = 0
+	}
+}
+
+// note records one rule's explanation when the caller asked for them.
+func (ev *evaluation) note(d *Decision, rr RuleResult) {
+	if ev.explain {
+		d.Rules = append(d.Rules, rr)
 	}
 }
 
@@ -309,7 +370,7 @@ func explain(err error, ev *evaluation) error {
 		return fmt.Errorf("exceeded the cost limit of %d", ev.set.opts.CostLimit)
 	case errors.Is(ev.ctx.Err(), context.DeadlineExceeded) || strings.Contains(msg, "operation interrupted"):
 		ev.timedOut = true
-		return fmt.Errorf("timed out after %s", ev.timeout)
+		return fmt.Errorf("timed out after %s", ev.set.opts.Timeout)
 	}
 	return err
 }

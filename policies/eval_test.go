@@ -234,3 +234,20 @@ func TestEvaluate_EmptySetAllowsEverything(t *testing.T) {
 		t.Errorf("result = %+v", res)
 	}
 }
+
+func TestChoose_MatchesEvaluate(t *testing.T) {
+	t.Parallel()
+	set := compileText(t, typicalPolicy)
+	agents := []*registry.Agent{testAgent(t, "full", "v1-full.json"), testAgent(t, "min", "v1-minimal.json"), testAgent(t, "old", "v03-steering.json")}
+	in := Input{Request: Request{Skill: "research"}, Chain: Chain{Depth: 1}}
+	ev, ch := set.Evaluate(t.Context(), agents, in), set.Choose(t.Context(), agents, in)
+	if ev.Winner != ch.Winner || ev.Winner != "full" || len(ev.Decisions) != len(ch.Decisions) {
+		t.Fatalf("Evaluate winner %q, Choose winner %q", ev.Winner, ch.Winner)
+	}
+	for i := range ev.Decisions {
+		e, c := ev.Decisions[i], ch.Decisions[i]
+		if e.Agent != c.Agent || e.Allowed != c.Allowed || e.Rank != c.Rank || !slices.Equal(e.Reasons, c.Reasons) || c.Rules != nil || len(e.Rules) == 0 {
+			t.Errorf("decision %d: Evaluate %+v, Choose %+v", i, e, c)
+		}
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common"
@@ -32,7 +30,7 @@ const (
 )
 
 var (
-	agentType  = cel.ObjectType(agentTypeName)
+	agentType = cel.ObjectType(agentTypeName)
 	// semverType carries the Comparer trait so CEL's own <, <=, > and >=
 	// dispatch to semver.Compare.
 	semverType = types.NewObjectType("semver", traits.ComparerType)
@@ -40,7 +38,7 @@ var (
 
 // newEnv returns the CEL environment policy expressions compile in: the
 // variables agent, request, chain, caller and now, and orchd's functions.
-func newEnv(constraints *constraintCache) (*cel.Env, error) {
+func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		ext.NativeTypes(ext.ParseStructTag("json"),
 			reflect.TypeFor[registry.Agent](), reflect.TypeFor[Request](),
@@ -63,11 +61,11 @@ func newEnv(constraints *constraintCache) (*cel.Env, error) {
 					if strings.TrimSpace(s) == "" {
 						return types.True
 					}
-					cons, err := constraints.get(s)
+					ok, err := ag.Compatible(s)
 					if err != nil {
 						return types.NewErrFromString(err.Error())
 					}
-					return types.Bool(ag.Satisfies(cons))
+					return types.Bool(ok)
 				}))),
 		cel.Function("supports",
 			cel.MemberOverload("agent_supports_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
@@ -202,28 +200,3 @@ func (s semver) Compare(o ref.Val) ref.Val {
 func semverComparison(op, id string) cel.EnvOption {
 	return cel.Function(op, cel.Overload(id, []*cel.Type{semverType, semverType}, cel.BoolType))
 }
-
-// constraintCache keeps parsed version constraints, as parsing one costs
-// far more than checking it. It stops adding entries past a bound so
-// request-supplied constraints cannot grow it without limit.
-type constraintCache struct {
-	m sync.Map // string → version.Constraints
-	n atomic.Int32
-}
-
-const maxCachedConstraints = 1024
-
-func (c *constraintCache) get(s string) (version.Constraints, error) {
-	if v, ok := c.m.Load(s); ok {
-		return v.(version.Constraints), nil
-	}
-	cons, err := version.NewConstraint(s)
-	if err != nil {
-		return nil, fmt.Errorf("version constraint %q: %w", s, err)
-	}
-	if c.n.Add(1) <= maxCachedConstraints {
-		c.m.Store(s, cons)
-	}
-	return cons, nil
-}
-
