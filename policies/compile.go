@@ -172,12 +172,9 @@ func Compile(files []File, opts Options) (*Set, error) {
 		return nil, fmt.Errorf("policy environment: %w", err)
 	}
 	c := &compiler{env: env, opts: opts, set: &Set{opts: opts, adapter: env.CELTypeAdapter()}}
-	h := sha256.New()
 	names := map[string]*document{}
 	for _, f := range files {
 		c.set.files = append(c.set.files, f.Path)
-		fmt.Fprintf(h, "%s\x00%d\x00", f.Path, len(f.Data))
-		h.Write(f.Data)
 		docs, diags := parseDocuments(f.Path, f.Data)
 		c.diags = append(c.diags, diags...)
 		for _, d := range docs {
@@ -194,8 +191,18 @@ func Compile(files []File, opts Options) (*Set, error) {
 		c.diags.sort()
 		return nil, c.diags
 	}
-	c.set.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	c.set.digest = digestFiles(files)
 	return c.set, nil
+}
+
+// digestFiles identifies a list of files by their names and contents.
+func digestFiles(files []File) string {
+	h := sha256.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%d\x00", f.Path, len(f.Data))
+		h.Write(f.Data)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 type compiler struct {

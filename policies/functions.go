@@ -44,6 +44,7 @@ func newEnv() (*cel.Env, error) {
 			reflect.TypeFor[registry.Agent](), reflect.TypeFor[Request](),
 			reflect.TypeFor[Chain](), reflect.TypeFor[Caller]()),
 		ext.Strings(),
+		ext.Lists(),
 		cel.Variable("agent", agentType),
 		cel.Variable("request", cel.ObjectType(requestTypeName)),
 		cel.Variable("chain", cel.ObjectType(chainTypeName)),
@@ -108,6 +109,15 @@ func newEnv() (*cel.Env, error) {
 		semverComparison(operators.LessEquals, "less_equals_semver"),
 		semverComparison(operators.Greater, "greater_semver"),
 		semverComparison(operators.GreaterEquals, "greater_equals_semver"),
+		cel.Function("versions",
+			cel.MemberOverload("agent_versions", []*cel.Type{agentType}, cel.ListType(cel.StringType),
+				cel.UnaryBinding(func(a ref.Val) ref.Val {
+					ag, err := agentOf(a)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					return types.NewStringList(types.DefaultTypeAdapter, ag.Versions(""))
+				}))),
 		cel.Function("hasSkill",
 			cel.MemberOverload("agent_hasSkill_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
 				cel.BinaryBinding(func(a, s ref.Val) ref.Val {

@@ -5,48 +5,48 @@ import "time"
 // Request is what a delegation asks for, as policies see it (`request`).
 type Request struct {
 	// Skill is the requested skill id or tag.
-	Skill string `json:"skill"`
+	Skill string `json:"skill" yaml:"skill"`
 	// Capabilities lists capabilities the work requires, by canonical name
 	// or extension URI.
-	Capabilities []string `json:"capabilities"`
+	Capabilities []string `json:"capabilities" yaml:"capabilities"`
 	// Protocol is a version constraint the agent must satisfy, such as
 	// ">= 1.0"; "" means any.
-	Protocol string `json:"protocol"`
+	Protocol string `json:"protocol" yaml:"protocol"`
 	// InputModes and OutputModes are the media types the work uses.
-	InputModes  []string `json:"inputModes"`
-	OutputModes []string `json:"outputModes"`
+	InputModes  []string `json:"inputModes" yaml:"inputModes"`
+	OutputModes []string `json:"outputModes" yaml:"outputModes"`
 	// Metadata carries anything else the caller sent.
-	Metadata map[string]any `json:"metadata"`
+	Metadata map[string]any `json:"metadata" yaml:"metadata"`
 }
 
 // Chain describes the delegation chain the request arrived through
 // (`chain`). At the root, Depth is 0 and Path is empty.
 type Chain struct {
 	// Depth is how many hops the work has already taken.
-	Depth int `json:"depth"`
+	Depth int `json:"depth" yaml:"depth"`
 	// MaxDepth is the most hops the chain allows.
-	MaxDepth int `json:"maxDepth"`
+	MaxDepth int `json:"maxDepth" yaml:"maxDepth"`
 	// Path lists the agent ids from the root to here.
-	Path []string `json:"path"`
+	Path []string `json:"path" yaml:"path"`
 	// RootTask is the id of the task at the root of the chain.
-	RootTask string `json:"rootTask"`
+	RootTask string `json:"rootTask" yaml:"rootTask"`
 }
 
 // Caller is who asked (`caller`).
 type Caller struct {
 	// Principal identifies the caller.
-	Principal string `json:"principal"`
+	Principal string `json:"principal" yaml:"principal"`
 	// Tenant is the caller's tenant.
-	Tenant string `json:"tenant"`
+	Tenant string `json:"tenant" yaml:"tenant"`
 	// Claims are the caller's verified claims, such as a token's.
-	Claims map[string]any `json:"claims"`
+	Claims map[string]any `json:"claims" yaml:"claims"`
 }
 
 // Input is everything a policy sees besides the candidate agent.
 type Input struct {
-	Request Request `json:"request"`
-	Chain   Chain   `json:"chain"`
-	Caller  Caller  `json:"caller"`
+	Request Request `json:"request" yaml:"request"`
+	Chain   Chain   `json:"chain" yaml:"chain"`
+	Caller  Caller  `json:"caller" yaml:"caller"`
 	// Now is the evaluation time (`now`); zero means the current time.
-	Now time.Time `json:"now"`
+	Now time.Time `json:"now" yaml:"now"`
 }
