@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -19,8 +21,9 @@ const maxBodyBytes = 64 << 10
 
 // api serves orchd's HTTP JSON API.
 type api struct {
-	reg *registry.Registry
-	log *slog.Logger
+	reg      *registry.Registry
+	policies *policies.Engine
+	log      *slog.Logger
 }
 
 // newAPI returns the API's handler.
@@ -31,8 +34,11 @@ type api struct {
 //	GET    /v1/agents/{id}
 //	DELETE /v1/agents/{id}
 //	POST   /v1/agents/{id}:refresh
-func newAPI(reg *registry.Registry, log *slog.Logger) http.Handler {
-	a := &api{reg: reg, log: log}
+//	GET    /v1/policies
+//	POST   /v1/policies:reload
+//	POST   /v1/policy:evaluate
+func newAPI(reg *registry.Registry, engine *policies.Engine, log *slog.Logger) http.Handler {
+	a := &api{reg: reg, policies: engine, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.health)
 	mux.HandleFunc("GET /v1/agents", a.listAgents)
@@ -40,6 +46,9 @@ func newAPI(reg *registry.Registry, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/agents/{id}", a.getAgent)
 	mux.HandleFunc("DELETE /v1/agents/{id}", a.removeAgent)
 	mux.HandleFunc("POST /v1/agents/{action}", a.agentAction)
+	mux.HandleFunc("GET /v1/policies", a.policyStatus)
+	mux.HandleFunc("POST /v1/policies:reload", a.reloadPolicies)
+	mux.HandleFunc("POST /v1/policy:evaluate", a.evaluatePolicies)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
@@ -134,11 +143,71 @@ func (a *api) agentAction(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, ag)
 }
 
+func (a *api) policyStatus(w http.ResponseWriter, r *http.Request) {
+	a.reply(w, http.StatusOK, a.policies.Status())
+}
+
+func (a *api) reloadPolicies(w http.ResponseWriter, r *http.Request) {
+	if err := a.policies.Reload(); err != nil {
+		a.fail(w, r, &apiError{status: http.StatusUnprocessableEntity, code: "invalid_policy",
+			msg: "policies not reloaded; the previous ones stay in force:\n" + err.Error()})
+		return
+	}
+	a.reply(w, http.StatusOK, a.policies.Status())
+}
+
+// EvaluateRequest is the body of POST /v1/policy:evaluate: the input
+// policies see and, optionally, which agents to consider.
+type EvaluateRequest struct {
+	policies.Input
+	// Agents lists candidate agent ids. Empty means the agents with the
+	// requested skill (by id or tag), or every agent when no skill is
+	// given.
+	Agents []string `json:"agents,omitempty"`
+}
+
+// EvaluateResponse is the body of a POST /v1/policy:evaluate answer.
+type EvaluateResponse struct {
+	// Candidates counts the agents considered.
+	Candidates int `json:"candidates"`
+	*policies.Result
+}
+
+// evaluatePolicies is a dry run: it decides every candidate under the
+// policies in force and explains each decision, delegating nothing.
+func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
+	var req EvaluateRequest
+	if err := decodeBody(r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var candidates []*registry.Agent
+	switch {
+	case len(req.Agents) > 0:
+		for _, id := range req.Agents {
+			ag, ok := a.reg.Get(id)
+			if !ok {
+				a.fail(w, r, fmt.Errorf("%w: %q", registry.ErrNotFound, id))
+				return
+			}
+			candidates = append(candidates, ag)
+		}
+	case req.Request.Skill != "":
+		candidates = a.reg.BySkill(req.Request.Skill)
+	default:
+		candidates = a.reg.List()
+	}
+	res := a.policies.Set().Evaluate(r.Context(), candidates, req.Input)
+	a.reply(w, http.StatusOK, EvaluateResponse{Candidates: len(candidates), Result: res})
+}
+
 // decodeBody reads a bounded JSON body strictly.
 func decodeBody(r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := dec.Decode(v); errors.Is(err, io.EOF) {
+		return nil // an empty body is an empty object
+	} else if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("body is over %d bytes", maxBodyBytes)}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,7 +55,7 @@ func testCard(t *testing.T, name string) string {
 func startDaemon(t *testing.T, cfg Config) string {
 	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
-	d, err := New(cfg, nil)
+	d, err := New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +94,7 @@ func call(t *testing.T, method, url, body string, out any) int {
 		t.Fatal(err)
 	}
 	if out != nil && len(b) > 0 {
+		reflect.ValueOf(out).Elem().SetZero() // fields the answer omits must not keep old values
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s %s: %v in %s", method, url, err, b)
 		}
@@ -186,4 +189,19 @@ func TestAPI_Agents(t *testing.T) {
 	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 {
 		t.Errorf("after DELETE: %d agents", len(list.Agents))
 	}
+}
+
+// testLogger logs through t.Log with -v, and discards otherwise.
+func testLogger(t *testing.T) *slog.Logger {
+	if !testing.Verbose() {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

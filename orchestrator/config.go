@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -32,6 +33,27 @@ type Config struct {
 	// Agents are registered at start-up. One that cannot be reached yet
 	// is retried in the background.
 	Agents []registry.Spec `yaml:"agents"`
+	// Policies configures delegation policies.
+	Policies PoliciesConfig `yaml:"policies"`
+}
+
+// PoliciesConfig is the config file's policies section.
+type PoliciesConfig struct {
+	// Paths lists policy files and directories of *.yaml files. Relative
+	// paths are read from the daemon's working directory. Empty means no
+	// policies: every candidate is allowed.
+	Paths []string `yaml:"paths"`
+	// ReloadInterval is how often the files are checked for changes.
+	ReloadInterval Duration `yaml:"reloadInterval"`
+	// CostLimit bounds the CEL cost of one expression's evaluation.
+	CostLimit uint64 `yaml:"costLimit"`
+	// Timeout bounds one evaluation over all candidates.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// PolicyOptions returns the policies section as policies.Options.
+func (c *Config) PolicyOptions() policies.Options {
+	return policies.Options{CostLimit: c.Policies.CostLimit, Timeout: time.Duration(c.Policies.Timeout)}
 }
 
 // RegistryConfig is the config file's registry section. Each field sets

@@ -11,33 +11,48 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
 
-// Daemon is a running orchd: the registry and the HTTP API in front of it.
+// Daemon is a running orchd: the registry, the policy engine and the HTTP
+// API in front of them.
 type Daemon struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *registry.Registry
+	policies *policies.Engine
 	handler  http.Handler
 
 	mu       sync.Mutex
 	listener net.Listener
 }
 
-// New builds a daemon from cfg. It starts nothing; Run does.
+// New builds a daemon from cfg: it loads the policies (which must compile)
+// and prepares the registry. It starts nothing; Run does.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	engine, err := policies.NewEngine(cfg.Policies.Paths, cfg.PolicyOptions(), log.With("component", "policies"))
+	if err != nil {
+		return nil, fmt.Errorf("load policies: %w", err)
 	}
 	reg, err := registry.New(cfg.RegistryConfig(), log.With("component", "registry"))
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, registry: reg}
-	d.handler = newAPI(reg, log.With("component", "api"))
+	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine}
+	d.handler = newAPI(reg, engine, log.With("component", "api"))
 	return d, nil
 }
+
+// Policies returns the daemon's policy engine.
+func (d *Daemon) Policies() *policies.Engine { return d.policies }
+
+// ReloadPolicies reloads the policy files now, as SIGHUP does. A broken
+// edit keeps the policies in force and is returned.
+func (d *Daemon) ReloadPolicies() error { return d.policies.Reload() }
 
 // Registry returns the daemon's agent registry.
 func (d *Daemon) Registry() *registry.Registry { return d.registry }
@@ -80,6 +95,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.registry.Start()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watchers sync.WaitGroup
+	defer func() { stopWatch(); watchers.Wait() }()
+	if len(d.cfg.Policies.Paths) > 0 {
+		watchers.Go(func() { d.policies.Watch(watchCtx, time.Duration(d.cfg.Policies.ReloadInterval)) })
+	}
 
 	srv := &http.Server{
 		Handler:           d.handler,

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,5 +141,59 @@ func TestServe_BadConfig(t *testing.T) {
 	code, _, errOut := orchd(t, t.Context(), "serve", "--config", p)
 	if code == 0 || !strings.Contains(errOut, "bad.yaml:2:12:") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a daemon writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServe_SIGHUPReloadsPolicies is not parallel: it signals its own
+// process, which only the running serve command listens for.
+func TestServe_SIGHUPReloadsPolicies(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "p.yaml")
+	write(t, policy, "policy: first\ndefault: allow\n")
+	config := filepath.Join(dir, "orchd.yaml")
+	write(t, config, "listen: 127.0.0.1:0\npolicies:\n  paths: ["+policy+"]\n  reloadInterval: 1h\n")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var logs syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- runContext(ctx, []string{"serve", "--config", config}, io.Discard, &logs) }()
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(logs.String(), what) {
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("log never said %q:\n%s", what, logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("orchd serving")
+	write(t, policy, "policy: second\ndefault: allow\n")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("policies=[second]")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exited %d:\n%s", code, logs.String())
 	}
 }

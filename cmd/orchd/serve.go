@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -16,8 +18,9 @@ func newServeCmd(g *globals) *cobra.Command {
 		Short: "Run the daemon",
 		Long: `Run the orchd daemon: register the configured agents, keep their cards
 fresh and serve the HTTP JSON API. Without --config the embedded defaults
-apply (listen on 127.0.0.1:8080, card fetches may reach loopback).
-SIGINT and SIGTERM shut it down gracefully.`,
+apply (listen on 127.0.0.1:8080, card fetches may reach loopback, no
+policies). SIGHUP reloads the policy files (they are also reloaded when
+they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, cfg, err := g.setup(configPath)
@@ -33,6 +36,21 @@ SIGINT and SIGTERM shut it down gracefully.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			var reloader sync.WaitGroup
+			reloader.Go(func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						log.Info("SIGHUP: reloading policies")
+						_ = d.ReloadPolicies() // the engine logs a failed reload
+					}
+				}
+			})
+			defer func() { signal.Stop(hup); stop(); reloader.Wait() }()
 			return d.Run(ctx)
 		},
 	}
