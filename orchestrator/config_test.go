@@ -90,4 +90,13 @@ func TestLoadConfig_Example(t *testing.T) {
 	if len(cfg.Agents) != 2 || rc.DefaultTTL != 2*time.Minute || rc.Timeout != 10*time.Second || rc.Deprecated[0] != "push_notifications" {
 		t.Errorf("example config = %+v / %+v", cfg, rc)
 	}
+	if len(cfg.Policies.Paths) != 2 || cfg.PolicyOptions().CostLimit != 100_000 {
+		t.Errorf("example policies = %+v", cfg.Policies)
+	}
+	// The example's policy paths are relative to the repository root.
+	for _, p := range cfg.Policies.Paths {
+		if _, err := os.Stat(filepath.Join("..", p)); err != nil {
+			t.Errorf("example policy path: %v", err)
+		}
+	}
 }

@@ -30,11 +30,15 @@ type CaseFile struct {
 type Case struct {
 	// Name says what the case checks.
 	Name string `yaml:"name"`
-	// Request, Chain, Caller and Now are the evaluation input.
-	Request Request   `yaml:"request"`
-	Chain   Chain     `yaml:"chain"`
-	Caller  Caller    `yaml:"caller"`
-	Now     time.Time `yaml:"now"`
+	// Request is what is asked for.
+	Request Request `yaml:"request"`
+	// Chain is the delegation chain the request came through.
+	Chain Chain `yaml:"chain"`
+	// Caller is who asks.
+	Caller Caller `yaml:"caller"`
+	// Now is the evaluation time; zero means 2026-01-01T00:00:00Z, so
+	// cases do not depend on the day they run.
+	Now time.Time `yaml:"now"`
 	// Agents are the candidates.
 	Agents []CaseAgent `yaml:"agents"`
 	// Want maps agent ids to "allow" or "deny".
@@ -62,17 +66,21 @@ type CaseAgent struct {
 // CaseDrift is a recorded card change, at a time or a duration before the
 // case's now.
 type CaseDrift struct {
-	At         time.Time     `yaml:"at"`
-	Ago        time.Duration `yaml:"ago"`
-	Added      []string      `yaml:"added"`
-	Removed    []string      `yaml:"removed"`
-	Deprecated []string      `yaml:"deprecated"`
+	// At is when the change was seen.
+	At time.Time `yaml:"at"`
+	// Ago, used when At is zero, is how long before the case's now.
+	Ago time.Duration `yaml:"ago"`
+	// Added, Removed and Deprecated list the capabilities that changed.
+	Added      []string `yaml:"added"`
+	Removed    []string `yaml:"removed"`
+	Deprecated []string `yaml:"deprecated"`
 }
 
 // CaseResult is the outcome of one case.
 type CaseResult struct {
-	// File and Name identify the case.
+	// File is the case file.
 	File string
+	// Name is the case's name.
 	Name string
 	// Failures lists every expectation the decisions broke; none means
 	// the case passed.

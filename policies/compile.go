@@ -43,7 +43,9 @@ func (o Options) withDefaults() Options {
 
 // File is a policy file's name and contents.
 type File struct {
+	// Path names the file in diagnostics.
 	Path string
+	// Data is the file's contents.
 	Data []byte
 }
 

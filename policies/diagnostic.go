@@ -10,10 +10,13 @@ import (
 // Diagnostic is one problem found while loading policies, with its place
 // in the YAML file. Line and Col are 1-based; 0 means unknown.
 type Diagnostic struct {
+	// File is the policy file.
 	File string `json:"file"`
-	Line int    `json:"line"`
-	Col  int    `json:"col"`
-	Msg  string `json:"message"`
+	// Line and Col locate the problem.
+	Line int `json:"line"`
+	Col  int `json:"col"`
+	// Msg says what is wrong.
+	Msg string `json:"message"`
 }
 
 // String returns "file:line:col: message".

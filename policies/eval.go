@@ -48,9 +48,10 @@ type Decision struct {
 // RuleResult explains one rule, or one policy's default or when, for one
 // candidate.
 type RuleResult struct {
-	// Policy and Rule name the rule; Rule is empty for a policy-level entry.
+	// Policy names the rule's policy.
 	Policy string `json:"policy"`
-	Rule   string `json:"rule,omitempty"`
+	// Rule names the rule; it is empty for a policy-level entry.
+	Rule string `json:"rule,omitempty"`
 	// Kind is allow, deny, rank, or for policy-level entries when or
 	// default.
 	Kind string `json:"kind"`

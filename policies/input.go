@@ -44,9 +44,12 @@ type Caller struct {
 
 // Input is everything a policy sees besides the candidate agent.
 type Input struct {
+	// Request is what is asked for (`request`).
 	Request Request `json:"request" yaml:"request"`
-	Chain   Chain   `json:"chain" yaml:"chain"`
-	Caller  Caller  `json:"caller" yaml:"caller"`
+	// Chain is the delegation chain (`chain`).
+	Chain Chain `json:"chain" yaml:"chain"`
+	// Caller is who asks (`caller`).
+	Caller Caller `json:"caller" yaml:"caller"`
 	// Now is the evaluation time (`now`); zero means the current time.
 	Now time.Time `json:"now" yaml:"now"`
 }
