@@ -51,51 +51,34 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("caller", cel.ObjectType(callerTypeName)),
 		cel.Variable("now", cel.TimestampType),
 		cel.Macros(cel.ReceiverMacro("drifted", 1, expandDrifted)),
-		cel.Function("speaks",
-			cel.MemberOverload("agent_speaks_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
-				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
-					ag, err := agentOf(a)
-					if err != nil {
-						return types.NewErrFromString(err.Error())
-					}
-					s := string(c.(types.String))
-					if strings.TrimSpace(s) == "" {
-						return types.True
-					}
-					ok, err := ag.Compatible(s)
-					if err != nil {
-						return types.NewErrFromString(err.Error())
-					}
-					return types.Bool(ok)
-				}))),
-		cel.Function("supports",
-			cel.MemberOverload("agent_supports_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
-				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
-					ag, err := agentOf(a)
-					if err != nil {
-						return types.NewErrFromString(err.Error())
-					}
-					return types.Bool(ag.Supports(string(c.(types.String))))
-				}))),
-		cel.Function("tier",
-			cel.MemberOverload("agent_tier_string", []*cel.Type{agentType, cel.StringType}, cel.IntType,
-				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
-					ag, err := agentOf(a)
-					if err != nil {
-						return types.NewErrFromString(err.Error())
-					}
-					t, _ := ag.Tier(string(c.(types.String)))
-					return types.Int(t)
-				}))),
-		cel.Function("hasExtension",
-			cel.MemberOverload("agent_hasExtension_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
-				cel.BinaryBinding(func(a, c ref.Val) ref.Val {
-					ag, err := agentOf(a)
-					if err != nil {
-						return types.NewErrFromString(err.Error())
-					}
-					return types.Bool(ag.HasExtension(string(c.(types.String))))
-				}))),
+		agentMethod("speaks", cel.BoolType, func(ag *registry.Agent, constraint string) ref.Val {
+			if strings.TrimSpace(constraint) == "" {
+				return types.True
+			}
+			ok, err := ag.Compatible(constraint)
+			if err != nil {
+				return types.NewErrFromString(err.Error())
+			}
+			return types.Bool(ok)
+		}),
+		agentMethod("supports", cel.BoolType, func(ag *registry.Agent, name string) ref.Val {
+			return types.Bool(ag.Supports(name))
+		}),
+		agentMethod("tier", cel.IntType, func(ag *registry.Agent, name string) ref.Val {
+			t, _ := ag.Tier(name)
+			return types.Int(t)
+		}),
+		agentMethod("hasExtension", cel.BoolType, func(ag *registry.Agent, uri string) ref.Val {
+			return types.Bool(ag.HasExtension(uri))
+		}),
+		agentMethod("hasSkill", cel.BoolType, func(ag *registry.Agent, idOrTag string) ref.Val {
+			for _, sk := range ag.Skills {
+				if sk.ID == idOrTag || slices.Contains(sk.Tags, idOrTag) {
+					return types.True
+				}
+			}
+			return types.False
+		}),
 		cel.Function("semver",
 			cel.Overload("semver_string", []*cel.Type{cel.StringType}, semverType,
 				cel.UnaryBinding(func(s ref.Val) ref.Val {
@@ -118,22 +101,21 @@ func newEnv() (*cel.Env, error) {
 					}
 					return types.NewStringList(types.DefaultTypeAdapter, ag.Versions(""))
 				}))),
-		cel.Function("hasSkill",
-			cel.MemberOverload("agent_hasSkill_string", []*cel.Type{agentType, cel.StringType}, cel.BoolType,
-				cel.BinaryBinding(func(a, s ref.Val) ref.Val {
-					ag, err := agentOf(a)
-					if err != nil {
-						return types.NewErrFromString(err.Error())
-					}
-					want := string(s.(types.String))
-					for _, sk := range ag.Skills {
-						if sk.ID == want || slices.Contains(sk.Tags, want) {
-							return types.True
-						}
-					}
-					return types.False
-				}))),
 	)
+}
+
+// agentMethod declares agent.name(string), implemented by impl on the
+// unwrapped agent.
+func agentMethod(name string, result *cel.Type, impl func(ag *registry.Agent, arg string) ref.Val) cel.EnvOption {
+	return cel.Function(name,
+		cel.MemberOverload("agent_"+name+"_string", []*cel.Type{agentType, cel.StringType}, result,
+			cel.BinaryBinding(func(a, arg ref.Val) ref.Val {
+				ag, err := agentOf(a)
+				if err != nil {
+					return types.NewErrFromString(err.Error())
+				}
+				return impl(ag, string(arg.(types.String)))
+			})))
 }
 
 // agentOf unwraps the agent a function was called on.
