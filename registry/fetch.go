@@ -41,22 +41,36 @@ type fetched struct {
 	at          time.Time
 }
 
-func newFetcher(cfg Config) (*fetcher, error) {
+// NewTransport returns an HTTP transport that applies the SSRF guard of
+// cfg (AllowNetworks, AllowHosts) to every connection, for talking to
+// agents whose addresses come from their cards. It sets no response
+// timeout, so streams last as long as their tasks; bound calls with
+// contexts.
+func NewTransport(cfg Config) (*http.Transport, error) {
+	cfg = cfg.withDefaults()
 	g, err := newGuard(cfg.AllowNetworks, cfg.AllowHosts)
 	if err != nil {
 		return nil, err
 	}
 	dialer := &net.Dialer{Timeout: cfg.Timeout, ControlContext: g.control}
-	transport := &http.Transport{
-		Proxy:                 nil, // a proxy would dial on our behalf and bypass the guard
-		DialContext:           g.dialContext(dialer),
-		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   cfg.Timeout,
-		ResponseHeaderTimeout: cfg.Timeout,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     true,
+	return &http.Transport{
+		Proxy:               nil, // a proxy would dial on our behalf and bypass the guard
+		DialContext:         g.dialContext(dialer),
+		TLSClientConfig:     &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: cfg.Timeout,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}, nil
+}
+
+func newFetcher(cfg Config) (*fetcher, error) {
+	transport, err := NewTransport(cfg)
+	if err != nil {
+		return nil, err
 	}
+	transport.ResponseHeaderTimeout = cfg.Timeout
+	transport.MaxIdleConnsPerHost = 4
 	client := &http.Client{
 		Transport: transport,
 		Timeout:   cfg.Timeout,

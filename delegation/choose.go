@@ -1,0 +1,102 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/orchd/orchd/policies"
+	"github.com/orchd/orchd/registry"
+)
+
+// ErrUnknownAgent means a request pinned an agent id the registry does not
+// hold.
+var ErrUnknownAgent = errors.New("unknown agent")
+
+// choose decides which agents may take the work, best first. It never
+// contacts an agent.
+func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Decision, []*registry.Agent, error) {
+	var pool []*registry.Agent
+	switch {
+	case req.Agent != "":
+		a, ok := e.reg.Get(req.Agent)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: %q", ErrUnknownAgent, req.Agent)
+		}
+		pool = []*registry.Agent{a}
+	case out.Skill != "":
+		pool = e.reg.BySkill(out.Skill)
+	default:
+		pool = e.reg.List()
+	}
+
+	d := &Decision{}
+	var refused []Candidate
+	eligible := make([]*registry.Agent, 0, len(pool))
+	for _, a := range pool {
+		reasons, err := prefilter(a, req, in, out, e.cfg.Self)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(reasons) > 0 {
+			refused = append(refused, Candidate{Agent: a.ID, Reasons: reasons})
+			continue
+		}
+		eligible = append(eligible, a)
+	}
+
+	set := e.policies.Set()
+	res := set.Evaluate(ctx, eligible, policies.Input{
+		Request: policies.Request{Skill: out.Skill, Capabilities: out.Requires, Protocol: req.Protocol, Metadata: req.Metadata},
+		Chain:   policies.Chain{Depth: in.Depth, MaxDepth: out.MaxDepth, Path: in.Path, RootTask: out.RootTask},
+		Caller:  req.Caller,
+		Now:     e.cfg.Now(),
+	})
+	d.PolicySet, d.Policy = res.PolicySet, res.Decisions
+	byID := make(map[string]*registry.Agent, len(eligible))
+	for _, a := range eligible {
+		byID[a.ID] = a
+	}
+	var allowed []*registry.Agent
+	for _, pd := range res.Decisions {
+		if pd.Allowed {
+			d.Candidates = append(d.Candidates, Candidate{Agent: pd.Agent, Allowed: true, Rank: pd.Rank})
+			allowed = append(allowed, byID[pd.Agent])
+			continue
+		}
+		refused = append(refused, Candidate{Agent: pd.Agent, Reasons: pd.Reasons})
+	}
+	slices.SortFunc(refused, func(a, b Candidate) int { return strings.Compare(a.Agent, b.Agent) })
+	d.Candidates = append(d.Candidates, refused...)
+	return d, allowed, nil
+}
+
+// prefilter returns why an agent cannot take the work whatever the
+// policies say: it is already in the chain, orchd cannot speak its
+// protocol, or it lacks a required capability.
+func prefilter(a *registry.Agent, req *Request, in, out Chain, self string) ([]string, error) {
+	var reasons []string
+	if a.ID == self || slices.Contains(in.Path, a.ID) {
+		reasons = append(reasons, fmt.Sprintf("%s is already in the delegation path %s", a.ID, strings.Join(out.Path, " → ")))
+	}
+	if !a.ClientCompatible {
+		reasons = append(reasons, "protocol: "+a.IncompatibleReason)
+	}
+	if req.Protocol != "" {
+		ok, err := a.Compatible(req.Protocol)
+		if err != nil {
+			return nil, fmt.Errorf("%w: protocol: %v", ErrBadRequest, err)
+		}
+		if !ok {
+			reasons = append(reasons, fmt.Sprintf("protocol: speaks %s, the request needs %s", strings.Join(a.Versions(""), ", "), req.Protocol))
+		}
+	}
+	for _, c := range out.Requires {
+		if !a.Supports(c) {
+			reasons = append(reasons, "lacks required capability "+c)
+		}
+	}
+	return reasons, nil
+}

@@ -1,0 +1,81 @@
+package delegation
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/orchd/orchd/policies"
+)
+
+// Decision records how a delegation chose its agent.
+type Decision struct {
+	// Candidates lists every agent considered, allowed ones first in order
+	// of preference, each with the reasons it was refused.
+	Candidates []Candidate `json:"candidates"`
+	// Chosen is the agent that accepted the work, or "" when none did.
+	Chosen string `json:"chosen,omitempty"`
+	// Attempts lists the agents tried, in order, with why each that did
+	// not accept the work failed.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// PolicySet is the digest of the policies that decided.
+	PolicySet string `json:"policySet,omitempty"`
+	// Policy is the policies' rule-by-rule explanation per candidate.
+	Policy []policies.Decision `json:"policy,omitempty"`
+}
+
+// Candidate is one agent considered for the work.
+type Candidate struct {
+	// Agent is the registry id.
+	Agent string `json:"agent"`
+	// Allowed is true when nothing refused the agent.
+	Allowed bool `json:"allowed"`
+	// Rank is the policies' rank for allowed agents.
+	Rank float64 `json:"rank,omitempty"`
+	// Reasons say why the agent was refused: a protocol version orchd
+	// cannot speak, a missing capability, or policy rules.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Attempt is one try at handing the work to an agent.
+type Attempt struct {
+	// Agent is the registry id.
+	Agent string `json:"agent"`
+	// Error is why the agent did not accept the work; empty for the agent
+	// that did.
+	Error string `json:"error,omitempty"`
+}
+
+// RefusedError is returned when no candidate qualifies, before anything is
+// sent.
+type RefusedError struct {
+	// Decision lists every candidate and why it was refused.
+	Decision *Decision
+}
+
+// Error lists the refused candidates.
+func (e *RefusedError) Error() string {
+	if len(e.Decision.Candidates) == 0 {
+		return "no agent can take the work: no candidates"
+	}
+	parts := make([]string, 0, len(e.Decision.Candidates))
+	for _, c := range e.Decision.Candidates {
+		parts = append(parts, fmt.Sprintf("%s: %s", c.Agent, strings.Join(c.Reasons, "; ")))
+	}
+	return "no agent can take the work: " + strings.Join(parts, "; ")
+}
+
+// FailedError is returned when every allowed candidate that was tried
+// failed before accepting the work.
+type FailedError struct {
+	// Decision lists the candidates and every attempt.
+	Decision *Decision
+}
+
+// Error lists the failed attempts.
+func (e *FailedError) Error() string {
+	parts := make([]string, 0, len(e.Decision.Attempts))
+	for _, a := range e.Decision.Attempts {
+		parts = append(parts, fmt.Sprintf("%s: %s", a.Agent, a.Error))
+	}
+	return "every agent tried failed before accepting the work: " + strings.Join(parts, "; ")
+}

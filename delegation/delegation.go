@@ -1,0 +1,226 @@
+package delegation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+)
+
+// Event is one entry of a delegation's event log. Seq numbers start at 1
+// and have no gaps, so a client that saw event N resumes after N.
+type Event struct {
+	// Seq is the event's position in the log.
+	Seq int64 `json:"seq"`
+	// At is when orchd saw the event.
+	At time.Time `json:"at"`
+	// Kind is state (the state changed), message (the agent or the caller
+	// said something), or artifact (the agent produced output).
+	Kind string `json:"kind"`
+	// State is the delegation's state after the event.
+	State a2a.TaskState `json:"state"`
+	// Message is the status or input message, for state and message
+	// events.
+	Message *a2a.Message `json:"message,omitempty"`
+	// Artifact is the produced artifact (whole, after appends), for
+	// artifact events.
+	Artifact *a2a.Artifact `json:"artifact,omitempty"`
+	// Error is set on the event that failed the delegation.
+	Error string `json:"error,omitempty"`
+}
+
+// Delegation is one piece of work handed to an agent. Its methods are safe
+// for concurrent use.
+type Delegation struct {
+	engine    *Engine
+	client    *a2aclient.Client
+	streaming bool
+	chain     Chain
+
+	mu      sync.Mutex
+	rec     Record
+	events  []Event
+	first   int64 // Seq of events[0]
+	changed chan struct{}
+	// stopFollow ends the goroutine following the downstream task, if one
+	// runs; followDone is closed when it has returned.
+	stopFollow context.CancelFunc
+	followDone chan struct{}
+}
+
+// ID returns the delegation's id.
+func (d *Delegation) ID() string { return d.rec.ID }
+
+// Record returns a snapshot of the delegation.
+func (d *Delegation) Record() Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.snapshot()
+}
+
+// snapshot copies the record; callers hold mu.
+func (d *Delegation) snapshot() Record {
+	r := d.rec
+	r.Artifacts = slices.Clone(r.Artifacts)
+	return r
+}
+
+// Events returns the events after seq, a channel closed at the next
+// change, and whether the delegation has ended (no events will follow the
+// ones returned). Events before the retained window are gone; the first
+// returned event then has a Seq above seq+1.
+func (d *Delegation) Events(after int64) ([]Event, <-chan struct{}, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	start := max(after+1-d.first, 0)
+	var out []Event
+	if start < int64(len(d.events)) {
+		out = slices.Clone(d.events[start:])
+	}
+	return out, d.changed, d.rec.State.Terminal()
+}
+
+// waiting reports whether the downstream task waits for the caller.
+func waiting(s a2a.TaskState) bool {
+	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
+}
+
+// emit appends an event, updates the record's state and persists it.
+// Callers hold mu.
+func (d *Delegation) emit(ev Event) {
+	now := d.engine.cfg.Now()
+	ev.At = now
+	if ev.State == "" {
+		ev.State = d.rec.State
+	}
+	d.rec.State = ev.State
+	d.rec.UpdatedAt = now
+	ev.Seq = d.first + int64(len(d.events))
+	d.events = append(d.events, ev)
+	if over := len(d.events) - d.engine.cfg.MaxEvents; over > 0 {
+		d.events = slices.Delete(d.events, 0, over)
+		d.first += int64(over)
+	}
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.persist()
+}
+
+// persist writes the record to the store. Callers hold mu.
+func (d *Delegation) persist() {
+	if err := d.engine.store.Put(context.Background(), d.snapshot()); err != nil {
+		d.engine.log.Error("store delegation", "id", d.rec.ID, "error", err)
+	}
+}
+
+// apply folds one downstream event into the delegation. It reports whether
+// the downstream task has settled for now: ended, or waiting for input.
+func (d *Delegation) apply(ev a2a.Event) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rec.State.Terminal() {
+		return true
+	}
+	switch e := ev.(type) {
+	case *a2a.Message:
+		if d.rec.Downstream.TaskID == "" {
+			d.rec.Result = e
+			d.emit(Event{Kind: "message", State: a2a.TaskStateCompleted, Message: e})
+			return true
+		}
+		d.emit(Event{Kind: "message", Message: e})
+	case *a2a.Task:
+		d.setTask(e.ID, e.ContextID)
+		for _, art := range e.Artifacts {
+			d.putArtifact(art, false)
+		}
+		d.setStatus(e.Status)
+	case *a2a.TaskStatusUpdateEvent:
+		d.setTask(e.TaskID, e.ContextID)
+		d.setStatus(e.Status)
+	case *a2a.TaskArtifactUpdateEvent:
+		d.setTask(e.TaskID, e.ContextID)
+		if e.Artifact != nil {
+			art := d.putArtifact(e.Artifact, e.Append)
+			d.emit(Event{Kind: "artifact", Artifact: art})
+		}
+	}
+	return d.rec.State.Terminal() || waiting(d.rec.State)
+}
+
+func (d *Delegation) setTask(id a2a.TaskID, contextID string) {
+	if d.rec.Downstream.TaskID == "" && id != "" {
+		d.rec.Downstream.TaskID, d.rec.Downstream.ContextID = id, contextID
+	}
+}
+
+// setStatus records a downstream status; callers hold mu.
+func (d *Delegation) setStatus(st a2a.TaskStatus) {
+	if st.State == a2a.TaskStateUnspecified {
+		return
+	}
+	if st.State == d.rec.State && st.Message == nil {
+		return
+	}
+	ev := Event{Kind: "state", State: st.State, Message: st.Message}
+	if st.State.Terminal() && st.Message != nil {
+		d.rec.Result = st.Message
+	}
+	if st.State == a2a.TaskStateFailed || st.State == a2a.TaskStateRejected {
+		why := "no reason given"
+		if st.Message != nil {
+			why = messageText(st.Message)
+		}
+		d.rec.Error = fmt.Sprintf("hop %s (task %s) ended %s: %s", d.rec.Downstream.Agent, d.rec.Downstream.TaskID, st.State, why)
+		ev.Error = d.rec.Error
+	}
+	d.emit(ev)
+}
+
+// putArtifact stores an artifact, appending parts to an earlier chunk of
+// the same artifact when asked; callers hold mu.
+func (d *Delegation) putArtifact(a *a2a.Artifact, appendParts bool) *a2a.Artifact {
+	for i, old := range d.rec.Artifacts {
+		if old.ID != a.ID {
+			continue
+		}
+		merged := *a
+		if appendParts {
+			merged.Parts = append(slices.Clone(old.Parts), a.Parts...)
+		}
+		d.rec.Artifacts[i] = &merged
+		return &merged
+	}
+	d.rec.Artifacts = append(d.rec.Artifacts, a)
+	return a
+}
+
+// fail ends the delegation as FAILED with a reason naming the hop.
+func (d *Delegation) fail(reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rec.State.Terminal() {
+		return
+	}
+	d.rec.Error = fmt.Sprintf("hop %s: %s", d.rec.Downstream.Agent, reason)
+	d.emit(Event{Kind: "state", State: a2a.TaskStateFailed, Error: d.rec.Error})
+}
+
+// messageText joins a message's text parts.
+func messageText(m *a2a.Message) string {
+	var parts []string
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			parts = append(parts, string(t))
+		}
+	}
+	if len(parts) == 0 {
+		return "(no text)"
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,605 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2aext"
+
+	"github.com/orchd/orchd/policies"
+	"github.com/orchd/orchd/registry"
+)
+
+// PolicySource gives the policies in force; *policies.Engine is one.
+type PolicySource interface {
+	Set() *policies.Set
+}
+
+// Config tunes the engine. Zero fields take the documented defaults.
+type Config struct {
+	// Self is this orchestrator's id in delegation chains. Default "orchd".
+	Self string
+	// MaxDepth bounds chains started here. Default 8.
+	MaxDepth int
+	// MaxAttempts bounds how many candidates are tried when agents fail
+	// before accepting the work. Default 3.
+	MaxAttempts int
+	// CallTimeout bounds each unary A2A call (send without streaming, get
+	// task, cancel). Default 30s.
+	CallTimeout time.Duration
+	// CancelWait is how long a cancel waits for the agent to confirm
+	// before the delegation fails instead. Default 10s.
+	CancelWait time.Duration
+	// PollInterval is how often a task of an agent that does not stream is
+	// polled. Default 500ms.
+	PollInterval time.Duration
+	// MaxEvents bounds each delegation's retained event log. Default 10,000.
+	MaxEvents int
+	// KeepFinished is how many ended delegations keep their event logs in
+	// memory; their records stay in the store. Default 1,000.
+	KeepFinished int
+	// HTTPClient talks A2A to agents. nil means a client with no overall
+	// timeout (streams last as long as their tasks). Give one whose
+	// transport applies the registry's SSRF rules (registry.NewTransport).
+	HTTPClient *http.Client
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Self == "" {
+		c.Self = "orchd"
+	}
+	if c.MaxDepth <= 0 {
+		c.MaxDepth = DefaultMaxDepth
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 30 * time.Second
+	}
+	if c.CancelWait <= 0 {
+		c.CancelWait = 10 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 500 * time.Millisecond
+	}
+	if c.MaxEvents <= 0 {
+		c.MaxEvents = 10_000
+	}
+	if c.KeepFinished <= 0 {
+		c.KeepFinished = 1_000
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Errors callers decide on.
+var (
+	// ErrNotWaiting means input was sent to a delegation that is not
+	// waiting for any.
+	ErrNotWaiting = errors.New("delegation is not waiting for input")
+	// ErrEnded means the delegation has already ended.
+	ErrEnded = errors.New("delegation has ended")
+	// ErrClosed means the engine was closed.
+	ErrClosed = errors.New("delegation engine closed")
+)
+
+// Engine delegates work and owns every delegation it starts: the
+// goroutines following downstream tasks end when their tasks end or when
+// the engine is closed.
+type Engine struct {
+	cfg      Config
+	reg      *registry.Registry
+	policies PolicySource
+	store    Store
+	log      *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.RWMutex
+	live     map[string]*Delegation
+	finished []string // ended delegations still live, oldest first
+}
+
+// NewEngine returns an engine delegating to agents in reg under the
+// policies of pol, recording delegations in store. A nil logger discards
+// logs.
+func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config, log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
+		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}}
+}
+
+// Close stops following every delegation and waits for the goroutines to
+// end. Downstream tasks are left as they are; their records stay in the
+// store with their last known state.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+// Decide runs candidate selection without sending anything: what Delegate
+// would choose for req, and why.
+func (e *Engine) Decide(ctx context.Context, req Request) (*Decision, error) {
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	in, out, err := e.chains(req)
+	if err != nil {
+		return nil, err
+	}
+	d, _, err := e.choose(ctx, &req, in, out)
+	return d, err
+}
+
+// chains returns the incoming chain and the chain passed on.
+func (e *Engine) chains(req Request) (Chain, Chain, error) {
+	in := Chain{MaxDepth: e.cfg.MaxDepth}
+	if req.Chain != nil {
+		in = *req.Chain
+	}
+	out, err := in.Enter(e.cfg.Self)
+	if err != nil {
+		return Chain{}, Chain{}, err
+	}
+	if out.Skill == "" {
+		out.Skill = req.Skill
+	}
+	for _, c := range req.Requires {
+		if !containsFold(out.Requires, c) {
+			out.Requires = append(out.Requires, c)
+		}
+	}
+	return in, out, nil
+}
+
+func containsFold(ss []string, s string) bool {
+	for _, x := range ss {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Delegate chooses an agent for the work and hands it over. It returns once
+// an agent has accepted the work; the delegation then runs on its own. It
+// fails with a *RefusedError, before sending anything, when no candidate
+// qualifies; with a *FailedError when every candidate tried failed before
+// accepting; with ErrBadRequest, ErrUnknownAgent, ErrCycle or ErrTooDeep
+// for requests that cannot be delegated. No delegation exists after an
+// error.
+func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error) {
+	if e.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	in, out, err := e.chains(req)
+	if err != nil {
+		return nil, err
+	}
+	id := a2a.NewContextID()
+	if out.RootTask == "" {
+		out.RootTask = id
+	}
+	dec, allowed, err := e.choose(ctx, &req, in, out)
+	if err != nil {
+		return nil, err
+	}
+	if len(allowed) == 0 {
+		return nil, &RefusedError{Decision: dec}
+	}
+	now := e.cfg.Now()
+	for i, a := range allowed {
+		if i == e.cfg.MaxAttempts {
+			break
+		}
+		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1,
+			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
+				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}}}
+		msg := req.message()
+		out.Attach(msg)
+		first, err := d.open(ctx, a, msg)
+		if err != nil {
+			dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID, Error: err.Error()})
+			e.log.Warn("agent did not accept delegated work", "delegation", id, "agent", a.ID, "error", err)
+			if retryable(err) && ctx.Err() == nil {
+				continue
+			}
+			return nil, &FailedError{Decision: dec}
+		}
+		dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID})
+		dec.Chosen = a.ID
+		e.log.Info("work delegated", "delegation", id, "agent", a.ID, "skill", out.Skill, "depth", out.Depth)
+		e.start(d, first)
+		return d, nil
+	}
+	return nil, &FailedError{Decision: dec}
+}
+
+// Get returns a live delegation.
+func (e *Engine) Get(id string) (*Delegation, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	d, ok := e.live[id]
+	return d, ok
+}
+
+// Lookup returns a delegation's record, live or stored.
+func (e *Engine) Lookup(ctx context.Context, id string) (Record, error) {
+	if d, ok := e.Get(id); ok {
+		return d.Record(), nil
+	}
+	r, err := e.store.Get(ctx, id)
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: %q", err, id)
+	}
+	return r, nil
+}
+
+// List returns the records in state (all when unspecified), newest first.
+func (e *Engine) List(ctx context.Context, state a2a.TaskState) ([]Record, error) {
+	return e.store.List(ctx, state)
+}
+
+// register makes a delegation live and stores it.
+func (e *Engine) register(d *Delegation) {
+	e.mu.Lock()
+	e.live[d.rec.ID] = d
+	e.mu.Unlock()
+	d.mu.Lock()
+	d.persist()
+	d.mu.Unlock()
+}
+
+// ended forgets the event logs of the oldest ended delegations beyond
+// KeepFinished.
+func (e *Engine) ended(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.finished = append(e.finished, id)
+	for len(e.finished) > e.cfg.KeepFinished {
+		delete(e.live, e.finished[0])
+		e.finished = e.finished[1:]
+	}
+}
+
+// session is an accepted send: the first event, and the rest of the
+// stream when the agent streams.
+type session struct {
+	first a2a.Event
+	next  func() (a2a.Event, error, bool)
+	stop  func()
+}
+
+// client builds the a2a-go client for an agent's card: A2A 1.0 and 0.3
+// over JSON-RPC and HTTP+JSON, activating the delegation extension when
+// the card declares it.
+func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Client, *a2a.AgentCard, error) {
+	card, err := a.AgentCard()
+	if err != nil {
+		return nil, nil, err
+	}
+	hc := e.cfg.HTTPClient
+	c, err := a2aclient.NewFromCard(ctx, card,
+		a2aclient.WithJSONRPCTransport(hc),
+		a2aclient.WithRESTTransport(hc),
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
+		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
+		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI)),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)
+	}
+	return c, card, nil
+}
+
+// open sends the first message to an agent and waits until it accepts the
+// work (its first event) or fails. It streams only to agents whose card
+// declares streaming.
+func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Message) (*session, error) {
+	e := d.engine
+	c, card, err := e.client(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	d.client, d.streaming = c, card.Capabilities.Streaming
+	return d.send(ctx, msg)
+}
+
+// send sends a message on the delegation's client: the first message, or
+// the caller's input to a task waiting for it.
+func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, error) {
+	e := d.engine
+	req := &a2a.SendMessageRequest{Message: msg}
+	if !d.streaming {
+		callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+		defer cancel()
+		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+		res, err := d.client.SendMessage(callCtx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &session{first: res}, nil
+	}
+	// The stream outlives the caller's request: it belongs to the engine.
+	// Until the agent accepts, the caller may still give up.
+	streamCtx, cancel := context.WithCancel(e.ctx)
+	stopAfter := context.AfterFunc(ctx, cancel)
+	next, stop := iter.Pull2(d.client.SendStreamingMessage(streamCtx, req))
+	first, err, ok := next()
+	stopAfter()
+	if !ok || err != nil || ctx.Err() != nil {
+		stop()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case !ok:
+			return nil, errors.New("stream ended before the agent answered")
+		}
+		return nil, err
+	}
+	return &session{first: first, next: next, stop: func() { stop(); cancel() }}, nil
+}
+
+// start makes an accepted delegation live and follows it.
+func (e *Engine) start(d *Delegation, s *session) {
+	e.register(d)
+	d.follow(s)
+}
+
+// follow applies the session's first event and, unless the task has
+// settled, follows the rest in a goroutine owned by the engine.
+func (d *Delegation) follow(s *session) {
+	e := d.engine
+	if d.apply(s.first) {
+		if s.stop != nil {
+			s.stop()
+		}
+		d.settled()
+		return
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	d.mu.Lock()
+	d.stopFollow, d.followDone = cancel, done
+	d.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer close(done)
+		defer cancel()
+		if s.stop != nil {
+			defer s.stop()
+		}
+		if s.next != nil && d.stream(ctx, s) {
+			d.settled()
+			return
+		}
+		if d.poll(ctx) {
+			d.settled()
+		}
+	}()
+}
+
+// stream applies streamed events until the task settles or the stream
+// ends; it reports whether the task settled.
+func (d *Delegation) stream(ctx context.Context, s *session) bool {
+	for {
+		ev, err, ok := s.next()
+		switch {
+		case !ok:
+			return false
+		case err != nil:
+			if ctx.Err() == nil {
+				d.engine.log.Warn("stream from agent broke; polling the task instead", "delegation", d.rec.ID, "error", err)
+			}
+			return false
+		case d.apply(ev):
+			return true
+		}
+	}
+}
+
+// poll follows the downstream task with GetTask until it settles, and
+// reports whether it did. Five failed polls in a row fail the delegation.
+func (d *Delegation) poll(ctx context.Context) bool {
+	e := d.engine
+	d.mu.Lock()
+	taskID := d.rec.Downstream.TaskID
+	d.mu.Unlock()
+	if taskID == "" {
+		d.fail("the stream ended before the agent created a task")
+		return true
+	}
+	t := time.NewTicker(e.cfg.PollInterval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+		task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			if failures++; failures >= 5 {
+				d.fail(fmt.Sprintf("lost track of task %s: %v", taskID, err))
+				return true
+			}
+			continue
+		}
+		failures = 0
+		if d.apply(task) {
+			return true
+		}
+	}
+}
+
+// settled runs when the downstream task ended or waits for input.
+func (d *Delegation) settled() {
+	d.mu.Lock()
+	ended := d.rec.State.Terminal()
+	d.mu.Unlock()
+	if ended {
+		d.engine.ended(d.rec.ID)
+	}
+}
+
+// Send gives the caller's message to a delegation waiting for input; the
+// same downstream task receives it.
+func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delegation, error) {
+	d, ok := e.Get(id)
+	if !ok {
+		if _, err := e.store.Get(ctx, id); err == nil {
+			return nil, fmt.Errorf("%w: %q", ErrEnded, id)
+		}
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	d.mu.Lock()
+	state, taskID, contextID := d.rec.State, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID
+	following := d.followDone != nil && !isClosed(d.followDone)
+	d.mu.Unlock()
+	if state.Terminal() {
+		return nil, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
+	}
+	if !waiting(state) || following {
+		return nil, fmt.Errorf("%w: %q is %s", ErrNotWaiting, id, state)
+	}
+	if msg == nil || len(msg.Parts) == 0 {
+		return nil, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
+	}
+	m := *msg
+	if m.ID == "" {
+		m.ID = a2a.NewMessageID()
+	}
+	m.Role = a2a.MessageRoleUser
+	m.TaskID, m.ContextID = taskID, contextID
+	d.chain.Attach(&m)
+	s, err := d.send(ctx, &m)
+	if err != nil {
+		return nil, fmt.Errorf("send input to %s: %w", d.rec.Downstream.Agent, err)
+	}
+	d.mu.Lock()
+	d.emit(Event{Kind: "message", State: a2a.TaskStateWorking, Message: &m})
+	d.mu.Unlock()
+	d.follow(s)
+	return d, nil
+}
+
+// Cancel cancels the downstream task. The delegation ends CANCELED when the
+// agent confirms, or FAILED, with the reason, when it does not within
+// CancelWait.
+func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
+	d, ok := e.Get(id)
+	if !ok {
+		r, err := e.Lookup(ctx, id)
+		if err != nil {
+			return Record{}, err
+		}
+		return r, fmt.Errorf("%w: %q is %s", ErrEnded, id, r.State)
+	}
+	d.mu.Lock()
+	state, taskID := d.rec.State, d.rec.Downstream.TaskID
+	d.mu.Unlock()
+	if state.Terminal() {
+		return d.Record(), fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, e.cfg.CancelWait)
+	defer cancel()
+	task, err := d.client.CancelTask(callCtx, &a2a.CancelTaskRequest{ID: taskID})
+	if err == nil && task != nil {
+		d.apply(task)
+	}
+	// Wait for the confirmation to arrive on the stream or the poll.
+	for {
+		_, changed, ended := d.Events(1 << 62)
+		if ended {
+			break
+		}
+		select {
+		case <-changed:
+			continue
+		case <-callCtx.Done():
+		}
+		reason := fmt.Sprintf("cancel was not confirmed within %s", e.cfg.CancelWait)
+		if err != nil {
+			reason += ": " + err.Error()
+		}
+		d.fail(reason)
+		break
+	}
+	d.stop()
+	d.settled()
+	return d.Record(), nil
+}
+
+// stop ends the goroutine following the downstream task and waits for it.
+func (d *Delegation) stop() {
+	d.mu.Lock()
+	stop, done := d.stopFollow, d.followDone
+	d.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// retryable reports whether an agent's failure to accept work warrants
+// trying the next candidate: it could not be reached, failed on the server
+// side, or does not speak the version the client chose.
+func retryable(err error) bool {
+	var netErr net.Error
+	msg := err.Error()
+	return errors.Is(err, a2a.ErrVersionNotSupported) ||
+		errors.Is(err, a2a.ErrInternalError) ||
+		errors.Is(err, a2a.ErrServerError) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &netErr) ||
+		strings.Contains(msg, "unexpected HTTP status: 5") ||
+		strings.Contains(msg, "no compatible transports")
+}

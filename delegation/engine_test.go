@@ -1,0 +1,290 @@
+package delegation
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+func TestDelegate_StreamingAgent(t *testing.T) {
+	t.Parallel()
+	agent := startAgent(t, agentOpts{name: "Worker", skill: "research", streaming: true}, work(20*time.Millisecond))
+	f := newFixture(t, Config{Self: "root"})
+	f.add(t, "worker", agent.URL)
+
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "find papers", Skill: "research", Requires: []string{"streaming"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitState(t, d, a2a.TaskStateCompleted)
+	if r.Downstream.Agent != "worker" || r.Downstream.TaskID == "" || r.Decision.Chosen != "worker" || r.Result == nil || messageText(r.Result) != "done" {
+		t.Errorf("record = %+v", r)
+	}
+	if len(r.Artifacts) != 1 || len(r.Artifacts[0].Parts) != 2 {
+		t.Fatalf("artifacts = %+v", r.Artifacts)
+	}
+	evs, _, ended := d.Events(0)
+	var kinds []string
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d", i, ev.Seq)
+		}
+		kinds = append(kinds, ev.Kind+":"+string(ev.State))
+	}
+	if !ended || !slices.Contains(kinds, "artifact:TASK_STATE_WORKING") || kinds[len(kinds)-1] != "state:TASK_STATE_COMPLETED" {
+		t.Errorf("events = %v", kinds)
+	}
+	if calls := agent.calls(); len(calls) != 1 || calls[0] != "SendStreamingMessage" {
+		t.Errorf("calls = %v", calls)
+	}
+	// The work carried the chain context.
+	msgs := agent.exec.messages()
+	chain, ok, err := ChainFrom(msgs[0].Metadata)
+	if err != nil || !ok || !slices.Equal(chain.Path, []string{"root"}) || chain.Depth != 1 || chain.Skill != "research" ||
+		!slices.Equal(chain.Requires, []string{"streaming"}) || chain.RootTask != r.ID || chain.MaxDepth != DefaultMaxDepth {
+		t.Errorf("chain = %+v, %v, %v", chain, ok, err)
+	}
+	stored, err := f.engine.Lookup(t.Context(), r.ID)
+	if err != nil || stored.State != a2a.TaskStateCompleted {
+		t.Errorf("stored record = %+v, %v", stored, err)
+	}
+}
+
+func TestDelegate_NeverStreamsToNonStreamingAgent(t *testing.T) {
+	t.Parallel()
+	agent := startAgent(t, agentOpts{name: "Poller", skill: "batch"}, work(30*time.Millisecond))
+	f := newFixture(t, Config{})
+	f.add(t, "poller", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "crunch", Skill: "batch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitState(t, d, a2a.TaskStateCompleted)
+	if len(r.Artifacts) != 1 || messageText(r.Result) != "done" {
+		t.Errorf("record = %+v", r)
+	}
+	calls := agent.calls()
+	if len(calls) < 2 || calls[0] != "SendMessage" || slices.Contains(calls, "SendStreamingMessage") || calls[len(calls)-1] != "GetTask" {
+		t.Errorf("calls = %v; want SendMessage then GetTask polls, never streaming", calls)
+	}
+}
+
+func TestDelegate_MessageReplyCompletes(t *testing.T) {
+	t.Parallel()
+	agent := startAgent(t, agentOpts{name: "Echo", skill: "echo", streaming: true}, reply("hello back"))
+	f := newFixture(t, Config{})
+	f.add(t, "echo", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Message: &a2a.Message{Parts: a2a.ContentParts{a2a.NewTextPart("hello")}}, Agent: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitState(t, d, a2a.TaskStateCompleted)
+	if r.Downstream.TaskID != "" || messageText(r.Result) != "hello back" {
+		t.Errorf("record = %+v", r)
+	}
+}
+
+func TestDelegate_Refusals(t *testing.T) {
+	t.Parallel()
+	future := startAgent(t, agentOpts{name: "Future", skill: "s", version: "2.0"}, reply("x"))
+	plain := startAgent(t, agentOpts{name: "Plain", skill: "s"}, reply("x"))
+	streamer := startAgent(t, agentOpts{name: "Streamer", skill: "s", streaming: true}, reply("x"))
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(policy, []byte("policy: no-streamer\ndefault: allow\nrules:\n  - name: no-streamer\n    deny: agent.id == \"streamer\"\n    reason: streamer is on leave\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, Config{}, policy)
+	f.add(t, "future", future.URL)
+	f.add(t, "plain", plain.URL)
+	f.add(t, "streamer", streamer.URL)
+
+	_, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "s", Requires: []string{"streaming"}})
+	var refused *RefusedError
+	if !errors.As(err, &refused) {
+		t.Fatalf("err = %v, want *RefusedError", err)
+	}
+	want := map[string]string{
+		"future":   "protocol: speaks only 2.0 over JSONRPC",
+		"plain":    "lacks required capability streaming",
+		"streamer": "streamer is on leave",
+	}
+	for _, c := range refused.Decision.Candidates {
+		if c.Allowed || !strings.Contains(strings.Join(c.Reasons, "; "), want[c.Agent]) {
+			t.Errorf("%s: allowed %v, reasons %q; want %q", c.Agent, c.Allowed, c.Reasons, want[c.Agent])
+		}
+	}
+	if len(refused.Decision.Candidates) != 3 || !strings.Contains(err.Error(), "streamer: streamer is on leave") {
+		t.Errorf("err = %v", err)
+	}
+	for _, a := range []*testAgent{future, plain, streamer} {
+		if len(a.calls()) != 0 {
+			t.Errorf("%s was called although the delegation was refused: %v", a.URL, a.calls())
+		}
+	}
+
+	if _, err := f.engine.Delegate(t.Context(), Request{Text: "x", Agent: "nobody"}); !errors.Is(err, ErrUnknownAgent) {
+		t.Errorf("unknown pinned agent: err = %v", err)
+	}
+	bad := []Request{{}, {Text: "x", Message: &a2a.Message{Parts: a2a.ContentParts{a2a.NewTextPart("y")}}}, {Text: "x", Requires: []string{""}}, {Text: "x", Protocol: "soon"}}
+	for _, r := range bad {
+		if _, err := f.engine.Delegate(t.Context(), r); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("Delegate(%+v): err = %v, want ErrBadRequest", r, err)
+		}
+	}
+}
+
+func TestDelegate_FailsOverBeforeAcceptance(t *testing.T) {
+	t.Parallel()
+	broken := brokenAgent(t, "Broken", "s")
+	good := startAgent(t, agentOpts{name: "Good", skill: "s"}, reply("ok"))
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(policy, []byte("policy: prefer-broken\ndefault: allow\nrules:\n  - name: r\n    rank: 'agent.id == \"broken\" ? 10 : 0'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, Config{}, policy)
+	f.add(t, "broken", broken.URL)
+	f.add(t, "good", good.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitState(t, d, a2a.TaskStateCompleted)
+	at := r.Decision.Attempts
+	if len(at) != 2 || at[0].Agent != "broken" || !strings.Contains(at[0].Error, "503") || at[1].Agent != "good" || at[1].Error != "" || r.Decision.Chosen != "good" {
+		t.Errorf("attempts = %+v, chosen %q", at, r.Decision.Chosen)
+	}
+
+	// With only the broken agent, the delegation fails with the attempt.
+	_, err = f.engine.Delegate(t.Context(), Request{Text: "x", Agent: "broken"})
+	var failed *FailedError
+	if !errors.As(err, &failed) || !strings.Contains(err.Error(), "broken: unexpected HTTP status: 503") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestDelegate_InputRequiredRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{true, false} {
+		agent := startAgent(t, agentOpts{name: "Asker", skill: "ask", streaming: streaming}, ask())
+		f := newFixture(t, Config{})
+		f.add(t, "asker", agent.URL)
+		d, err := f.engine.Delegate(t.Context(), Request{Text: "history of A2A", Skill: "ask"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := waitState(t, d, a2a.TaskStateInputRequired)
+		if _, err := f.engine.Send(t.Context(), d.ID(), &a2a.Message{Parts: a2a.ContentParts{a2a.NewTextPart("2025")}}); err != nil {
+			t.Fatal(err)
+		}
+		r = waitState(t, d, a2a.TaskStateCompleted)
+		if messageText(r.Result) != "answered: 2025" {
+			t.Errorf("streaming %v: result = %q", streaming, messageText(r.Result))
+		}
+		msgs := agent.exec.messages()
+		if len(msgs) != 2 || msgs[1].TaskID != r.Downstream.TaskID {
+			t.Errorf("streaming %v: the input did not go to the same task: %+v", streaming, msgs)
+		}
+		if _, err := f.engine.Send(t.Context(), d.ID(), &a2a.Message{Parts: a2a.ContentParts{a2a.NewTextPart("more")}}); !errors.Is(err, ErrEnded) {
+			t.Errorf("input after the end: err = %v", err)
+		}
+	}
+}
+
+func TestDelegate_CancelGoesDownstream(t *testing.T) {
+	t.Parallel()
+	agent := startAgent(t, agentOpts{name: "Slow", skill: "slow", streaming: true}, hang())
+	f := newFixture(t, Config{})
+	f.add(t, "slow", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "take your time", Skill: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	if _, err := f.engine.Send(t.Context(), d.ID(), &a2a.Message{Parts: a2a.ContentParts{a2a.NewTextPart("x")}}); !errors.Is(err, ErrNotWaiting) {
+		t.Errorf("input while working: err = %v", err)
+	}
+	r, err := f.engine.Cancel(t.Context(), d.ID())
+	if err != nil || r.State != a2a.TaskStateCanceled || agent.exec.canceled.Load() != 1 {
+		t.Errorf("cancel: %v, state %s, agent saw %d cancels", err, r.State, agent.exec.canceled.Load())
+	}
+	if _, err := f.engine.Cancel(t.Context(), d.ID()); !errors.Is(err, ErrEnded) {
+		t.Errorf("second cancel: err = %v", err)
+	}
+}
+
+func TestDelegate_DownstreamFailureNamesTheHop(t *testing.T) {
+	t.Parallel()
+	agent := startAgent(t, agentOpts{name: "Fragile", skill: "f", streaming: true}, failing("disk full"))
+	f := newFixture(t, Config{})
+	f.add(t, "fragile", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitState(t, d, a2a.TaskStateFailed)
+	if !strings.HasPrefix(r.Error, "hop fragile (task ") || !strings.HasSuffix(r.Error, "ended TASK_STATE_FAILED: disk full") {
+		t.Errorf("error = %q", r.Error)
+	}
+}
+
+func TestDelegate_ChainRules(t *testing.T) {
+	t.Parallel()
+	steady := startAgent(t, agentOpts{name: "Steady", skill: "s", steering: true}, reply("ok"))
+	plain := startAgent(t, agentOpts{name: "Plain", skill: "s"}, reply("ok"))
+	f := newFixture(t, Config{Self: "b"})
+	f.add(t, "steady", steady.URL)
+	f.add(t, "plain", plain.URL)
+
+	if _, err := f.engine.Delegate(t.Context(), Request{Text: "x", Chain: &Chain{Path: []string{"a", "b"}, Depth: 2, MaxDepth: 5}}); !errors.Is(err, ErrCycle) ||
+		!strings.Contains(err.Error(), "a → b → b") {
+		t.Errorf("cycle: err = %v", err)
+	}
+	if _, err := f.engine.Delegate(t.Context(), Request{Text: "x", Chain: &Chain{Path: []string{"a"}, Depth: 2, MaxDepth: 2}}); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("depth: err = %v", err)
+	}
+	// The root required steerable: B must not pick the plain agent.
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Chain: &Chain{Path: []string{"a"}, Depth: 1, MaxDepth: 4, Skill: "s", Requires: []string{"steerable"}, RootTask: "t-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitState(t, d, a2a.TaskStateCompleted)
+	if r.Downstream.Agent != "steady" || r.Chain.Depth != 2 || !slices.Equal(r.Chain.Path, []string{"a", "b"}) || r.Chain.RootTask != "t-1" {
+		t.Errorf("record = %+v", r)
+	}
+	if len(plain.calls()) != 0 {
+		t.Error("a non-steerable agent was used although the chain requires steerable")
+	}
+}
+
+func TestDelegate_A2A03Agent(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{false, true} {
+		agent := startAgent(t, agentOpts{name: "Legacy", skill: "old", version: "0.3", streaming: streaming}, work(5*time.Millisecond))
+		f := newFixture(t, Config{})
+		f.add(t, "legacy", agent.URL)
+		d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "old"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := waitState(t, d, a2a.TaskStateCompleted)
+		if messageText(r.Result) != "done" || len(r.Artifacts) != 1 {
+			t.Errorf("streaming %v: record = %+v", streaming, r)
+		}
+		calls := agent.calls()
+		want := "message/send"
+		if streaming {
+			want = "message/stream"
+		}
+		if len(calls) == 0 || calls[0] != want {
+			t.Errorf("streaming %v: calls = %v, want %s first (A2A 0.3 methods)", streaming, calls, want)
+		}
+	}
+}

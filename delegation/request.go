@@ -1,0 +1,82 @@
+package delegation
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/policies"
+)
+
+// Request is a piece of work to delegate.
+type Request struct {
+	// Text is the work as plain text. Exactly one of Text and Message is
+	// set.
+	Text string `json:"text,omitempty"`
+	// Message is the work as an A2A message.
+	Message *a2a.Message `json:"message,omitempty"`
+	// Skill selects candidates by skill id or tag.
+	Skill string `json:"skill,omitempty"`
+	// Agent pins the work to one registered agent id.
+	Agent string `json:"agent,omitempty"`
+	// Requires lists capabilities the chosen agent, and every agent after
+	// it, must have.
+	Requires []string `json:"requires,omitempty"`
+	// Protocol is an A2A version constraint the agent must satisfy, such as
+	// ">= 1.0".
+	Protocol string `json:"protocol,omitempty"`
+	// Metadata is passed to policies and on to the agent.
+	Metadata map[string]any `json:"metadata,omitempty"`
+
+	// Chain is the incoming chain context when the work arrived over A2A
+	// from another orchestrator; nil at the root.
+	Chain *Chain `json:"-"`
+	// Caller is who asked, for policies.
+	Caller policies.Caller `json:"-"`
+}
+
+// ErrBadRequest marks requests that cannot be delegated as written.
+var ErrBadRequest = errors.New("bad delegation request")
+
+// validate checks the request's shape.
+func (r *Request) validate() error {
+	switch {
+	case r.Message == nil && strings.TrimSpace(r.Text) == "":
+		return fmt.Errorf("%w: text or message is required", ErrBadRequest)
+	case r.Message != nil && r.Text != "":
+		return fmt.Errorf("%w: give text or message, not both", ErrBadRequest)
+	case r.Message != nil && len(r.Message.Parts) == 0:
+		return fmt.Errorf("%w: message.parts is empty", ErrBadRequest)
+	}
+	for i, c := range r.Requires {
+		if strings.TrimSpace(c) == "" {
+			return fmt.Errorf("%w: requires[%d] is empty", ErrBadRequest, i)
+		}
+	}
+	return nil
+}
+
+// message returns the outbound message: a copy of Message, or Text as a
+// user message.
+func (r *Request) message() *a2a.Message {
+	if r.Message == nil {
+		return a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(r.Text))
+	}
+	m := *r.Message
+	if m.ID == "" {
+		m.ID = a2a.NewMessageID()
+	}
+	if m.Role == "" {
+		m.Role = a2a.MessageRoleUser
+	}
+	if m.Metadata != nil {
+		md := make(map[string]any, len(m.Metadata))
+		for k, v := range m.Metadata {
+			md[k] = v
+		}
+		m.Metadata = md
+	}
+	return &m
+}
