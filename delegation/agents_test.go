@@ -209,7 +209,9 @@ func brokenAgent(t *testing.T, name, skill string) *httptest.Server {
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
 		Skills:              []a2a.AgentSkill{{ID: skill, Name: skill, Tags: []string{}}}}
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.HandleFunc("/rpc", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "overloaded", http.StatusServiceUnavailable) })
+	mux.HandleFunc("/rpc", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+	})
 	return srv
 }
 

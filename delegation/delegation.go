@@ -42,6 +42,10 @@ type Delegation struct {
 	streaming bool
 	chain     Chain
 
+	// op serializes the caller's operations (input, cancel) so two cannot
+	// act on the downstream task at once. Lock order: op before mu.
+	op sync.Mutex
+
 	mu      sync.Mutex
 	rec     Record
 	events  []Event

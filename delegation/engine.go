@@ -489,15 +489,25 @@ func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delega
 		}
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
+	d.op.Lock()
+	defer d.op.Unlock()
 	d.mu.Lock()
 	state, taskID, contextID := d.rec.State, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID
-	following := d.followDone != nil && !isClosed(d.followDone)
+	done := d.followDone
 	d.mu.Unlock()
 	if state.Terminal() {
 		return nil, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
 	}
-	if !waiting(state) || following {
+	if !waiting(state) {
 		return nil, fmt.Errorf("%w: %q is %s", ErrNotWaiting, id, state)
+	}
+	if done != nil {
+		// The follower saw the task settle and is returning.
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
 	}
 	if msg == nil || len(msg.Parts) == 0 {
 		return nil, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
@@ -532,6 +542,8 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
 		}
 		return r, fmt.Errorf("%w: %q is %s", ErrEnded, id, r.State)
 	}
+	d.op.Lock()
+	defer d.op.Unlock()
 	d.mu.Lock()
 	state, taskID := d.rec.State, d.rec.Downstream.TaskID
 	d.mu.Unlock()
@@ -575,15 +587,6 @@ func (d *Delegation) stop() {
 	if stop != nil {
 		stop()
 		<-done
-	}
-}
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
 	}
 }
 
