@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/internal/testagent"
 )
 
 func TestDelegate_StreamingAgent(t *testing.T) {
 	t.Parallel()
-	agent := startAgent(t, agentOpts{name: "Worker", skill: "research", streaming: true}, work(20*time.Millisecond))
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(20*time.Millisecond))
 	f := newFixture(t, Config{Self: "root"})
 	f.add(t, "worker", agent.URL)
 
@@ -40,11 +42,11 @@ func TestDelegate_StreamingAgent(t *testing.T) {
 	if !ended || !slices.Contains(kinds, "artifact:TASK_STATE_WORKING") || kinds[len(kinds)-1] != "state:TASK_STATE_COMPLETED" {
 		t.Errorf("events = %v", kinds)
 	}
-	if calls := agent.calls(); len(calls) != 1 || calls[0] != "SendStreamingMessage" {
+	if calls := agent.Calls(); len(calls) != 1 || calls[0] != "SendStreamingMessage" {
 		t.Errorf("calls = %v", calls)
 	}
 	// The work carried the chain context.
-	msgs := agent.exec.messages()
+	msgs := agent.Messages()
 	chain, ok, err := ChainFrom(msgs[0].Metadata)
 	if err != nil || !ok || !slices.Equal(chain.Path, []string{"root"}) || chain.Depth != 1 || chain.Skill != "research" ||
 		!slices.Equal(chain.Requires, []string{"streaming"}) || chain.RootTask != r.ID || chain.MaxDepth != DefaultMaxDepth {
@@ -58,7 +60,7 @@ func TestDelegate_StreamingAgent(t *testing.T) {
 
 func TestDelegate_NeverStreamsToNonStreamingAgent(t *testing.T) {
 	t.Parallel()
-	agent := startAgent(t, agentOpts{name: "Poller", skill: "batch"}, work(30*time.Millisecond))
+	agent := testagent.Start(t, testagent.Options{Name: "Poller", Skill: "batch"}, testagent.Work(30*time.Millisecond))
 	f := newFixture(t, Config{})
 	f.add(t, "poller", agent.URL)
 	d, err := f.engine.Delegate(t.Context(), Request{Text: "crunch", Skill: "batch"})
@@ -69,7 +71,7 @@ func TestDelegate_NeverStreamsToNonStreamingAgent(t *testing.T) {
 	if len(r.Artifacts) != 1 || messageText(r.Result) != "done" {
 		t.Errorf("record = %+v", r)
 	}
-	calls := agent.calls()
+	calls := agent.Calls()
 	if len(calls) < 2 || calls[0] != "SendMessage" || slices.Contains(calls, "SendStreamingMessage") || calls[len(calls)-1] != "GetTask" {
 		t.Errorf("calls = %v; want SendMessage then GetTask polls, never streaming", calls)
 	}
@@ -77,7 +79,7 @@ func TestDelegate_NeverStreamsToNonStreamingAgent(t *testing.T) {
 
 func TestDelegate_MessageReplyCompletes(t *testing.T) {
 	t.Parallel()
-	agent := startAgent(t, agentOpts{name: "Echo", skill: "echo", streaming: true}, reply("hello back"))
+	agent := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "echo", Streaming: true}, testagent.Reply("hello back"))
 	f := newFixture(t, Config{})
 	f.add(t, "echo", agent.URL)
 	d, err := f.engine.Delegate(t.Context(), Request{Message: &a2a.Message{Parts: a2a.ContentParts{a2a.NewTextPart("hello")}}, Agent: "echo"})
@@ -92,9 +94,9 @@ func TestDelegate_MessageReplyCompletes(t *testing.T) {
 
 func TestDelegate_Refusals(t *testing.T) {
 	t.Parallel()
-	future := startAgent(t, agentOpts{name: "Future", skill: "s", version: "2.0"}, reply("x"))
-	plain := startAgent(t, agentOpts{name: "Plain", skill: "s"}, reply("x"))
-	streamer := startAgent(t, agentOpts{name: "Streamer", skill: "s", streaming: true}, reply("x"))
+	future := testagent.Start(t, testagent.Options{Name: "Future", Skill: "s", Version: "2.0"}, testagent.Reply("x"))
+	plain := testagent.Start(t, testagent.Options{Name: "Plain", Skill: "s"}, testagent.Reply("x"))
+	streamer := testagent.Start(t, testagent.Options{Name: "Streamer", Skill: "s", Streaming: true}, testagent.Reply("x"))
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "p.yaml")
 	if err := os.WriteFile(policy, []byte("policy: no-streamer\ndefault: allow\nrules:\n  - name: no-streamer\n    deny: agent.id == \"streamer\"\n    reason: streamer is on leave\n"), 0o600); err != nil {
@@ -123,9 +125,9 @@ func TestDelegate_Refusals(t *testing.T) {
 	if len(refused.Decision.Candidates) != 3 || !strings.Contains(err.Error(), "streamer: streamer is on leave") {
 		t.Errorf("err = %v", err)
 	}
-	for _, a := range []*testAgent{future, plain, streamer} {
-		if len(a.calls()) != 0 {
-			t.Errorf("%s was called although the delegation was refused: %v", a.URL, a.calls())
+	for _, a := range []*testagent.Agent{future, plain, streamer} {
+		if len(a.Calls()) != 0 {
+			t.Errorf("%s was called although the delegation was refused: %v", a.URL, a.Calls())
 		}
 	}
 
@@ -142,8 +144,8 @@ func TestDelegate_Refusals(t *testing.T) {
 
 func TestDelegate_FailsOverBeforeAcceptance(t *testing.T) {
 	t.Parallel()
-	broken := brokenAgent(t, "Broken", "s")
-	good := startAgent(t, agentOpts{name: "Good", skill: "s"}, reply("ok"))
+	broken := testagent.Broken(t, "Broken", "s")
+	good := testagent.Start(t, testagent.Options{Name: "Good", Skill: "s"}, testagent.Reply("ok"))
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "p.yaml")
 	if err := os.WriteFile(policy, []byte("policy: prefer-broken\ndefault: allow\nrules:\n  - name: r\n    rank: 'agent.id == \"broken\" ? 10 : 0'\n"), 0o600); err != nil {
@@ -173,7 +175,7 @@ func TestDelegate_FailsOverBeforeAcceptance(t *testing.T) {
 func TestDelegate_InputRequiredRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, streaming := range []bool{true, false} {
-		agent := startAgent(t, agentOpts{name: "Asker", skill: "ask", streaming: streaming}, ask())
+		agent := testagent.Start(t, testagent.Options{Name: "Asker", Skill: "ask", Streaming: streaming}, testagent.Ask())
 		f := newFixture(t, Config{})
 		f.add(t, "asker", agent.URL)
 		d, err := f.engine.Delegate(t.Context(), Request{Text: "history of A2A", Skill: "ask"})
@@ -188,7 +190,7 @@ func TestDelegate_InputRequiredRoundTrip(t *testing.T) {
 		if messageText(r.Result) != "answered: 2025" {
 			t.Errorf("streaming %v: result = %q", streaming, messageText(r.Result))
 		}
-		msgs := agent.exec.messages()
+		msgs := agent.Messages()
 		if len(msgs) != 2 || msgs[1].TaskID != r.Downstream.TaskID {
 			t.Errorf("streaming %v: the input did not go to the same task: %+v", streaming, msgs)
 		}
@@ -200,7 +202,7 @@ func TestDelegate_InputRequiredRoundTrip(t *testing.T) {
 
 func TestDelegate_CancelGoesDownstream(t *testing.T) {
 	t.Parallel()
-	agent := startAgent(t, agentOpts{name: "Slow", skill: "slow", streaming: true}, hang())
+	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
 	f := newFixture(t, Config{})
 	f.add(t, "slow", agent.URL)
 	d, err := f.engine.Delegate(t.Context(), Request{Text: "take your time", Skill: "slow"})
@@ -212,8 +214,8 @@ func TestDelegate_CancelGoesDownstream(t *testing.T) {
 		t.Errorf("input while working: err = %v", err)
 	}
 	r, err := f.engine.Cancel(t.Context(), d.ID())
-	if err != nil || r.State != a2a.TaskStateCanceled || agent.exec.canceled.Load() != 1 {
-		t.Errorf("cancel: %v, state %s, agent saw %d cancels", err, r.State, agent.exec.canceled.Load())
+	if err != nil || r.State != a2a.TaskStateCanceled || agent.Cancels() != 1 {
+		t.Errorf("cancel: %v, state %s, agent saw %d cancels", err, r.State, agent.Cancels())
 	}
 	if _, err := f.engine.Cancel(t.Context(), d.ID()); !errors.Is(err, ErrEnded) {
 		t.Errorf("second cancel: err = %v", err)
@@ -222,7 +224,7 @@ func TestDelegate_CancelGoesDownstream(t *testing.T) {
 
 func TestDelegate_DownstreamFailureNamesTheHop(t *testing.T) {
 	t.Parallel()
-	agent := startAgent(t, agentOpts{name: "Fragile", skill: "f", streaming: true}, failing("disk full"))
+	agent := testagent.Start(t, testagent.Options{Name: "Fragile", Skill: "f", Streaming: true}, testagent.Failing("disk full"))
 	f := newFixture(t, Config{})
 	f.add(t, "fragile", agent.URL)
 	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "f"})
@@ -237,8 +239,8 @@ func TestDelegate_DownstreamFailureNamesTheHop(t *testing.T) {
 
 func TestDelegate_ChainRules(t *testing.T) {
 	t.Parallel()
-	steady := startAgent(t, agentOpts{name: "Steady", skill: "s", steering: true}, reply("ok"))
-	plain := startAgent(t, agentOpts{name: "Plain", skill: "s"}, reply("ok"))
+	steady := testagent.Start(t, testagent.Options{Name: "Steady", Skill: "s", Steering: true}, testagent.Reply("ok"))
+	plain := testagent.Start(t, testagent.Options{Name: "Plain", Skill: "s"}, testagent.Reply("ok"))
 	f := newFixture(t, Config{Self: "b"})
 	f.add(t, "steady", steady.URL)
 	f.add(t, "plain", plain.URL)
@@ -259,7 +261,7 @@ func TestDelegate_ChainRules(t *testing.T) {
 	if r.Downstream.Agent != "steady" || r.Chain.Depth != 2 || !slices.Equal(r.Chain.Path, []string{"a", "b"}) || r.Chain.RootTask != "t-1" {
 		t.Errorf("record = %+v", r)
 	}
-	if len(plain.calls()) != 0 {
+	if len(plain.Calls()) != 0 {
 		t.Error("a non-steerable agent was used although the chain requires steerable")
 	}
 }
@@ -267,7 +269,7 @@ func TestDelegate_ChainRules(t *testing.T) {
 func TestDelegate_A2A03Agent(t *testing.T) {
 	t.Parallel()
 	for _, streaming := range []bool{false, true} {
-		agent := startAgent(t, agentOpts{name: "Legacy", skill: "old", version: "0.3", streaming: streaming}, work(5*time.Millisecond))
+		agent := testagent.Start(t, testagent.Options{Name: "Legacy", Skill: "old", Version: "0.3", Streaming: streaming}, testagent.Work(5*time.Millisecond))
 		f := newFixture(t, Config{})
 		f.add(t, "legacy", agent.URL)
 		d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "old"})
@@ -278,7 +280,7 @@ func TestDelegate_A2A03Agent(t *testing.T) {
 		if messageText(r.Result) != "done" || len(r.Artifacts) != 1 {
 			t.Errorf("streaming %v: record = %+v", streaming, r)
 		}
-		calls := agent.calls()
+		calls := agent.Calls()
 		want := "message/send"
 		if streaming {
 			want = "message/stream"

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -21,9 +22,10 @@ const maxBodyBytes = 64 << 10
 
 // api serves orchd's HTTP JSON API.
 type api struct {
-	reg      *registry.Registry
-	policies *policies.Engine
-	log      *slog.Logger
+	reg         *registry.Registry
+	policies    *policies.Engine
+	delegations *delegation.Engine
+	log         *slog.Logger
 }
 
 // newAPI returns the API's handler.
@@ -37,8 +39,14 @@ type api struct {
 //	GET    /v1/policies
 //	POST   /v1/policies:reload
 //	POST   /v1/policy:evaluate
-func newAPI(reg *registry.Registry, engine *policies.Engine, log *slog.Logger) http.Handler {
-	a := &api{reg: reg, policies: engine, log: log}
+//	POST   /v1/delegations
+//	GET    /v1/delegations[?state=S]
+//	GET    /v1/delegations/{id}
+//	GET    /v1/delegations/{id}/events   (server-sent events)
+//	POST   /v1/delegations/{id}/messages
+//	POST   /v1/delegations/{id}:cancel
+func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, log *slog.Logger) http.Handler {
+	a := &api{reg: reg, policies: engine, delegations: delegations, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.health)
 	mux.HandleFunc("GET /v1/agents", a.listAgents)
@@ -49,6 +57,12 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, log *slog.Logger) h
 	mux.HandleFunc("GET /v1/policies", a.policyStatus)
 	mux.HandleFunc("POST /v1/policies:reload", a.reloadPolicies)
 	mux.HandleFunc("POST /v1/policy:evaluate", a.evaluatePolicies)
+	mux.HandleFunc("POST /v1/delegations", a.delegate)
+	mux.HandleFunc("GET /v1/delegations", a.listDelegations)
+	mux.HandleFunc("GET /v1/delegations/{id}", a.getDelegation)
+	mux.HandleFunc("GET /v1/delegations/{id}/events", a.delegationEvents)
+	mux.HandleFunc("POST /v1/delegations/{id}/messages", a.delegationInput)
+	mux.HandleFunc("POST /v1/delegations/{action}", a.delegationAction)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
@@ -222,9 +236,10 @@ func decodeBody(r *http.Request, v any) error {
 
 // apiError is an error with its HTTP status and code already decided.
 type apiError struct {
-	status int
-	code   string
-	msg    string
+	status  int
+	code    string
+	msg     string
+	details any
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -237,6 +252,10 @@ type ErrorBody struct {
 		Code string `json:"code"`
 		// Message says what went wrong, for a person.
 		Message string `json:"message"`
+		// Details carries structured data for some errors: the decision
+		// (every candidate and why it was refused) for refused or failed
+		// delegations.
+		Details any `json:"details,omitempty"`
 	} `json:"error"`
 }
 
@@ -246,9 +265,25 @@ func classify(err error) (int, string) {
 	var ae *apiError
 	var fe *registry.FetchError
 	var ne net.Error
+	var refused *delegation.RefusedError
+	var failed *delegation.FailedError
 	switch {
 	case errors.As(err, &ae):
 		return ae.status, ae.code
+	case errors.As(err, &refused):
+		return http.StatusUnprocessableEntity, "refused"
+	case errors.As(err, &failed):
+		return http.StatusBadGateway, "delegation_failed"
+	case errors.Is(err, delegation.ErrBadRequest):
+		return http.StatusBadRequest, "invalid_argument"
+	case errors.Is(err, delegation.ErrUnknownAgent), errors.Is(err, delegation.ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, delegation.ErrNotWaiting), errors.Is(err, delegation.ErrEnded):
+		return http.StatusConflict, "failed_precondition"
+	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep):
+		return http.StatusUnprocessableEntity, "refused"
+	case errors.Is(err, delegation.ErrClosed):
+		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, registry.ErrNotFound):
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, registry.ErrConflict):
@@ -278,6 +313,17 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
 	var body ErrorBody
 	body.Error.Code, body.Error.Message = code, err.Error()
+	var ae *apiError
+	var refused *delegation.RefusedError
+	var failed *delegation.FailedError
+	switch {
+	case errors.As(err, &ae):
+		body.Error.Details = ae.details
+	case errors.As(err, &refused):
+		body.Error.Details = refused.Decision
+	case errors.As(err, &failed):
+		body.Error.Details = failed.Decision
+	}
 	a.reply(w, status, body)
 }
 

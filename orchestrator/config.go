@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -35,6 +36,35 @@ type Config struct {
 	Agents []registry.Spec `yaml:"agents"`
 	// Policies configures delegation policies.
 	Policies PoliciesConfig `yaml:"policies"`
+	// Delegation configures how work is handed to agents.
+	Delegation DelegationConfig `yaml:"delegation"`
+}
+
+// DelegationConfig is the config file's delegation section; each field
+// sets the delegation.Config field of the same name.
+type DelegationConfig struct {
+	// Self is this orchd's id in delegation chains; give each orchd in a
+	// chain its own.
+	Self string `yaml:"self"`
+	// MaxDepth bounds chains started here.
+	MaxDepth int `yaml:"maxDepth"`
+	// MaxAttempts bounds the candidates tried when agents fail before
+	// accepting work.
+	MaxAttempts int `yaml:"maxAttempts"`
+	// CallTimeout bounds each unary A2A call.
+	CallTimeout Duration `yaml:"callTimeout"`
+	// CancelWait is how long a cancel waits for the agent's confirmation.
+	CancelWait Duration `yaml:"cancelWait"`
+	// PollInterval is how often tasks of agents that do not stream are
+	// polled.
+	PollInterval Duration `yaml:"pollInterval"`
+}
+
+// DelegationConfig returns the delegation section as delegation.Config.
+func (c *Config) DelegationConfig() delegation.Config {
+	d := c.Delegation
+	return delegation.Config{Self: d.Self, MaxDepth: d.MaxDepth, MaxAttempts: d.MaxAttempts,
+		CallTimeout: time.Duration(d.CallTimeout), CancelWait: time.Duration(d.CancelWait), PollInterval: time.Duration(d.PollInterval)}
 }
 
 // PoliciesConfig is the config file's policies section.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -20,9 +21,10 @@ import (
 type Daemon struct {
 	cfg      Config
 	log      *slog.Logger
-	registry *registry.Registry
-	policies *policies.Engine
-	handler  http.Handler
+	registry    *registry.Registry
+	policies    *policies.Engine
+	delegations *delegation.Engine
+	handler     http.Handler
 
 	mu       sync.Mutex
 	listener net.Listener
@@ -42,10 +44,21 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine}
-	d.handler = newAPI(reg, engine, log.With("component", "api"))
+	transport, err := registry.NewTransport(cfg.RegistryConfig())
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	dcfg := cfg.DelegationConfig()
+	dcfg.HTTPClient = &http.Client{Transport: transport}
+	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(), dcfg, log.With("component", "delegation"))
+	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations}
+	d.handler = newAPI(reg, engine, delegations, log.With("component", "api"))
 	return d, nil
 }
+
+// Delegations returns the daemon's delegation engine.
+func (d *Daemon) Delegations() *delegation.Engine { return d.delegations }
 
 // Policies returns the daemon's policy engine.
 func (d *Daemon) Policies() *policies.Engine { return d.policies }
@@ -77,6 +90,7 @@ func (d *Daemon) Addr() net.Addr {
 // before returning.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.registry.Close()
+	defer d.delegations.Close()
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)

@@ -1,4 +1,8 @@
-package delegation
+// Package testagent runs real a2a-go agents on 127.0.0.1 for tests: each
+// serves its Agent Card and A2A over JSON-RPC (1.0, or 0.3 through
+// a2a-go's a2av0 handlers), driven by a Behaviour, and records what it
+// received. They are agents, not mocks of the wire.
+package testagent
 
 import (
 	"bytes"
@@ -8,6 +12,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,22 +21,17 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/capability"
-	"github.com/orchd/orchd/policies"
-	"github.com/orchd/orchd/registry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Behaviour is what an agent does with a message it receives.
+type Behaviour func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool)
 
-// behaviour is what a test agent does with a message.
-type behaviour func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool)
-
-// executor is a real a2a-go AgentExecutor driven by a behaviour; it records
+// executor is a real a2a-go AgentExecutor driven by a Behaviour; it records
 // the messages it received.
 type executor struct {
-	do       behaviour
+	do       Behaviour
 	mu       sync.Mutex
 	received []*a2a.Message
 	canceled atomic.Int32
@@ -57,17 +57,26 @@ func (x *executor) messages() []*a2a.Message {
 	return append([]*a2a.Message(nil), x.received...)
 }
 
-// agentOpts describe a test agent's card.
-type agentOpts struct {
-	name      string
-	skill     string
-	streaming bool
-	version   string // interface protocol version; default 1.0
-	steering  bool
+// Options describe an agent's card.
+type Options struct {
+	// Name is the card's name.
+	Name string
+	// Skill is the id (and tag) of the agent's one skill.
+	Skill string
+	// Streaming declares streaming.
+	Streaming bool
+	// Version is the interface's A2A version: "1.0" (default), "0.3"
+	// (served with a2a-go's a2av0 handlers and dual-format card) or any
+	// other string (declared, served as 1.0).
+	Version string
+	// Steering advertises the steering extension, steerable and
+	// interruptible.
+	Steering bool
 }
 
-// testAgent is an a2a-go agent served on 127.0.0.1 with its card.
-type testAgent struct {
+// Agent is an a2a-go agent served on 127.0.0.1 with its card; URL is its
+// base URL.
+type Agent struct {
 	*httptest.Server
 	exec *executor
 	mu   sync.Mutex
@@ -75,36 +84,44 @@ type testAgent struct {
 	methods []string
 }
 
-func (a *testAgent) calls() []string {
+// Calls lists the JSON-RPC methods the agent was called with, in order.
+func (a *Agent) Calls() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]string(nil), a.methods...)
 }
 
-func startAgent(t *testing.T, o agentOpts, do behaviour) *testAgent {
+// Messages lists the messages that started an execution, in order.
+func (a *Agent) Messages() []*a2a.Message { return a.exec.messages() }
+
+// Cancels counts the cancel requests the executor received.
+func (a *Agent) Cancels() int { return int(a.exec.canceled.Load()) }
+
+// Start serves an agent until the test ends.
+func Start(t testing.TB, o Options, do Behaviour) *Agent {
 	t.Helper()
 	x := &executor{do: do}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	if o.version == "" {
-		o.version = "1.0"
+	if o.Version == "" {
+		o.Version = "1.0"
 	}
 	card := &a2a.AgentCard{
-		Name: o.name, Description: "test agent", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{{URL: srv.URL + "/rpc", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.ProtocolVersion(o.version)}},
-		Capabilities:        a2a.AgentCapabilities{Streaming: o.streaming},
+		Name: o.Name, Description: "test agent", Version: "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{{URL: srv.URL + "/rpc", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.ProtocolVersion(o.Version)}},
+		Capabilities:        a2a.AgentCapabilities{Streaming: o.Streaming},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: o.skill, Name: o.skill, Tags: []string{o.skill}}},
+		Skills: []a2a.AgentSkill{{ID: o.Skill, Name: o.Skill, Tags: []string{o.Skill}}},
 	}
-	if o.steering {
+	if o.Steering {
 		card.Capabilities.Extensions = []a2a.AgentExtension{{URI: capability.SteeringURI, Params: map[string]any{"steerable": true, "interruptible": true}}}
 	}
-	ta := &testAgent{Server: srv, exec: x}
+	ta := &Agent{Server: srv, exec: x}
 	handler := a2asrv.NewHandler(x)
 	rpc := a2asrv.NewJSONRPCHandler(handler)
 	cardHandler := a2asrv.NewStaticAgentCardHandler(card)
-	if o.version == "0.3" {
+	if o.Version == "0.3" {
 		rpc = a2av0.NewJSONRPCHandler(handler)
 		cardHandler = a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card))
 	}
@@ -114,7 +131,7 @@ func startAgent(t *testing.T, o agentOpts, do behaviour) *testAgent {
 }
 
 // recordMethods notes each JSON-RPC call's method before serving it.
-func recordMethods(a *testAgent, next http.Handler) http.Handler {
+func recordMethods(a *Agent, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var call struct{ Method string }
@@ -127,17 +144,16 @@ func recordMethods(a *testAgent, next http.Handler) http.Handler {
 	})
 }
 
-// Behaviours.
-
-func reply(text string) behaviour {
+// Reply answers with a message, creating no task.
+func Reply(text string) Behaviour {
 	return func(_ context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 		yield(a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text)), nil)
 	}
 }
 
-// work creates a task, reports progress, streams two artifact chunks and
-// completes.
-func work(delay time.Duration) behaviour {
+// Work creates a task, reports progress, produces an artifact in two chunks
+// delay apart and completes with the message "done".
+func Work(delay time.Duration) Behaviour {
 	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
@@ -163,8 +179,9 @@ func work(delay time.Duration) behaviour {
 	}
 }
 
-// ask wants input first, then completes echoing it.
-func ask() behaviour {
+// Ask wants input ("which year?") first, then completes with "answered: "
+// and the input.
+func Ask() Behaviour {
 	return func(_ context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 		if ec.StoredTask == nil {
 			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
@@ -173,12 +190,12 @@ func ask() behaviour {
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("which year?"))), nil)
 			return
 		}
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("answered: "+messageText(ec.Message)))), nil)
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("answered: "+Text(ec.Message)))), nil)
 	}
 }
 
-// hang works until canceled.
-func hang() behaviour {
+// Hang works until canceled.
+func Hang() Behaviour {
 	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
@@ -190,7 +207,8 @@ func hang() behaviour {
 	}
 }
 
-func failing(reason string) behaviour {
+// Failing creates a task and fails it with reason.
+func Failing(reason string) Behaviour {
 	return func(_ context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
@@ -199,8 +217,8 @@ func failing(reason string) behaviour {
 	}
 }
 
-// brokenAgent serves a valid card whose A2A endpoint answers 503.
-func brokenAgent(t *testing.T, name, skill string) *httptest.Server {
+// Broken serves a valid card whose A2A endpoint answers 503.
+func Broken(t testing.TB, name, skill string) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -215,61 +233,13 @@ func brokenAgent(t *testing.T, name, skill string) *httptest.Server {
 	return srv
 }
 
-// fixture is a registry, policies and engine over test agents.
-type fixture struct {
-	reg    *registry.Registry
-	pol    *policies.Engine
-	engine *Engine
-}
-
-func newFixture(t *testing.T, cfg Config, policyPaths ...string) *fixture {
-	t.Helper()
-	reg, err := registry.New(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
-	pol, err := policies.NewEngine(policyPaths, policies.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := registry.NewTransport(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Transport: transport}
-		t.Cleanup(transport.CloseIdleConnections)
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 20 * time.Millisecond
-	}
-	e := NewEngine(reg, pol, NewMemoryStore(), cfg, nil)
-	t.Cleanup(e.Close)
-	return &fixture{reg: reg, pol: pol, engine: e}
-}
-
-func (f *fixture) add(t *testing.T, id, url string) {
-	t.Helper()
-	if _, err := f.reg.Add(t.Context(), registry.Spec{ID: id, URL: url}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitState waits until the delegation reaches state.
-func waitState(t *testing.T, d *Delegation, want a2a.TaskState) Record {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		_, changed, _ := d.Events(1 << 62)
-		r := d.Record()
-		if r.State == want {
-			return r
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("delegation %s stayed %s, want %s (error %q)", r.ID, r.State, want, r.Error)
+// Text joins a message's text parts.
+func Text(m *a2a.Message) string {
+	var parts []string
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			parts = append(parts, string(t))
 		}
 	}
+	return strings.Join(parts, " ")
 }

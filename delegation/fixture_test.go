@@ -1,0 +1,74 @@
+package delegation
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"go.uber.org/goleak"
+
+	"github.com/orchd/orchd/policies"
+	"github.com/orchd/orchd/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fixture is a registry, policies and engine over test agents.
+type fixture struct {
+	reg    *registry.Registry
+	pol    *policies.Engine
+	engine *Engine
+}
+
+func newFixture(t *testing.T, cfg Config, policyPaths ...string) *fixture {
+	t.Helper()
+	reg, err := registry.New(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	pol, err := policies.NewEngine(policyPaths, policies.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := registry.NewTransport(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Transport: transport}
+		t.Cleanup(transport.CloseIdleConnections)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 20 * time.Millisecond
+	}
+	e := NewEngine(reg, pol, NewMemoryStore(), cfg, nil)
+	t.Cleanup(e.Close)
+	return &fixture{reg: reg, pol: pol, engine: e}
+}
+
+func (f *fixture) add(t *testing.T, id, url string) {
+	t.Helper()
+	if _, err := f.reg.Add(t.Context(), registry.Spec{ID: id, URL: url}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitState waits until the delegation reaches state.
+func waitState(t *testing.T, d *Delegation, want a2a.TaskState) Record {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		_, changed, _ := d.Events(1 << 62)
+		r := d.Record()
+		if r.State == want {
+			return r
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("delegation %s stayed %s, want %s (error %q)", r.ID, r.State, want, r.Error)
+		}
+	}
+}

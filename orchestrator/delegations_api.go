@@ -1,0 +1,219 @@
+package orchestrator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// sseHeartbeat is how often an idle event stream sends a comment, so
+// proxies keep it open.
+const sseHeartbeat = 15 * time.Second
+
+// DelegateRequest is the body of POST /v1/delegations.
+type DelegateRequest struct {
+	// Text is the work as plain text; give it or Message.
+	Text string `json:"text,omitempty"`
+	// Message is the work as an A2A message.
+	Message *a2a.Message `json:"message,omitempty"`
+	// Skill selects candidates by skill id or tag.
+	Skill string `json:"skill,omitempty"`
+	// Agent pins a registered agent id.
+	Agent string `json:"agent,omitempty"`
+	// Requires lists capabilities the agent, and every agent after it,
+	// must have.
+	Requires []string `json:"requires,omitempty"`
+	// Protocol is an A2A version constraint, such as ">= 1.0".
+	Protocol string `json:"protocol,omitempty"`
+	// Metadata is passed to policies and on to the agent.
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// InputRequest is the body of POST /v1/delegations/{id}/messages.
+type InputRequest struct {
+	// Text is the input as plain text; give it or Message.
+	Text string `json:"text,omitempty"`
+	// Message is the input as an A2A message.
+	Message *a2a.Message `json:"message,omitempty"`
+}
+
+// DelegationList is the body of GET /v1/delegations.
+type DelegationList struct {
+	// Delegations are the matching delegations, newest first.
+	Delegations []delegation.Record `json:"delegations"`
+}
+
+func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
+	var body DelegateRequest
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	d, err := a.delegations.Delegate(r.Context(), delegation.Request{
+		Text: body.Text, Message: body.Message, Skill: body.Skill, Agent: body.Agent,
+		Requires: body.Requires, Protocol: body.Protocol, Metadata: body.Metadata,
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/delegations/"+d.ID())
+	a.reply(w, http.StatusCreated, d.Record())
+}
+
+func (a *api) listDelegations(w http.ResponseWriter, r *http.Request) {
+	state, err := parseState(r.URL.Query().Get("state"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	recs, err := a.delegations.List(r.Context(), state)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, http.StatusOK, DelegationList{Delegations: recs})
+}
+
+// parseState accepts "working" or "TASK_STATE_WORKING".
+func parseState(s string) (a2a.TaskState, error) {
+	if s == "" {
+		return a2a.TaskStateUnspecified, nil
+	}
+	st := a2a.TaskState(strings.ToUpper(s))
+	if !strings.HasPrefix(string(st), "TASK_STATE_") {
+		st = "TASK_STATE_" + st
+	}
+	switch st {
+	case a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired,
+		a2a.TaskStateCompleted, a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateRejected:
+		return st, nil
+	}
+	return "", &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: fmt.Sprintf("state %q: want submitted, working, input_required, auth_required, completed, failed, canceled or rejected", s)}
+}
+
+func (a *api) getDelegation(w http.ResponseWriter, r *http.Request) {
+	rec, err := a.delegations.Lookup(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, http.StatusOK, rec)
+}
+
+func (a *api) delegationInput(w http.ResponseWriter, r *http.Request) {
+	var body InputRequest
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	msg := body.Message
+	switch {
+	case msg == nil && strings.TrimSpace(body.Text) == "":
+		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "body needs text or message"})
+		return
+	case msg != nil && body.Text != "":
+		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "give text or message, not both"})
+		return
+	case msg == nil:
+		msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(body.Text))
+	}
+	d, err := a.delegations.Send(r.Context(), r.PathValue("id"), msg)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, http.StatusOK, d.Record())
+}
+
+// delegationAction serves POST /v1/delegations/{id}:cancel.
+func (a *api) delegationAction(w http.ResponseWriter, r *http.Request) {
+	id, verb, ok := strings.Cut(r.PathValue("action"), ":")
+	if !ok || verb != "cancel" {
+		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/delegations/{id}:cancel?)"})
+		return
+	}
+	rec, err := a.delegations.Cancel(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, http.StatusOK, rec)
+}
+
+// delegationEvents streams a delegation's events as server-sent events:
+// "id: SEQ", "event: KIND", "data: EVENT-JSON". A client resumes after
+// the last event it saw with the Last-Event-ID header (or ?after=SEQ). The
+// stream ends after the delegation's last event.
+func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	d, ok := a.delegations.Get(id)
+	if !ok {
+		if _, err := a.delegations.Lookup(r.Context(), id); err == nil {
+			a.fail(w, r, &apiError{status: http.StatusGone, code: "gone",
+				msg: fmt.Sprintf("the event log of delegation %q is no longer kept; GET /v1/delegations/%s has its final state", id, id)})
+			return
+		}
+		a.fail(w, r, fmt.Errorf("%w: %q", delegation.ErrNotFound, id))
+		return
+	}
+	after := int64(0)
+	for _, s := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
+		if s == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: fmt.Sprintf("event id %q is not a sequence number", s)})
+			return
+		}
+		after = n
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		a.fail(w, r, errors.New("streaming unsupported by this connection"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	heartbeat := time.NewTicker(sseHeartbeat)
+	defer heartbeat.Stop()
+	for {
+		evs, changed, ended := d.Events(after)
+		for _, ev := range evs {
+			b, err := json.Marshal(ev)
+			if err != nil {
+				a.log.Warn("encode event", "error", err)
+				return
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, b); err != nil {
+				return
+			}
+			after = ev.Seq
+		}
+		flusher.Flush()
+		if ended {
+			return
+		}
+		select {
+		case <-changed:
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
