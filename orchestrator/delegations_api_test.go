@@ -1,0 +1,171 @@
+package orchestrator
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// readEvents reads a delegation's server-sent events until the stream
+// ends, starting after lastID when it is not empty.
+func readEvents(t *testing.T, url, lastID string) []delegation.Event {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var out []delegation.Event
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var id, kind string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			kind = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var ev delegation.Event
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind != kind || id == "" {
+				t.Errorf("event %s framed as id %q kind %q", line, id, kind)
+			}
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestAPI_Delegations(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(30*time.Millisecond))
+	asker := testagent.Start(t, testagent.Options{Name: "Asker", Skill: "ask"}, testagent.Ask())
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	cfg := loadDefaults(t)
+	cfg.Delegation.PollInterval = Duration(20 * time.Millisecond)
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}, {ID: "asker", URL: asker.URL}, {ID: "slow", URL: slow.URL}}
+	base := startDaemon(t, cfg)
+
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "find papers", "skill": "research", "requires": ["streaming"]}`, &rec); code != 201 ||
+		rec.ID == "" || rec.Downstream.Agent != "worker" || rec.Decision.Chosen != "worker" {
+		t.Fatalf("POST /v1/delegations = %d %+v", code, rec)
+	}
+	evs := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "")
+	if len(evs) < 3 || evs[len(evs)-1].State != a2a.TaskStateCompleted || evs[0].Seq != 1 {
+		t.Fatalf("events = %+v", evs)
+	}
+	resumed := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "2")
+	if len(resumed) != len(evs)-2 || resumed[0].Seq != 3 {
+		t.Errorf("resumed after 2: %d events starting at %d, want %d from 3", len(resumed), resumed[0].Seq, len(evs)-2)
+	}
+	if code := call(t, "GET", base+"/v1/delegations/"+rec.ID, "", &rec); code != 200 || rec.State != a2a.TaskStateCompleted || len(rec.Artifacts) != 1 {
+		t.Errorf("GET delegation = %d %+v", code, rec)
+	}
+
+	// Input required, then the caller's answer goes to the same task.
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "history", "agent": "asker"}`, &rec); code != 201 {
+		t.Fatalf("delegate to asker = %d", code)
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateInputRequired)
+	var eb ErrorBody
+	if code := call(t, "POST", base+"/v1/delegations/"+rec.ID+"/messages", `{}`, &eb); code != 400 {
+		t.Errorf("empty input = %d %+v", code, eb)
+	}
+	if code := call(t, "POST", base+"/v1/delegations/"+rec.ID+"/messages", `{"text": "1999"}`, &rec); code != 200 {
+		t.Fatalf("input = %d %+v", code, rec)
+	}
+	done := waitFor(t, base, rec.ID, a2a.TaskStateCompleted)
+	if done.Result == nil || testagent.Text(done.Result) != "answered: 1999" {
+		t.Errorf("result = %+v", done.Result)
+	}
+	if code := call(t, "POST", base+"/v1/delegations/"+rec.ID+"/messages", `{"text": "again"}`, &eb); code != 409 || eb.Error.Code != "failed_precondition" {
+		t.Errorf("input after the end = %d %+v", code, eb)
+	}
+
+	// Cancel reaches the agent.
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "forever", "skill": "slow"}`, &rec); code != 201 {
+		t.Fatalf("delegate to slow = %d", code)
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateWorking)
+	if code := call(t, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled || slow.Cancels() != 1 {
+		t.Errorf("cancel = %d %s, agent saw %d cancels", code, rec.State, slow.Cancels())
+	}
+
+	var list DelegationList
+	if code := call(t, "GET", base+"/v1/delegations?state=completed", "", &list); code != 200 || len(list.Delegations) != 2 {
+		t.Errorf("list completed = %d, %d delegations", code, len(list.Delegations))
+	}
+
+	errorCases := []struct {
+		name, method, path, body string
+		status                   int
+		code, msg                string
+	}{
+		{"refused", "POST", "/v1/delegations", `{"text": "x", "skill": "ask", "requires": ["steerable"]}`, 422, "refused", "asker: lacks required capability steerable"},
+		{"no text", "POST", "/v1/delegations", `{"skill": "ask"}`, 400, "invalid_argument", "text or message is required"},
+		{"bad field", "POST", "/v1/delegations", `{"txt": "x"}`, 400, "invalid_argument", `unknown field "txt"`},
+		{"unknown agent", "POST", "/v1/delegations", `{"text": "x", "agent": "ghost"}`, 404, "not_found", `unknown agent: "ghost"`},
+		{"unknown delegation", "GET", "/v1/delegations/nope", "", 404, "not_found", `delegation not found: "nope"`},
+		{"unknown events", "GET", "/v1/delegations/nope/events", "", 404, "not_found", "nope"},
+		{"bad state", "GET", "/v1/delegations?state=sleepy", "", 400, "invalid_argument", `state "sleepy"`},
+		{"bad verb", "POST", "/v1/delegations/x:pause", "", 404, "not_found", ":cancel"},
+	}
+	for _, tc := range errorCases {
+		var eb ErrorBody
+		code := call(t, tc.method, base+tc.path, tc.body, &eb)
+		if code != tc.status || eb.Error.Code != tc.code || !strings.Contains(eb.Error.Message, tc.msg) {
+			t.Errorf("%s: %d %+v; want %d %s containing %q", tc.name, code, eb.Error, tc.status, tc.code, tc.msg)
+		}
+	}
+	// A refusal carries every candidate and its reasons.
+	var refusal struct {
+		Error struct {
+			Details delegation.Decision `json:"details"`
+		} `json:"error"`
+	}
+	call(t, "POST", base+"/v1/delegations", `{"text": "x", "skill": "ask", "requires": ["steerable"]}`, &refusal)
+	if c := refusal.Error.Details.Candidates; len(c) != 1 || c[0].Agent != "asker" || c[0].Allowed {
+		t.Errorf("refusal details = %+v", refusal.Error.Details)
+	}
+}
+
+// waitFor polls GET /v1/delegations/{id} until the state is reached.
+func waitFor(t *testing.T, base, id string, state a2a.TaskState) delegation.Record {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var rec delegation.Record
+		call(t, "GET", base+"/v1/delegations/"+id, "", &rec)
+		if rec.State == state {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delegation %s stayed %s, want %s", id, rec.State, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
