@@ -19,8 +19,8 @@ import (
 // Daemon is a running orchd: the registry, the policy engine and the HTTP
 // API in front of them.
 type Daemon struct {
-	cfg      Config
-	log      *slog.Logger
+	cfg         Config
+	log         *slog.Logger
 	registry    *registry.Registry
 	policies    *policies.Engine
 	delegations *delegation.Engine
