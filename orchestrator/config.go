@@ -38,6 +38,34 @@ type Config struct {
 	Policies PoliciesConfig `yaml:"policies"`
 	// Delegation configures how work is handed to agents.
 	Delegation DelegationConfig `yaml:"delegation"`
+	// Agent describes orchd as an A2A agent: its card.
+	Agent AgentConfig `yaml:"agent"`
+}
+
+// AgentConfig describes the Agent Card orchd serves.
+type AgentConfig struct {
+	// Name is the card's name.
+	Name string `yaml:"name"`
+	// Description is the card's description.
+	Description string `yaml:"description"`
+	// URL is the base URL other agents reach this orchd at; the card's
+	// interface URLs start with it. Empty means http:// and the listen
+	// address.
+	URL string `yaml:"url"`
+	// Skills are the skills the card lists: the work this orchd routes.
+	Skills []SkillConfig `yaml:"skills"`
+}
+
+// SkillConfig is one skill of orchd's card.
+type SkillConfig struct {
+	// ID is the skill id other orchestrators select by.
+	ID string `yaml:"id"`
+	// Name is a human-readable name; default the id.
+	Name string `yaml:"name"`
+	// Description says what the skill does.
+	Description string `yaml:"description"`
+	// Tags are keywords for the skill.
+	Tags []string `yaml:"tags"`
 }
 
 // DelegationConfig is the config file's delegation section; each field

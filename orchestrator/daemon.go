@@ -24,6 +24,7 @@ type Daemon struct {
 	registry    *registry.Registry
 	policies    *policies.Engine
 	delegations *delegation.Engine
+	agent       *a2aServer
 	handler     http.Handler
 
 	mu       sync.Mutex
@@ -52,8 +53,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	dcfg := cfg.DelegationConfig()
 	dcfg.HTTPClient = &http.Client{Transport: transport}
 	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(), dcfg, log.With("component", "delegation"))
-	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations}
-	d.handler = newAPI(reg, engine, delegations, log.With("component", "api"))
+	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations,
+		agent: newA2AServer(cfg.Agent, delegations, log.With("component", "a2a"))}
+	mux := http.NewServeMux()
+	d.agent.routes(mux)
+	mux.Handle("/", newAPI(reg, engine, delegations, log.With("component", "api")))
+	d.handler = mux
 	return d, nil
 }
 
@@ -70,7 +75,8 @@ func (d *Daemon) ReloadPolicies() error { return d.policies.Reload() }
 // Registry returns the daemon's agent registry.
 func (d *Daemon) Registry() *registry.Registry { return d.registry }
 
-// Handler returns the HTTP API, for embedding or tests.
+// Handler returns the HTTP API and the A2A endpoints, for embedding or
+// tests. The agent card is served once Run has bound the listen address.
 func (d *Daemon) Handler() http.Handler { return d.handler }
 
 // Addr returns the address the API listens on once Run has bound it, or
@@ -99,6 +105,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.listener = ln
 	d.mu.Unlock()
 	d.warnLoopback()
+	base := d.cfg.Agent.URL
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
+	if err := d.agent.setCard(ctx, base); err != nil {
+		ln.Close()
+		return err
+	}
 
 	for _, spec := range d.cfg.Agents {
 		addCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -1,0 +1,182 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/hashicorp/go-version"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// Where orchd serves A2A: JSON-RPC and HTTP+JSON for A2A 1.0, and through
+// a2a-go's a2av0 handlers for 0.3 clients.
+const (
+	pathJSONRPC   = "/a2a/jsonrpc"
+	pathREST      = "/a2a/rest"
+	pathJSONRPC03 = "/a2a/v0.3/jsonrpc"
+	pathREST03    = "/a2a/v0.3/rest"
+)
+
+// cardMaxAge is how long clients may cache orchd's card.
+const cardMaxAge = 300
+
+// a2aServer is orchd as an A2A agent: its card and its endpoints, all
+// backed by one a2a-go request handler whose executor delegates.
+type a2aServer struct {
+	cfg     AgentConfig
+	handler a2asrv.RequestHandler
+	// card is the served card JSON and its ETag, set once the listen
+	// address is known.
+	card atomic.Pointer[servedCard]
+}
+
+type servedCard struct {
+	json []byte
+	etag string
+}
+
+func newA2AServer(cfg AgentConfig, engine *delegation.Engine, log *slog.Logger) *a2aServer {
+	exec := newExecutor(engine, log)
+	h := a2asrv.NewHandler(exec, a2asrv.WithCallInterceptors(versionCheck{}))
+	return &a2aServer{cfg: cfg, handler: h}
+}
+
+// setCard builds the card for base, the URL this orchd is reached at.
+func (s *a2aServer) setCard(ctx context.Context, base string) error {
+	base = strings.TrimRight(base, "/")
+	card := &a2a.AgentCard{
+		Name:        s.cfg.Name,
+		Description: s.cfg.Description,
+		Version:     "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{
+			{URL: base + pathJSONRPC, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: "1.0"},
+			{URL: base + pathREST, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: "1.0"},
+			{URL: base + pathJSONRPC03, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
+			{URL: base + pathREST03, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: "0.3"},
+		},
+		Capabilities: a2a.AgentCapabilities{
+			Streaming:  true,
+			Extensions: []a2a.AgentExtension{{URI: delegation.ExtensionURI, Description: "orchd delegation chain context: path, depth, deadline, skill and inherited requirements"}},
+		},
+		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultOutputModes: []string{"text/plain", "application/json"},
+		Skills:             []a2a.AgentSkill{},
+	}
+	for _, sk := range s.cfg.Skills {
+		name := sk.Name
+		if name == "" {
+			name = sk.ID
+		}
+		tags := sk.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		card.Skills = append(card.Skills, a2a.AgentSkill{ID: sk.ID, Name: name, Description: sk.Description, Tags: tags})
+	}
+	producer := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
+	b, err := producer.CardJSON(ctx)
+	if err != nil {
+		return fmt.Errorf("agent card: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	s.card.Store(&servedCard{json: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`})
+	return nil
+}
+
+// routes adds the card and the A2A endpoints to mux.
+func (s *a2aServer) routes(mux *http.ServeMux) {
+	ext := []string{delegation.ExtensionURI}
+	mux.HandleFunc("GET "+a2asrv.WellKnownAgentCardPath, s.serveCard)
+	mux.Handle(pathJSONRPC, served("1.0", ext, a2asrv.NewJSONRPCHandler(s.handler)))
+	mux.Handle(pathREST+"/", served("1.0", ext, http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler))))
+	mux.Handle(pathJSONRPC03, served("0.3", ext, a2av0.NewJSONRPCHandler(s.handler)))
+	mux.Handle(pathREST03+"/", served("0.3", ext, http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler))))
+}
+
+// serveCard serves the card with Cache-Control and an ETag, answering a
+// matching If-None-Match with 304.
+func (s *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
+	c := s.card.Load()
+	if c == nil {
+		http.Error(w, "agent card not ready", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", cardMaxAge))
+	w.Header().Set("ETag", c.etag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && slices.Contains(strings.Split(strings.ReplaceAll(inm, " ", ""), ","), c.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(c.json)
+}
+
+// endpointVersionKey carries the A2A version an endpoint serves to the
+// version check.
+type endpointVersionKey struct{}
+
+// served wraps an A2A endpoint: it tells the version check which version
+// the endpoint serves and echoes, in the A2A-Extensions response header,
+// the requested extensions orchd supports (a2a-go echoes them only over
+// gRPC).
+func served(v string, supported []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var active []string
+		for _, h := range append(r.Header.Values(a2a.SvcParamExtensions), r.Header.Values("X-A2A-Extensions")...) {
+			for _, uri := range strings.Split(h, ",") {
+				uri = strings.TrimSpace(uri)
+				if slices.Contains(supported, uri) && !slices.Contains(active, uri) {
+					active = append(active, uri)
+				}
+			}
+		}
+		if len(active) > 0 {
+			w.Header().Set(a2a.SvcParamExtensions, strings.Join(active, ", "))
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), endpointVersionKey{}, v)))
+	})
+}
+
+// versionCheck refuses a request whose A2A-Version the endpoint does not
+// serve with VersionNotSupportedError (-32009). An empty A2A-Version means
+// 0.3, as the specification says.
+type versionCheck struct{ a2asrv.PassthroughCallInterceptor }
+
+func (versionCheck) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
+	served, _ := ctx.Value(endpointVersionKey{}).(string)
+	if served == "" {
+		return ctx, nil, nil
+	}
+	asked := "0.3"
+	if vals, ok := cc.ServiceParams().Get(a2a.SvcParamVersion); ok && len(vals) > 0 && strings.TrimSpace(vals[0]) != "" {
+		asked = strings.TrimSpace(vals[0])
+	}
+	if !sameVersion(asked, served) {
+		return ctx, nil, a2a.NewError(a2a.ErrVersionNotSupported,
+			fmt.Sprintf("A2A-Version %s is not served at this interface, which speaks %s; the agent card lists an interface per version", asked, served))
+	}
+	return ctx, nil, nil
+}
+
+// sameVersion compares A2A versions as a2a-go selects transports: equal
+// majors, and below 1.0 equal minors too.
+func sameVersion(a, b string) bool {
+	va, errA := version.NewVersion(a)
+	vb, errB := version.NewVersion(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	sa, sb := va.Segments(), vb.Segments()
+	return sa[0] == sb[0] && (sa[0] != 0 || sa[1] == sb[1])
+}

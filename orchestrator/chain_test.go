@@ -1,0 +1,164 @@
+package orchestrator
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// orchdNode starts a daemon named self that routes skill to agents.
+func orchdNode(t *testing.T, self, skill string, agents ...registry.Spec) string {
+	t.Helper()
+	cfg := loadDefaults(t)
+	cfg.Delegation.Self = self
+	cfg.Delegation.PollInterval = Duration(20 * time.Millisecond)
+	cfg.Agent.Name = "orchd " + self
+	cfg.Agent.Skills = []SkillConfig{{ID: skill, Tags: []string{"orchestrator"}}}
+	cfg.Agents = agents
+	return startDaemon(t, cfg)
+}
+
+func TestChain_ABC(t *testing.T) {
+	t.Parallel()
+	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true}, testagent.Work(20*time.Millisecond))
+	b := orchdNode(t, "b", "research", registry.Spec{ID: "c", URL: c.URL})
+	a := orchdNode(t, "a", "research", registry.Spec{ID: "b", URL: b})
+
+	var rec delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "survey steering", "skill": "research", "requires": ["streaming"]}`, &rec); code != 201 {
+		t.Fatalf("delegate at A = %d %+v", code, rec)
+	}
+	done := waitFor(t, a, rec.ID, a2a.TaskStateCompleted)
+	if done.Downstream.Agent != "b" || done.Result == nil || testagent.Text(done.Result) != "done" {
+		t.Errorf("A's record = %+v", done)
+	}
+	if len(done.Artifacts) != 1 || len(done.Artifacts[0].Parts) != 2 {
+		t.Errorf("C's artifact did not reach A whole: %+v", done.Artifacts)
+	}
+	msgs := c.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("C received %d messages", len(msgs))
+	}
+	chain, ok, err := delegation.ChainFrom(msgs[0].Metadata)
+	if err != nil || !ok || !slices.Equal(chain.Path, []string{"a", "b"}) || chain.Depth != 2 || chain.Skill != "research" ||
+		!slices.Equal(chain.Requires, []string{"streaming"}) || chain.RootTask != rec.ID {
+		t.Errorf("chain at C = %+v (%v, %v)", chain, ok, err)
+	}
+	if testagent.Text(msgs[0]) != "survey steering" {
+		t.Errorf("C got %q", testagent.Text(msgs[0]))
+	}
+}
+
+func TestChain_CycleRefused(t *testing.T) {
+	t.Parallel()
+	// B routes research back to A: A → B → A must be refused.
+	var aURL string
+	b := orchdNode(t, "b", "research")
+	a := orchdNode(t, "a", "research", registry.Spec{ID: "b", URL: b})
+	aURL = a
+	if code := call(t, "POST", b+"/v1/agents", `{"id": "a", "url": "`+aURL+`"}`, nil); code != 201 {
+		t.Fatalf("register A at B = %d", code)
+	}
+	var rec delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "loop", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("delegate at A = %d", code)
+	}
+	failed := waitFor(t, a, rec.ID, a2a.TaskStateRejected)
+	if !strings.Contains(failed.Error, "hop b") || !strings.Contains(failed.Error, "TASK_STATE_REJECTED") ||
+		!strings.Contains(failed.Error, "a is already in the delegation path a → b") {
+		t.Errorf("error = %q", failed.Error)
+	}
+}
+
+func TestA2AEndpoint_CardVersionAndExtensions(t *testing.T) {
+	t.Parallel()
+	base := orchdNode(t, "solo", "research")
+
+	resp, err := http.Get(base + "/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	etag := resp.Header.Get("ETag")
+	if resp.StatusCode != 200 || etag == "" || !strings.Contains(resp.Header.Get("Cache-Control"), "max-age=") {
+		t.Fatalf("card: %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	p, err := capability.Build(body, capability.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Versions(""); !slices.Equal(got, []string{"0.3", "1.0"}) || len(p.Protocols) != 4 || !p.HasExtension(delegation.ExtensionURI) ||
+		!p.Supports(capability.Streaming) || p.Skills[0].ID != "research" || p.Name != "orchd solo" {
+		t.Errorf("orchd's own profile = %+v", p)
+	}
+	req, _ := http.NewRequest("GET", base+"/.well-known/agent-card.json", nil)
+	req.Header.Set("If-None-Match", etag)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotModified {
+		t.Errorf("revalidation = %d, want 304", resp.StatusCode)
+	}
+
+	rpc := func(path, method, version, extensions string) (int, http.Header) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": map[string]any{"id": "no-such-task"}})
+		req, _ := http.NewRequest("POST", base+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		if version != "" {
+			req.Header.Set("A2A-Version", version)
+		}
+		if extensions != "" {
+			req.Header.Set("A2A-Extensions", extensions)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Error *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if out.Error == nil {
+			return 0, resp.Header
+		}
+		return out.Error.Code, resp.Header
+	}
+	tests := []struct {
+		name, path, method, version string
+		want                        int
+	}{
+		{"1.0 on the 1.0 interface", pathJSONRPC, "GetTask", "1.0", -32001},
+		{"9.9 on the 1.0 interface", pathJSONRPC, "GetTask", "9.9", -32009},
+		{"no version means 0.3", pathJSONRPC, "GetTask", "", -32009},
+		{"0.3 client on the 0.3 interface", pathJSONRPC03, "tasks/get", "", -32001},
+		{"1.0 on the 0.3 interface", pathJSONRPC03, "tasks/get", "1.0", -32009},
+	}
+	for _, tt := range tests {
+		if code, _ := rpc(tt.path, tt.method, tt.version, ""); code != tt.want {
+			t.Errorf("%s: error code %d, want %d", tt.name, code, tt.want)
+		}
+	}
+	_, h := rpc(pathJSONRPC, "GetTask", "1.0", "urn:unknown, "+delegation.ExtensionURI)
+	if got := h.Get("A2A-Extensions"); got != delegation.ExtensionURI {
+		t.Errorf("echoed extensions = %q, want only the supported one", got)
+	}
+}
