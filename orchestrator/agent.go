@@ -151,7 +151,9 @@ func served(v string, supported []string, next http.Handler) http.Handler {
 // versionCheck refuses a request whose A2A-Version the endpoint does not
 // serve with VersionNotSupportedError (-32009). An empty A2A-Version means
 // 0.3, as the specification says.
-type versionCheck struct{ a2asrv.PassthroughCallInterceptor }
+type versionCheck struct {
+	a2asrv.PassthroughCallInterceptor
+}
 
 func (versionCheck) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
 	served, _ := ctx.Value(endpointVersionKey{}).(string)
