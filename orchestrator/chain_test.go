@@ -162,3 +162,50 @@ func TestA2AEndpoint_CardVersionAndExtensions(t *testing.T) {
 		t.Errorf("echoed extensions = %q, want only the supported one", got)
 	}
 }
+
+func TestChain_InputAndCancelCrossHops(t *testing.T) {
+	t.Parallel()
+	asker := testagent.Start(t, testagent.Options{Name: "Asker", Skill: "ask", Streaming: true}, testagent.Ask())
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	b := orchdNode(t, "b", "ask", registry.Spec{ID: "asker", URL: asker.URL}, registry.Spec{ID: "slow", URL: slow.URL})
+	a := orchdNode(t, "a", "ask", registry.Spec{ID: "b", URL: b})
+
+	// C asks a question; it reaches the caller at A, and the answer goes
+	// back down to the same task at C.
+	var rec delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "when?", "skill": "ask"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	waiting := waitFor(t, a, rec.ID, a2a.TaskStateInputRequired)
+	if waiting.Downstream.Agent != "b" || waiting.Downstream.TaskID == "" {
+		t.Errorf("record while waiting: %+v", waiting)
+	}
+	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+"/messages", `{"text": "2026"}`, &rec); code != 200 {
+		t.Fatalf("input at A = %d", code)
+	}
+	done := waitFor(t, a, rec.ID, a2a.TaskStateCompleted)
+	if done.Result == nil || testagent.Text(done.Result) != "answered: 2026" {
+		t.Errorf("result at A = %+v", done.Result)
+	}
+	if msgs := asker.Messages(); len(msgs) != 2 || msgs[1].TaskID == "" || testagent.Text(msgs[1]) != "2026" {
+		t.Errorf("C did not get the answer on its task: %d messages", len(msgs))
+	}
+
+	// Cancel at A reaches C through B.
+	b2 := orchdNode(t, "b2", "slow", registry.Spec{ID: "slow", URL: slow.URL})
+	a2 := orchdNode(t, "a2", "slow", registry.Spec{ID: "b2", URL: b2})
+	if code := call(t, "POST", a2+"/v1/delegations", `{"text": "forever", "skill": "slow"}`, &rec); code != 201 {
+		t.Fatalf("delegate slow = %d", code)
+	}
+	waitFor(t, a2, rec.ID, a2a.TaskStateWorking)
+	if code := call(t, "POST", a2+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled {
+		t.Errorf("cancel at A = %d %s (%s)", code, rec.State, rec.Error)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for slow.Cancels() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if slow.Cancels() != 1 {
+		t.Errorf("C saw %d cancels, want 1", slow.Cancels())
+	}
+}
