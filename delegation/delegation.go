@@ -105,6 +105,7 @@ func (d *Delegation) emit(ev Event) {
 	d.rec.State = ev.State
 	d.rec.UpdatedAt = now
 	ev.Seq = d.first + int64(len(d.events))
+	d.rec.LastEvent = ev.Seq
 	d.events = append(d.events, ev)
 	if over := len(d.events) - d.engine.cfg.MaxEvents; over > 0 {
 		d.events = slices.Delete(d.events, 0, over)

@@ -34,6 +34,9 @@ type Record struct {
 	Artifacts []*a2a.Artifact `json:"artifacts,omitempty"`
 	// Error says why a failed delegation failed, naming the hop.
 	Error string `json:"error,omitempty"`
+	// LastEvent is the Seq of the delegation's latest event: follow its
+	// events after it to see only what comes next.
+	LastEvent int64 `json:"lastEvent"`
 	// CreatedAt and UpdatedAt are when the delegation started and last
 	// changed.
 	CreatedAt time.Time `json:"createdAt"`

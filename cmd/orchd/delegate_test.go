@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/registry"
+)
+
+// daemon runs an orchd with the given agents until the test ends.
+func daemon(t *testing.T, agents ...registry.Spec) string {
+	t.Helper()
+	cfg, err := orchestrator.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Agents = agents
+	cfg.Delegation.PollInterval = orchestrator.Duration(20 * time.Millisecond)
+	d, err := orchestrator.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for d.Addr() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "http://" + d.Addr().String()
+}
+
+func TestDelegateAndTasks(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	asker := testagent.Start(t, testagent.Options{Name: "Asker", Skill: "ask"}, testagent.Ask())
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	base := daemon(t, registry.Spec{ID: "worker", URL: worker.URL}, registry.Spec{ID: "asker", URL: asker.URL}, registry.Spec{ID: "slow", URL: slow.URL})
+
+	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--require", "streaming", "find papers")
+	if code != 0 || !regexp.MustCompile(`(?m)^delegation \S+ → worker \(task \S+\)$`).MatchString(out) ||
+		!strings.Contains(out, "artifact") || !strings.Contains(out, "] completed: done") {
+		t.Errorf("delegate: exit %d\n%s%s", code, out, errOut)
+	}
+
+	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--require", "steerable", "x")
+	if code == 0 || !strings.Contains(out, "refused: no agent can take the work") || !strings.Contains(out, "worker: lacks required capability steerable") {
+		t.Errorf("refused delegate: exit %d\n%s%s", code, out, errOut)
+	}
+
+	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--agent", "asker", "history")
+	id := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
+	if code != 0 || id == nil || !strings.Contains(out, "input_required: which year?") || !strings.Contains(errOut, "orchd tasks send") {
+		t.Fatalf("delegate to asker: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = orchd(t, t.Context(), "tasks", "send", "--server", base, id[1], "1999")
+	if code != 0 || !strings.Contains(out, "completed: answered: 1999") {
+		t.Errorf("tasks send: exit %d\n%s%s", code, out, errOut)
+	}
+
+	code, out, _ = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "slow", "--no-follow", "forever")
+	slowID := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
+	if code != 0 || slowID == nil {
+		t.Fatalf("delegate slow: exit %d\n%s", code, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, out, _ = orchd(t, t.Context(), "tasks", "get", "--server", base, slowID[1])
+		if strings.Contains(out, "working") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, out, errOut = orchd(t, t.Context(), "tasks", "cancel", "--server", base, slowID[1])
+	if code != 0 || !regexp.MustCompile(`(?m)^state +canceled$`).MatchString(out) {
+		t.Errorf("tasks cancel: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = orchd(t, t.Context(), "tasks", "list", "--server", base, "--state", "completed")
+	if code != 0 || strings.Count(out, "completed") != 2 {
+		t.Errorf("tasks list: exit %d\n%s", code, out)
+	}
+	code, _, errOut = orchd(t, t.Context(), "tasks", "get", "--server", base, "nope")
+	if code == 0 || !strings.Contains(errOut, `delegation not found: "nope" (HTTP 404)`) {
+		t.Errorf("tasks get unknown: exit %d, %s", code, errOut)
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/orchestrator"
+)
+
+func newTasksCmd() *cobra.Command {
+	var server, output string
+	client := func() *apiClient { return &apiClient{base: server, hc: &http.Client{}} }
+	cmd := &cobra.Command{Use: "tasks", Short: "List, inspect, answer and cancel delegations of a running orchd"}
+	cmd.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8080", "orchd daemon to talk to")
+	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+
+	var state string
+	list := &cobra.Command{
+		Use:   "list [--state S]",
+		Short: "List delegations, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var l orchestrator.DelegationList
+			path := "/v1/delegations"
+			if state != "" {
+				path += "?state=" + url.QueryEscape(state)
+			}
+			if err := client().do(cmd.Context(), "GET", path, nil, &l); err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), l)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tAGENT\tCREATED")
+			for _, r := range l.Delegations {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, shortState(r.State), r.Downstream.Agent, r.CreatedAt.Format("2006-01-02 15:04:05"))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&state, "state", "", "only delegations in this state (working, input_required, completed, …)")
+
+	get := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a delegation",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rec delegation.Record
+			if err := client().do(cmd.Context(), "GET", "/v1/delegations/"+url.PathEscape(args[0]), nil, &rec); err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), rec)
+			}
+			printRecord(cmd, rec)
+			return nil
+		},
+	}
+
+	send := &cobra.Command{
+		Use:   `send ID "text"`,
+		Short: "Answer a delegation waiting for input, and follow it",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := client()
+			path := "/v1/delegations/" + url.PathEscape(args[0])
+			var before delegation.Record
+			if err := c.do(cmd.Context(), "GET", path, nil, &before); err != nil {
+				return err
+			}
+			var rec delegation.Record
+			if err := c.do(cmd.Context(), "POST", path+"/messages", orchestrator.InputRequest{Text: args[1]}, &rec); err != nil {
+				return err
+			}
+			final := rec.State
+			err := c.follow(cmd.Context(), rec.ID, before.LastEvent, func(ev delegation.Event) {
+				printEvent(cmd.OutOrStdout(), ev)
+				final = ev.State
+			})
+			if err != nil {
+				return err
+			}
+			return exitFor(cmd.ErrOrStderr(), rec.ID, final)
+		},
+	}
+
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a delegation; the agent's task is canceled too",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rec delegation.Record
+			if err := client().do(cmd.Context(), "POST", "/v1/delegations/"+url.PathEscape(args[0])+":cancel", nil, &rec); err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), rec)
+			}
+			printRecord(cmd, rec)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, get, send, cancel)
+	return cmd
+}
+
+func printRecord(cmd *cobra.Command, r delegation.Record) {
+	w := cmd.OutOrStdout()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "id\t%s\n", r.ID)
+	fmt.Fprintf(tw, "state\t%s\n", shortState(r.State))
+	fmt.Fprintf(tw, "agent\t%s (card %s)\n", r.Downstream.Agent, r.Downstream.CardDigest)
+	fmt.Fprintf(tw, "task\t%s\n", orNone(string(r.Downstream.TaskID)))
+	fmt.Fprintf(tw, "chain\tdepth %d of %d, path %v\n", r.Chain.Depth, r.Chain.MaxDepth, r.Chain.Path)
+	if r.Result != nil {
+		fmt.Fprintf(tw, "result\t%s\n", partsText(r.Result.Parts))
+	}
+	for _, a := range r.Artifacts {
+		fmt.Fprintf(tw, "artifact\t%s: %s\n", a.ID, partsText(a.Parts))
+	}
+	if r.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", r.Error)
+	}
+	_ = tw.Flush()
+}
