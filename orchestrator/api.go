@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,11 @@ import (
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
+
+// openAPI describes the HTTP API; it is served at /openapi.yaml.
+//
+//go:embed openapi.yaml
+var openAPI []byte
 
 // maxBodyBytes bounds API request bodies.
 const maxBodyBytes = 64 << 10
@@ -63,6 +69,10 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delega
 	mux.HandleFunc("GET /v1/delegations/{id}/events", a.delegationEvents)
 	mux.HandleFunc("POST /v1/delegations/{id}/messages", a.delegationInput)
 	mux.HandleFunc("POST /v1/delegations/{action}", a.delegationAction)
+	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(openAPI)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})

@@ -1,0 +1,58 @@
+package orchestrator
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// TestOpenAPI_MatchesRoutes checks that /openapi.yaml is served, parses,
+// and documents exactly the API's routes.
+func TestOpenAPI_MatchesRoutes(t *testing.T) {
+	t.Parallel()
+	base := startDaemon(t, loadDefaults(t))
+	resp, err := http.Get(base + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var doc struct {
+		OpenAPI string                    `yaml:"openapi"`
+		Paths   map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(body, &doc); err != nil || resp.StatusCode != 200 || !strings.HasPrefix(doc.OpenAPI, "3.1") {
+		t.Fatalf("openapi.yaml: %d %v %q", resp.StatusCode, err, doc.OpenAPI)
+	}
+	var documented []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if method != "parameters" {
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	src, err := os.ReadFile("api.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routed []string
+	for _, m := range regexp.MustCompile(`mux\.HandleFunc\("([A-Z]+) (/[^"]*)"`).FindAllStringSubmatch(string(src), -1) {
+		p := strings.Replace(m[2], "{action}", "{id}:refresh", 1)
+		if strings.HasPrefix(m[2], "/v1/delegations/{action}") {
+			p = "/v1/delegations/{id}:cancel"
+		}
+		routed = append(routed, m[1]+" "+p)
+	}
+	slices.Sort(documented)
+	slices.Sort(routed)
+	if !slices.Equal(documented, routed) {
+		t.Errorf("documented:\n%s\nrouted:\n%s", strings.Join(documented, "\n"), strings.Join(routed, "\n"))
+	}
+}
