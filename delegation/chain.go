@@ -45,6 +45,8 @@ var (
 	ErrCycle = errors.New("delegation cycle")
 	// ErrTooDeep means another hop would exceed the chain's max depth.
 	ErrTooDeep = errors.New("delegation chain too deep")
+	// ErrDeadline means the chain's deadline has passed.
+	ErrDeadline = errors.New("delegation deadline passed")
 )
 
 // ChainFrom reads the extension's chain context from message metadata. It

@@ -167,6 +167,12 @@ func (e *Engine) chains(req Request) (Chain, Chain, error) {
 	if err != nil {
 		return Chain{}, Chain{}, err
 	}
+	if !req.Deadline.IsZero() && (out.Deadline.IsZero() || req.Deadline.Before(out.Deadline)) {
+		out.Deadline = req.Deadline
+	}
+	if !out.Deadline.IsZero() && !e.cfg.Now().Before(out.Deadline) {
+		return Chain{}, Chain{}, fmt.Errorf("%w: it was %s", ErrDeadline, out.Deadline.Format(time.RFC3339))
+	}
 	if out.Skill == "" {
 		out.Skill = req.Skill
 	}
@@ -191,8 +197,8 @@ func containsFold(ss []string, s string) bool {
 // an agent has accepted the work; the delegation then runs on its own. It
 // fails with a *RefusedError, before sending anything, when no candidate
 // qualifies; with a *FailedError when every candidate tried failed before
-// accepting; with ErrBadRequest, ErrUnknownAgent, ErrCycle or ErrTooDeep
-// for requests that cannot be delegated. No delegation exists after an
+// accepting; with ErrBadRequest, ErrUnknownAgent, ErrCycle, ErrTooDeep or
+// ErrDeadline for requests that cannot be delegated. No delegation exists after an
 // error.
 func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error) {
 	if e.ctx.Err() != nil {

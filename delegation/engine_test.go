@@ -290,3 +290,26 @@ func TestDelegate_A2A03Agent(t *testing.T) {
 		}
 	}
 }
+
+func TestDelegate_DeadlineTravelsAndIsEnforced(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "s"}, testagent.Reply("ok"))
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	f := newFixture(t, Config{Now: func() time.Time { return now }})
+	f.add(t, "echo", agent.URL)
+	deadline := now.Add(time.Minute)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "s", Deadline: deadline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateCompleted)
+	chain, _, _ := ChainFrom(agent.Messages()[0].Metadata)
+	if !chain.Deadline.Equal(deadline) {
+		t.Errorf("deadline sent = %v, want %v", chain.Deadline, deadline)
+	}
+	// An inherited deadline that has passed refuses the work; an earlier
+	// request deadline wins over a later inherited one.
+	if _, err := f.engine.Delegate(t.Context(), Request{Text: "x", Chain: &Chain{Path: []string{"a"}, Depth: 1, Deadline: now.Add(-time.Second)}}); !errors.Is(err, ErrDeadline) {
+		t.Errorf("past deadline: err = %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -29,6 +30,9 @@ type Request struct {
 	Protocol string `json:"protocol,omitempty"`
 	// Metadata is passed to policies and on to the agent.
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// Deadline is when the caller stops waiting; it travels down the
+	// chain. Zero means none (an incoming chain's deadline still applies).
+	Deadline time.Time `json:"deadline,omitzero"`
 
 	// Chain is the incoming chain context when the work arrived over A2A
 	// from another orchestrator; nil at the root.

@@ -290,7 +290,7 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, delegation.ErrNotWaiting), errors.Is(err, delegation.ErrEnded):
 		return http.StatusConflict, "failed_precondition"
-	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep):
+	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep), errors.Is(err, delegation.ErrDeadline):
 		return http.StatusUnprocessableEntity, "refused"
 	case errors.Is(err, delegation.ErrClosed):
 		return http.StatusServiceUnavailable, "unavailable"

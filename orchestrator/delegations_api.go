@@ -35,6 +35,9 @@ type DelegateRequest struct {
 	Protocol string `json:"protocol,omitempty"`
 	// Metadata is passed to policies and on to the agent.
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// Deadline is when the caller stops waiting; it travels down the
+	// chain, and work past it is refused.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // InputRequest is the body of POST /v1/delegations/{id}/messages.
@@ -59,7 +62,7 @@ func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := a.delegations.Delegate(r.Context(), delegation.Request{
 		Text: body.Text, Message: body.Message, Skill: body.Skill, Agent: body.Agent,
-		Requires: body.Requires, Protocol: body.Protocol, Metadata: body.Metadata,
+		Requires: body.Requires, Protocol: body.Protocol, Metadata: body.Metadata, Deadline: body.Deadline,
 	})
 	if err != nil {
 		a.fail(w, r, err)
