@@ -55,7 +55,9 @@ func (w worker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Se
 		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
 		}
-		say := func(s string) *a2a.Message { return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(s)) }
+		say := func(s string) *a2a.Message {
+			return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(s))
+		}
 		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, say(w.name+" is on it")), nil) {
 			return
 		}
