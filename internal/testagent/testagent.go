@@ -82,7 +82,11 @@ type Agent struct {
 	mu   sync.Mutex
 	// methods lists the JSON-RPC methods called, in order.
 	methods []string
+	cards   atomic.Int32
 }
+
+// CardFetches counts the requests for the agent's card.
+func (a *Agent) CardFetches() int { return int(a.cards.Load()) }
 
 // Calls lists the JSON-RPC methods the agent was called with, in order.
 func (a *Agent) Calls() []string {
@@ -126,7 +130,10 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 		cardHandler = a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card))
 	}
 	mux.Handle("/rpc", recordMethods(ta, rpc))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, cardHandler)
+	mux.Handle(a2asrv.WellKnownAgentCardPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ta.cards.Add(1)
+		cardHandler.ServeHTTP(w, r)
+	}))
 	return ta
 }
 
