@@ -56,13 +56,43 @@ func ChainFrom(metadata map[string]any) (Chain, bool, error) {
 	if !ok {
 		return Chain{}, false, nil
 	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return Chain{}, true, fmt.Errorf("delegation extension metadata: %w", err)
+	m, ok := raw.(map[string]any)
+	if !ok {
+		// Not decoded JSON (a value set in process): take the slow path.
+		b, err := json.Marshal(raw)
+		if err != nil {
+			return Chain{}, true, fmt.Errorf("delegation extension metadata: %w", err)
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return Chain{}, true, fmt.Errorf("delegation extension metadata: want an object: %w", err)
+		}
 	}
 	var c Chain
-	if err := json.Unmarshal(b, &c); err != nil {
-		return Chain{}, true, fmt.Errorf("delegation extension metadata: %w", err)
+	var err error
+	field := func(name string, read func(v any) error) {
+		if v, ok := m[name]; ok && v != nil && err == nil {
+			if e := read(v); e != nil {
+				err = fmt.Errorf("delegation extension metadata: %s: %w", name, e)
+			}
+		}
+	}
+	field("path", func(v any) error { c.Path, err = stringList(v); return err })
+	field("requires", func(v any) error { c.Requires, err = stringList(v); return err })
+	field("depth", func(v any) error { c.Depth, err = integer(v); return err })
+	field("maxDepth", func(v any) error { c.MaxDepth, err = integer(v); return err })
+	field("skill", func(v any) error { return str(v, &c.Skill) })
+	field("rootTask", func(v any) error { return str(v, &c.RootTask) })
+	field("deadline", func(v any) error {
+		var s string
+		if e := str(v, &s); e != nil {
+			return e
+		}
+		t, e := time.Parse(time.RFC3339Nano, s)
+		c.Deadline = t
+		return e
+	})
+	if err != nil {
+		return Chain{}, true, err
 	}
 	if c.Depth < 0 || c.MaxDepth < 0 {
 		return Chain{}, true, errors.New("delegation extension metadata: negative depth")
@@ -70,16 +100,77 @@ func ChainFrom(metadata map[string]any) (Chain, bool, error) {
 	return c, true, nil
 }
 
-// Attach writes the chain context into a message's metadata.
+func str(v any, out *string) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("want a string, got %T", v)
+	}
+	*out = s
+	return nil
+}
+
+func integer(v any) (int, error) {
+	switch n := v.(type) {
+	case float64:
+		if n != float64(int(n)) {
+			return 0, fmt.Errorf("want an integer, got %v", n)
+		}
+		return int(n), nil
+	case int:
+		return n, nil
+	case json.Number:
+		i, err := n.Int64()
+		return int(i), err
+	}
+	return 0, fmt.Errorf("want a number, got %T", v)
+}
+
+func stringList(v any) ([]string, error) {
+	switch l := v.(type) {
+	case []string:
+		return slices.Clone(l), nil
+	case []any:
+		out := make([]string, len(l))
+		for i, x := range l {
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("item %d: want a string, got %T", i, x)
+			}
+			out[i] = s
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want a list of strings, got %T", v)
+}
+
+// Attach writes the chain context into a message's metadata, as plain JSON
+// values so it encodes the same on every binding.
 func (c Chain) Attach(m *a2a.Message) {
 	if m.Metadata == nil {
 		m.Metadata = map[string]any{}
 	}
-	// Stored as a generic value so it marshals the same on every binding.
-	var v map[string]any
-	b, _ := json.Marshal(c)
-	_ = json.Unmarshal(b, &v)
+	v := map[string]any{"path": anyList(c.Path), "depth": c.Depth, "maxDepth": c.MaxDepth}
+	if !c.Deadline.IsZero() {
+		v["deadline"] = c.Deadline.Format(time.RFC3339Nano)
+	}
+	if c.Skill != "" {
+		v["skill"] = c.Skill
+	}
+	if len(c.Requires) > 0 {
+		v["requires"] = anyList(c.Requires)
+	}
+	if c.RootTask != "" {
+		v["rootTask"] = c.RootTask
+	}
 	m.Metadata[ExtensionURI] = v
+}
+
+func anyList(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // Enter checks that self may take part in the chain and returns the chain

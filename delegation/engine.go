@@ -18,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2aext"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -121,6 +122,8 @@ type Engine struct {
 	mu       sync.RWMutex
 	live     map[string]*Delegation
 	finished []string // ended delegations still live, oldest first
+
+	clients *lru.Cache[string, cachedClient]
 }
 
 // NewEngine returns an engine delegating to agents in reg under the
@@ -131,8 +134,9 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	clients, _ := lru.New[string, cachedClient](1024) // only a non-positive size fails
 	return &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
-		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}}
+		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, clients: clients}
 }
 
 // Close stops following every delegation and waits for the goroutines to
@@ -308,7 +312,14 @@ type session struct {
 // client builds the a2a-go client for an agent's card: A2A 1.0 and 0.3
 // over JSON-RPC and HTTP+JSON, activating the delegation extension when
 // the card declares it.
+//
+// Clients are kept per agent and card digest: building one parses the card
+// and selects a transport, which costs more than a small delegation.
 func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Client, *a2a.AgentCard, error) {
+	key := a.ID + "@" + a.Digest
+	if c, ok := e.clients.Get(key); ok {
+		return c.client, c.card, nil
+	}
 	card, err := a.AgentCard()
 	if err != nil {
 		return nil, nil, err
@@ -324,7 +335,14 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 	if err != nil {
 		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)
 	}
+	e.clients.Add(key, cachedClient{client: c, card: card})
 	return c, card, nil
+}
+
+// cachedClient is an a2a-go client with the card it was built from.
+type cachedClient struct {
+	client *a2aclient.Client
+	card   *a2a.AgentCard
 }
 
 // open sends the first message to an agent and waits until it accepts the

@@ -2,6 +2,7 @@ package delegation
 
 import (
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -12,7 +13,13 @@ import (
 	"github.com/orchd/orchd/registry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if v, ok := os.LookupEnv(slowAgentEnv); ok {
+		serveSlowAgent(v == "true")
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // fixture is a registry, policies and engine over test agents.
 type fixture struct {
@@ -21,7 +28,7 @@ type fixture struct {
 	engine *Engine
 }
 
-func newFixture(t *testing.T, cfg Config, policyPaths ...string) *fixture {
+func newFixture(t testing.TB, cfg Config, policyPaths ...string) *fixture {
 	t.Helper()
 	reg, err := registry.New(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}, nil)
 	if err != nil {
@@ -43,12 +50,12 @@ func newFixture(t *testing.T, cfg Config, policyPaths ...string) *fixture {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
-	e := NewEngine(reg, pol, NewMemoryStore(), cfg, nil)
+	e := NewEngine(reg, pol, NewMemoryStore(0), cfg, nil)
 	t.Cleanup(e.Close)
 	return &fixture{reg: reg, pol: pol, engine: e}
 }
 
-func (f *fixture) add(t *testing.T, id, url string) {
+func (f *fixture) add(t testing.TB, id, url string) {
 	t.Helper()
 	if _, err := f.reg.Add(t.Context(), registry.Spec{ID: id, URL: url}); err != nil {
 		t.Fatal(err)

@@ -69,21 +69,61 @@ type Store interface {
 	List(ctx context.Context, state a2a.TaskState) ([]Record, error)
 }
 
-// MemoryStore is a Store in process memory.
+// DefaultMemoryRecords is how many records a MemoryStore keeps when
+// NewMemoryStore is given no bound.
+const DefaultMemoryRecords = 10_000
+
+// MemoryStore is a Store in process memory. It keeps at most a fixed
+// number of records, forgetting the oldest ended ones first, so a daemon
+// that runs for months does not grow without bound.
 type MemoryStore struct {
 	mu      sync.RWMutex
 	records map[string]Record
+	max     int
+	// order lists record ids by creation, oldest first.
+	order []string
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{records: map[string]Record{}} }
+// NewMemoryStore returns an empty MemoryStore keeping at most max records;
+// max <= 0 means DefaultMemoryRecords.
+func NewMemoryStore(max int) *MemoryStore {
+	if max <= 0 {
+		max = DefaultMemoryRecords
+	}
+	return &MemoryStore{records: map[string]Record{}, max: max}
+}
 
 // Put implements Store.
 func (s *MemoryStore) Put(_ context.Context, r Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.records[r.ID]; !ok {
+		s.order = append(s.order, r.ID)
+	}
 	s.records[r.ID] = r
+	if len(s.records) > s.max {
+		s.evict()
+	}
 	return nil
+}
+
+// evict forgets the oldest ended records until the store is within its
+// bound; records of running delegations are kept. Callers hold mu.
+func (s *MemoryStore) evict() {
+	kept := s.order[:0]
+	for i, id := range s.order {
+		if len(s.records) <= s.max {
+			kept = append(kept, s.order[i:]...)
+			break
+		}
+		if s.records[id].State.Terminal() {
+			delete(s.records, id)
+			continue
+		}
+		kept = append(kept, id)
+	}
+	clear(s.order[len(kept):])
+	s.order = kept
 }
 
 // Get implements Store.

@@ -48,7 +48,7 @@ type servedCard struct {
 
 func newA2AServer(cfg AgentConfig, engine *delegation.Engine, log *slog.Logger) *a2aServer {
 	exec := newExecutor(engine, log)
-	h := a2asrv.NewHandler(exec, a2asrv.WithCallInterceptors(versionCheck{}))
+	h := a2asrv.NewHandler(exec, a2asrv.WithCallInterceptors(versionCheck{}, earlyDelegation{x: exec}))
 	return &a2aServer{cfg: cfg, handler: h}
 }
 
@@ -174,6 +174,9 @@ func (versionCheck) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asr
 // sameVersion compares A2A versions as a2a-go selects transports: equal
 // majors, and below 1.0 equal minors too.
 func sameVersion(a, b string) bool {
+	if a == b {
+		return true
+	}
 	va, errA := version.NewVersion(a)
 	vb, errB := version.NewVersion(b)
 	if errA != nil || errB != nil {

@@ -52,7 +52,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}
 	dcfg := cfg.DelegationConfig()
 	dcfg.HTTPClient = &http.Client{Transport: transport}
-	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(), dcfg, log.With("component", "delegation"))
+	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(0), dcfg, log.With("component", "delegation"))
 	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations,
 		agent: newA2AServer(cfg.Agent, delegations, log.With("component", "a2a"))}
 	mux := http.NewServeMux()

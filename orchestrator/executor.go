@@ -34,12 +34,15 @@ type executor struct {
 	mu sync.Mutex
 	// byTask maps an upstream task to its delegation.
 	byTask map[a2a.TaskID]string
+	// early holds delegations started by earlyDelegation, by message id,
+	// until the executor takes them.
+	early map[string]early
 }
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
 func newExecutor(engine *delegation.Engine, log *slog.Logger) *executor {
-	return &executor{engine: engine, log: log, byTask: map[a2a.TaskID]string{}}
+	return &executor{engine: engine, log: log, byTask: map[a2a.TaskID]string{}, early: map[string]early{}}
 }
 
 // Execute delegates a new task, or hands the caller's message to the
@@ -47,12 +50,13 @@ func newExecutor(engine *delegation.Engine, log *slog.Logger) *executor {
 // task ends or waits again.
 func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
-			return
-		}
 		x.mu.Lock()
 		id, known := x.byTask[ec.TaskID]
 		x.mu.Unlock()
+		if !known && ec.StoredTask == nil {
+			x.delegateNew(ctx, ec, yield)
+			return
+		}
 		var d *delegation.Delegation
 		var after int64
 		if known {
@@ -71,21 +75,117 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 				return
 			}
 		} else {
-			req, err := requestFrom(ec)
-			if err == nil {
-				d, err = x.engine.Delegate(ctx, req)
-			}
-			if err != nil {
-				x.log.Info("A2A task refused", "task", ec.TaskID, "error", err)
-				yield(status(ec, a2a.TaskStateRejected, err.Error()), nil)
-				return
-			}
-			x.mu.Lock()
-			x.byTask[ec.TaskID] = d.ID()
-			x.mu.Unlock()
+			// A task orchd did not delegate (its delegation was refused).
+			yield(status(ec, a2a.TaskStateRejected, "this task has no delegation to continue"), nil)
+			return
 		}
 		x.mirror(ctx, ec, d, after, yield)
 	}
+}
+
+// delegateNew follows the delegation of a new message: the one
+// earlyDelegation started, or a new one.
+func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+	var d *delegation.Delegation
+	var err error
+	if p, ok := x.takeEarly(ec.Message); ok {
+		d, err = p.d, p.err
+	} else {
+		var req delegation.Request
+		if req, err = requestFrom(ec.Message, ec.User, ec.Tenant); err == nil {
+			d, err = x.engine.Delegate(ctx, req)
+		}
+	}
+	if err != nil {
+		x.log.Info("A2A task refused", "task", ec.TaskID, "error", err)
+		if yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			yield(status(ec, a2a.TaskStateRejected, err.Error()), nil)
+		}
+		return
+	}
+	x.mu.Lock()
+	x.byTask[ec.TaskID] = d.ID()
+	x.mu.Unlock()
+	if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+		return
+	}
+	x.mirror(ctx, ec, d, 0, yield)
+}
+
+// early is a delegation earlyDelegation started for a message, waiting
+// for the executor.
+type early struct {
+	d   *delegation.Delegation
+	err error
+}
+
+func (x *executor) takeEarly(m *a2a.Message) (early, bool) {
+	if m == nil {
+		return early{}, false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	p, ok := x.early[m.ID]
+	delete(x.early, m.ID)
+	return p, ok
+}
+
+// earlyDelegation delegates a new message before a2a-go's task machinery
+// runs. When the agent answers at once with a message, orchd answers with
+// that message too, as the agent did, and no upstream task is created;
+// otherwise the started delegation (or its refusal) is handed to the
+// executor, which creates the upstream task and follows it.
+type earlyDelegation struct {
+	a2asrv.PassthroughCallInterceptor
+	x *executor
+}
+
+type earlyKey struct{}
+
+func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	if m := cc.Method(); m != "SendMessage" && m != "SendStreamingMessage" {
+		return ctx, nil, nil
+	}
+	smr, ok := req.Payload.(*a2a.SendMessageRequest)
+	if !ok || smr.Message == nil || smr.Message.TaskID != "" || smr.Message.ID == "" {
+		return ctx, nil, nil
+	}
+	dreq, err := requestFrom(smr.Message, cc.User, cc.Tenant())
+	var d *delegation.Delegation
+	if err == nil {
+		d, err = e.x.engine.Delegate(ctx, dreq)
+	}
+	if err == nil {
+		if rec := d.Record(); rec.State == a2a.TaskStateCompleted && rec.Downstream.TaskID == "" && rec.Result != nil {
+			m := *rec.Result
+			m.TaskID, m.ContextID = "", smr.Message.ContextID
+			if m.ContextID == "" {
+				m.ContextID = a2a.NewContextID()
+			}
+			return ctx, &m, nil
+		}
+	}
+	e.x.mu.Lock()
+	e.x.early[smr.Message.ID] = early{d: d, err: err}
+	e.x.mu.Unlock()
+	return context.WithValue(ctx, earlyKey{}, smr.Message.ID), nil, nil
+}
+
+// After drops a started delegation whose request a2a-go then refused, so
+// no delegation runs without an upstream task.
+func (e earlyDelegation) After(ctx context.Context, _ *a2asrv.CallContext, resp *a2asrv.Response) error {
+	id, _ := ctx.Value(earlyKey{}).(string)
+	if id == "" || resp.Err == nil {
+		return nil
+	}
+	e.x.mu.Lock()
+	p, ok := e.x.early[id]
+	delete(e.x.early, id)
+	e.x.mu.Unlock()
+	if ok && p.d != nil {
+		_, _ = e.x.engine.Cancel(context.WithoutCancel(ctx), p.d.ID())
+	}
+	return nil
 }
 
 // mirror turns the delegation's events after seq into the upstream task's
@@ -106,6 +206,11 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 				continue // the caller's own input, passed on
 			}
 			msg := upstreamMessage(ec, ev)
+			if ev.State.Terminal() {
+				x.mu.Lock()
+				delete(x.byTask, ec.TaskID)
+				x.mu.Unlock()
+			}
 			if !yield(a2a.NewStatusUpdateEvent(ec, ev.State, msg), nil) {
 				return
 			}
@@ -145,15 +250,15 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 }
 
 // requestFrom reads a delegation request from an incoming A2A message.
-func requestFrom(ec *a2asrv.ExecutorContext) (delegation.Request, error) {
-	if ec.Message == nil {
+func requestFrom(msg *a2a.Message, user *a2asrv.User, tenant string) (delegation.Request, error) {
+	if msg == nil {
 		return delegation.Request{}, fmt.Errorf("%w: no message", delegation.ErrBadRequest)
 	}
-	chain, hasChain, err := delegation.ChainFrom(ec.Message.Metadata)
+	chain, hasChain, err := delegation.ChainFrom(msg.Metadata)
 	if err != nil {
 		return delegation.Request{}, fmt.Errorf("%w: %v", delegation.ErrBadRequest, err)
 	}
-	m := *ec.Message
+	m := *msg
 	m.ID, m.TaskID, m.ContextID = a2a.NewMessageID(), "", ""
 	m.Metadata = maps.Clone(m.Metadata)
 	delete(m.Metadata, delegation.ExtensionURI)
@@ -164,8 +269,8 @@ func requestFrom(ec *a2asrv.ExecutorContext) (delegation.Request, error) {
 	if hasChain {
 		req.Chain = &chain
 	}
-	if ec.User != nil {
-		req.Caller = policies.Caller{Principal: ec.User.Name, Tenant: ec.Tenant, Claims: ec.User.Attributes}
+	if user != nil {
+		req.Caller = policies.Caller{Principal: user.Name, Tenant: tenant, Claims: user.Attributes}
 	}
 	return req, nil
 }

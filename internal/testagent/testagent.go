@@ -31,6 +31,9 @@ type Behaviour func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(
 // executor is a real a2a-go AgentExecutor driven by a Behaviour; it records
 // the messages it received.
 type executor struct {
+	// stopped ends every execution when the agent stops: a2a-go does not
+	// cancel executions on its own.
+	stopped  context.Context
 	do       Behaviour
 	mu       sync.Mutex
 	received []*a2a.Message
@@ -41,7 +44,12 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	x.mu.Lock()
 	x.received = append(x.received, ec.Message)
 	x.mu.Unlock()
-	return func(yield func(a2a.Event, error) bool) { x.do(ctx, ec, yield) }
+	return func(yield func(a2a.Event, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(x.stopped, cancel)()
+		x.do(ctx, ec, yield)
+	}
 }
 
 func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -104,10 +112,11 @@ func (a *Agent) Cancels() int { return int(a.exec.canceled.Load()) }
 // Start serves an agent until the test ends.
 func Start(t testing.TB, o Options, do Behaviour) *Agent {
 	t.Helper()
-	x := &executor{do: do}
+	stopped, stop := context.WithCancel(context.Background())
+	x := &executor{do: do, stopped: stopped}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { stop(); srv.Close() })
 	if o.Version == "" {
 		o.Version = "1.0"
 	}

@@ -116,7 +116,7 @@ func TestCapabilityDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer transport.CloseIdleConnections()
-	engine := delegation.NewEngine(reg, pol, delegation.NewMemoryStore(),
+	engine := delegation.NewEngine(reg, pol, delegation.NewMemoryStore(0),
 		delegation.Config{Self: "a", PollInterval: 10 * time.Millisecond, HTTPClient: &http.Client{Transport: transport}}, nil)
 	defer engine.Close()
 

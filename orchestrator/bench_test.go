@@ -1,0 +1,168 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/orchd/orchd/registry"
+)
+
+// noop is the cheapest a2a-go agent: it answers every message with a
+// message.
+type noop struct{}
+
+func (noop) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("pong")), nil)
+	}
+}
+
+func (noop) Cancel(context.Context, *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(func(a2a.Event, error) bool) {}
+}
+
+func noopAgent(b *testing.B) *httptest.Server {
+	b.Helper()
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	b.Cleanup(srv.Close)
+	card := &a2a.AgentCard{Name: "Noop", Description: "answers pong", Version: "1",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Skills:              []a2a.AgentSkill{{ID: "noop", Name: "noop", Tags: []string{}}}}
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(noop{})))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	return srv
+}
+
+// benchClient returns an a2a-go client for the agent at base, with
+// keep-alive connections sized for parallel calls.
+func benchClient(b *testing.B, base string) *a2aclient.Client {
+	b.Helper()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.Cleanup(hc.CloseIdleConnections)
+	card, err := (&agentcard.Resolver{Client: hc, CardParser: a2av0.NewAgentCardParser()}).Resolve(b.Context(), base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(b.Context(), card, a2aclient.WithJSONRPCTransport(hc),
+		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func send(ctx context.Context, c *a2aclient.Client) error {
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ping"))})
+	if err != nil {
+		return err
+	}
+	switch r := res.(type) {
+	case *a2a.Message:
+		return nil
+	case *a2a.Task:
+		if r.Status.State != a2a.TaskStateCompleted {
+			return fmt.Errorf("task ended %s", r.Status.State)
+		}
+		return nil
+	}
+	return fmt.Errorf("unexpected result %T", res)
+}
+
+// BenchmarkHop calls a no-op a2a-go agent directly, through a plain
+// httputil.ReverseProxy, and through orchd (a full delegation: choose,
+// policies, hand over, mirror the answer), in the same run.
+//
+//	go test ./orchestrator -run '^$' -bench Hop -benchtime 2000x
+//
+// latency runs one call at a time and reports p50 and p99; parallel runs
+// 16 callers and reports throughput.
+func BenchmarkHop(b *testing.B) {
+	agent := noopAgent(b)
+
+	target, _ := url.Parse(agent.URL)
+	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(target))
+	b.Cleanup(proxy.Close)
+	proxied := &a2a.AgentCard{Name: "Noop via proxy", SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(proxy.URL+"/rpc", a2a.TransportProtocolJSONRPC)}}
+
+	cfg, err := LoadConfig("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Agents = []registry.Spec{{ID: "noop", URL: agent.URL}}
+	d, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for d.Addr() == nil || d.Registry().Len() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	clients := map[string]*a2aclient.Client{
+		"direct": benchClient(b, agent.URL),
+		"orchd":  benchClient(b, "http://"+d.Addr().String()),
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.Cleanup(hc.CloseIdleConnections)
+	pc, err := a2aclient.NewFromCard(b.Context(), proxied, a2aclient.WithJSONRPCTransport(hc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	clients["proxy"] = pc
+
+	for _, name := range []string{"direct", "proxy", "orchd"} {
+		c := clients[name]
+		b.Run(name+"/latency", func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				if err := send(b.Context(), c); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			b.SetParallelism(8) // 16 callers on 2 cores
+			var mu sync.Mutex
+			var firstErr error
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := send(context.Background(), c); err != nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+					}
+				}
+			})
+			if firstErr != nil {
+				b.Fatal(firstErr)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+		})
+	}
+}
