@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
@@ -207,5 +210,41 @@ func TestChain_InputAndCancelCrossHops(t *testing.T) {
 	}
 	if slow.Cancels() != 1 {
 		t.Errorf("C saw %d cancels, want 1", slow.Cancels())
+	}
+}
+
+// TestA2AEndpoint_MessageAnswersStayMessages checks that work an agent
+// answers with a message is answered by orchd with a message too, over
+// A2A 1.0 and 0.3, and creates no upstream task.
+func TestA2AEndpoint_MessageAnswersStayMessages(t *testing.T) {
+	t.Parallel()
+	echo := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "echo"}, testagent.Reply("pong"))
+	base := orchdNode(t, "solo", "echo", registry.Spec{ID: "echo", URL: echo.URL})
+	for _, v := range []string{"1.0", "0.3"} {
+		card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ifaces []*a2a.AgentInterface
+		for _, it := range card.SupportedInterfaces {
+			if string(it.ProtocolVersion) == v && it.ProtocolBinding == a2a.TransportProtocolJSONRPC {
+				ifaces = append(ifaces, it)
+			}
+		}
+		card.SupportedInterfaces = ifaces
+		c, err := a2aclient.NewFromCard(t.Context(), card, a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ping"))
+		msg.Metadata = map[string]any{SkillMetadataKey: "echo"}
+		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg})
+		if err != nil {
+			t.Fatalf("A2A %s: %v", v, err)
+		}
+		m, ok := res.(*a2a.Message)
+		if !ok || testagent.Text(m) != "pong" || m.TaskID != "" {
+			t.Errorf("A2A %s: answer %T %+v, want the agent's message and no task", v, res, res)
+		}
 	}
 }
