@@ -18,28 +18,6 @@ import (
 // proxies keep it open.
 const sseHeartbeat = 15 * time.Second
 
-// DelegateRequest is the body of POST /v1/delegations.
-type DelegateRequest struct {
-	// Text is the work as plain text; give it or Message.
-	Text string `json:"text,omitempty"`
-	// Message is the work as an A2A message.
-	Message *a2a.Message `json:"message,omitempty"`
-	// Skill selects candidates by skill id or tag.
-	Skill string `json:"skill,omitempty"`
-	// Agent pins a registered agent id.
-	Agent string `json:"agent,omitempty"`
-	// Requires lists capabilities the agent, and every agent after it,
-	// must have.
-	Requires []string `json:"requires,omitempty"`
-	// Protocol is an A2A version constraint, such as ">= 1.0".
-	Protocol string `json:"protocol,omitempty"`
-	// Metadata is passed to policies and on to the agent.
-	Metadata map[string]any `json:"metadata,omitempty"`
-	// Deadline is when the caller stops waiting; it travels down the
-	// chain, and work past it is refused.
-	Deadline time.Time `json:"deadline,omitzero"`
-}
-
 // InputRequest is the body of POST /v1/delegations/{id}/messages.
 type InputRequest struct {
 	// Text is the input as plain text; give it or Message.
@@ -55,15 +33,14 @@ type DelegationList struct {
 }
 
 func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
-	var body DelegateRequest
+	// The body is a delegation.Request: its JSON fields are the API's, and
+	// the chain and caller, which only A2A callers set, are not in JSON.
+	var body delegation.Request
 	if err := decodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	d, err := a.delegations.Delegate(r.Context(), delegation.Request{
-		Text: body.Text, Message: body.Message, Skill: body.Skill, Agent: body.Agent,
-		Requires: body.Requires, Protocol: body.Protocol, Metadata: body.Metadata, Deadline: body.Deadline,
-	})
+	d, err := a.delegations.Delegate(r.Context(), body)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -23,7 +23,7 @@ func serverFlag(cmd *cobra.Command, base *string) {
 func newDelegateCmd() *cobra.Command {
 	var (
 		server   string
-		req      orchestrator.DelegateRequest
+		req      delegation.Request
 		noFollow bool
 		output   string
 	)

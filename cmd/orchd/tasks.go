@@ -46,20 +46,25 @@ func newTasksCmd() *cobra.Command {
 	}
 	list.Flags().StringVar(&state, "state", "", "only delegations in this state (working, input_required, completed, …)")
 
+	// show calls the API and prints the delegation it answers with.
+	show := func(cmd *cobra.Command, method, path string) error {
+		var rec delegation.Record
+		if err := client().do(cmd.Context(), method, path, nil, &rec); err != nil {
+			return err
+		}
+		if output == "json" {
+			return printJSON(cmd.OutOrStdout(), rec)
+		}
+		printRecord(cmd, rec)
+		return nil
+	}
+
 	get := &cobra.Command{
 		Use:   "get ID",
 		Short: "Show a delegation",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rec delegation.Record
-			if err := client().do(cmd.Context(), "GET", "/v1/delegations/"+url.PathEscape(args[0]), nil, &rec); err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), rec)
-			}
-			printRecord(cmd, rec)
-			return nil
+			return show(cmd, "GET", "/v1/delegations/"+url.PathEscape(args[0]))
 		},
 	}
 
@@ -95,15 +100,7 @@ func newTasksCmd() *cobra.Command {
 		Short: "Cancel a delegation; the agent's task is canceled too",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rec delegation.Record
-			if err := client().do(cmd.Context(), "POST", "/v1/delegations/"+url.PathEscape(args[0])+":cancel", nil, &rec); err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), rec)
-			}
-			printRecord(cmd, rec)
-			return nil
+			return show(cmd, "POST", "/v1/delegations/"+url.PathEscape(args[0])+":cancel")
 		},
 	}
 	cmd.AddCommand(list, get, send, cancel)

@@ -204,19 +204,19 @@ rules:
 
 	steps := []struct {
 		title string
-		req   orchestrator.DelegateRequest
+		req   delegation.Request
 		want  a2a.TaskState // "" means refused at A
 		check string        // text the outcome must contain
 	}{
-		{"1. research A→B→C: B's policy refuses D, C is steerable", orchestrator.DelegateRequest{Text: "survey agent steering", Skill: "research"},
+		{"1. research A→B→C: B's policy refuses D, C is steerable", delegation.Request{Text: "survey agent steering", Skill: "research"},
 			a2a.TaskStateCompleted, "research needs a steerable agent and d is not"},
-		{"2. a future-only agent: F is refused for its version at B", orchestrator.DelegateRequest{Text: "use the 2.0 wire", Skill: "future"},
+		{"2. a future-only agent: F is refused for its version at B", delegation.Request{Text: "use the 2.0 wire", Skill: "future"},
 			a2a.TaskStateRejected, "f: protocol: speaks only 2.0 over JSONRPC; orchd speaks 0.3, 1.0"},
-		{"3. a policy refusal at A, before anything is sent", orchestrator.DelegateRequest{Text: "x", Skill: "research", Metadata: map[string]any{"tenant": "globex"}},
+		{"3. a policy refusal at A, before anything is sent", delegation.Request{Text: "x", Skill: "research", Metadata: map[string]any{"tenant": "globex"}},
 			"", "tenant globex may not delegate here"},
-		{"4. a cycle: B would route back to A", orchestrator.DelegateRequest{Text: "go round", Skill: "loop"},
+		{"4. a cycle: B would route back to A", delegation.Request{Text: "go round", Skill: "loop"},
 			a2a.TaskStateRejected, "a is already in the delegation path a → b"},
-		{"5. an A2A 0.3 round trip through E", orchestrator.DelegateRequest{Text: "old-school", Skill: "legacy"},
+		{"5. an A2A 0.3 round trip through E", delegation.Request{Text: "old-school", Skill: "legacy"},
 			a2a.TaskStateCompleted, "E's findings"},
 	}
 	var failed []string
@@ -251,7 +251,7 @@ func orRefused(s a2a.TaskState) string {
 }
 
 // delegate asks A to delegate, waits for the end, and describes it.
-func delegate(base string, req orchestrator.DelegateRequest) (string, a2a.TaskState, error) {
+func delegate(base string, req delegation.Request) (string, a2a.TaskState, error) {
 	var rec delegation.Record
 	err := post(base+"/v1/delegations", req, &rec)
 	var refused *refusal
