@@ -131,7 +131,7 @@ func TestBuild_Facts(t *testing.T) {
 		},
 		{
 			card: "v1-grpc-2.0-only.json", compatible: false,
-			reason:   "speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0",
+			reason:   "speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0 over HTTP+JSON, JSONRPC",
 			versions: map[string][]string{BindingGRPC: {"2.0"}},
 		},
 		{

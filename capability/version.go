@@ -36,13 +36,13 @@ type Protocol struct {
 // in Major.Minor form. It decides a profile's Compatible field.
 type ClientSupport map[string][]string
 
-// DefaultClient is what orchd's own client speaks: A2A 1.0 and 0.3 over the
-// bindings a2a-go implements.
+// DefaultClient is what orchd's own client speaks: A2A 1.0 and 0.3 over
+// JSON-RPC and HTTP+JSON, the bindings its delegation client wires (a2a-go
+// also offers gRPC, which orchd does not use).
 func DefaultClient() ClientSupport {
 	return ClientSupport{
 		BindingJSONRPC:  {"0.3", "1.0"},
 		BindingHTTPJSON: {"0.3", "1.0"},
-		BindingGRPC:     {"0.3", "1.0"},
 	}
 }
 
@@ -157,7 +157,7 @@ func (p *Profile) Versions(binding string) []string {
 }
 
 // incompatibleReason explains why no protocol of protos is one the client
-// speaks, e.g. "speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0".
+// speaks, e.g. "speaks only 2.0 over JSONRPC; orchd speaks 0.3, 1.0".
 func incompatibleReason(protos []Protocol, cs ClientSupport) string {
 	if len(protos) == 0 {
 		return "declares no interface orchd can reach"
