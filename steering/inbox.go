@@ -1,0 +1,151 @@
+package steering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+var errNotRunning = errors.New("task has no open inbox")
+
+// Inbox is one execution's queue of steering signals. It is safe for
+// concurrent use: the interceptor delivers, the executor takes.
+type Inbox struct {
+	s    *Steering
+	task a2a.TaskID
+
+	mu     sync.Mutex
+	queue  []Signal
+	closed bool
+	seq    int64
+	seen   map[string]Receipt // by message id
+	// ready has a token while the queue is not empty; done is closed by
+	// Close.
+	ready chan struct{}
+	done  chan struct{}
+}
+
+// Ready is signaled when signals are waiting; call Take.
+func (in *Inbox) Ready() <-chan struct{} { return in.ready }
+
+// Done is closed once the inbox is closed.
+func (in *Inbox) Done() <-chan struct{} { return in.done }
+
+// Take returns the waiting signals in order and empties the queue.
+func (in *Inbox) Take() []Signal {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := in.queue
+	in.queue = nil
+	return out
+}
+
+// Next waits for the next signal, or returns ctx's error.
+func (in *Inbox) Next(ctx context.Context) (Signal, error) {
+	for {
+		in.mu.Lock()
+		if len(in.queue) > 0 {
+			sig := in.queue[0]
+			in.queue = slices.Delete(in.queue, 0, 1)
+			if len(in.queue) > 0 {
+				in.notify()
+			}
+			in.mu.Unlock()
+			return sig, nil
+		}
+		in.mu.Unlock()
+		select {
+		case <-in.ready:
+		case <-ctx.Done():
+			return Signal{}, context.Cause(ctx)
+		}
+	}
+}
+
+// Close closes the inbox and returns the signals the executor has not
+// taken: they were acknowledged to clients, so the executor must handle
+// them (steers incorporated, an interrupt honoured) before it finishes.
+// Signals arriving after Close are refused. Close is idempotent.
+func (in *Inbox) Close() []Signal {
+	in.mu.Lock()
+	first := !in.closed
+	if first {
+		in.closed = true
+		close(in.done)
+	}
+	out, seq, seen := in.queue, in.seq, in.seen
+	in.queue = nil
+	in.mu.Unlock()
+	if first {
+		in.s.closed(in, seq, seen)
+	}
+	return out
+}
+
+// notify leaves a token in ready; callers hold mu.
+func (in *Inbox) notify() {
+	select {
+	case in.ready <- struct{}{}:
+	default:
+	}
+}
+
+// deliver queues a signal, or acknowledges a message id seen before
+// without queueing it again. A nil or closed inbox refuses.
+func (in *Inbox) deliver(c Control, m *a2a.Message) (Receipt, error) {
+	if in == nil {
+		return Receipt{}, errNotRunning
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if r, ok := in.seen[m.ID]; ok && m.ID != "" {
+		r.Duplicate = true
+		return r, nil
+	}
+	if in.closed {
+		return Receipt{}, a2a.NewError(a2a.ErrUnsupportedOperation,
+			fmt.Sprintf("task %s is finishing: the %s was not delivered", in.task, c))
+	}
+	in.seq++
+	ref, _ := m.Metadata[ReferenceKey].(string)
+	in.queue = append(in.queue, Signal{Control: c, Message: m, Seq: in.seq, ReferenceMessageID: ref})
+	r := Receipt{Control: c, MessageID: m.ID, Seq: in.seq, ReferenceMessageID: ref}
+	if m.ID != "" {
+		in.seen[m.ID] = r
+	}
+	in.notify()
+	return r, nil
+}
+
+// settle waits for the executor to close the inbox after an interrupt, up
+// to timeout, then for the task's new state to reach the store.
+func (in *Inbox) settle(ctx context.Context, timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-in.done:
+	case <-t.C:
+		return
+	case <-ctx.Done():
+		return
+	}
+	// The executor's last event is stored asynchronously by a2a-go.
+	for {
+		st, err := in.s.cfg.Tasks.Get(ctx, in.task)
+		if err != nil || st.Task.Status.State != a2a.TaskStateWorking {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,414 @@
+package steering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// The extension's URI and the metadata keys it defines.
+const (
+	// URI identifies the steering extension.
+	URI = "https://a2a-protocol.org/extensions/steering/v1"
+	// ControlKey is the message metadata key whose value, "steer" or
+	// "interrupt", makes a message a steering signal.
+	ControlKey = URI + "/control"
+	// InterruptedKey is the task metadata key set to true when a task is
+	// INPUT_REQUIRED because a client interrupted it.
+	InterruptedKey = URI + "/interrupted"
+	// ReceiptKey is the task metadata key under which an acknowledgement
+	// carries its [Receipt].
+	ReceiptKey = URI + "/receipt"
+	// ReferenceKey is the message metadata key naming the message id of the
+	// output a steer or interrupt reacts to.
+	ReferenceKey = URI + "/referenceMessageId"
+)
+
+// Control is the kind of a steering signal.
+type Control string
+
+// The two controls.
+const (
+	Steer     Control = "steer"
+	Interrupt Control = "interrupt"
+)
+
+// ControlOf returns the control a message carries; ok is false for an
+// ordinary message.
+func ControlOf(m *a2a.Message) (c Control, ok bool) {
+	if m == nil {
+		return "", false
+	}
+	v, ok := m.Metadata[ControlKey]
+	if !ok {
+		return "", false
+	}
+	s, _ := v.(string)
+	return Control(s), true
+}
+
+// Modes are the steering modes an agent advertises.
+type Modes struct {
+	// Steerable: a WORKING task accepts messages it incorporates in flight.
+	Steerable bool
+	// Interruptible: a WORKING task can be stopped to wait for new input.
+	Interruptible bool
+}
+
+// Allows reports whether the modes include c.
+func (m Modes) Allows(c Control) bool {
+	return (c == Steer && m.Steerable) || (c == Interrupt && m.Interruptible)
+}
+
+// Extension returns the card declaration of the extension with the modes.
+func (m Modes) Extension() a2a.AgentExtension {
+	return a2a.AgentExtension{URI: URI, Description: "Supports interrupting and/or steering an actively working task.",
+		Params: map[string]any{"steerable": m.Steerable, "interruptible": m.Interruptible}}
+}
+
+// Signal is a steer or interrupt delivered to an executor.
+type Signal struct {
+	// Control says what the client asks.
+	Control Control
+	// Message is the client's message; for a steer, what to incorporate.
+	Message *a2a.Message
+	// Seq numbers the task's signals from 1, in delivery order.
+	Seq int64
+	// ReferenceMessageID is the id of the output the signal reacts to, if
+	// the client named one.
+	ReferenceMessageID string
+}
+
+// Receipt acknowledges a delivered signal.
+type Receipt struct {
+	// Control and MessageID identify the signal.
+	Control   Control `json:"control"`
+	MessageID string  `json:"messageId"`
+	// Seq is the signal's number at the agent that received it.
+	Seq int64 `json:"seq"`
+	// ReferenceMessageID echoes the output the signal reacts to.
+	ReferenceMessageID string `json:"referenceMessageId,omitempty"`
+	// Hops lists every agent that accepted the signal, this one first and
+	// then, for orchestrators, each hop it was passed to.
+	Hops []Hop `json:"hops"`
+	// Duplicate is true when the message id was seen before: the signal was
+	// not delivered again.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Hop is one agent's acceptance of a signal.
+type Hop struct {
+	// Agent names the agent.
+	Agent string `json:"agent"`
+	// Seq is the signal's number at that agent.
+	Seq int64 `json:"seq"`
+}
+
+// Config configures steering for an agent.
+type Config struct {
+	// Modes are the modes the agent advertises and accepts.
+	Modes Modes
+	// Name is the agent's name in receipts. Default "agent".
+	Name string
+	// Tasks is the task store the agent's handler uses
+	// (a2asrv.WithTaskStore); acknowledgements and errors read tasks from
+	// it. Required.
+	Tasks taskstore.Store
+	// SettleTimeout bounds how long an interrupt waits for the executor to
+	// stop before it is acknowledged anyway. Default 10s.
+	SettleTimeout time.Duration
+}
+
+// Steering holds the open inboxes of one agent's running tasks.
+type Steering struct {
+	cfg     Config
+	mu      sync.Mutex
+	inboxes map[a2a.TaskID]*Inbox
+	// numbering remembers closed inboxes' counters and seen message ids,
+	// so a task resumed after an interrupt keeps numbering its signals
+	// and recognizing retries; bounded, oldest forgotten first.
+	numbering *lru.Cache[a2a.TaskID, numbering]
+}
+
+type numbering struct {
+	seq  int64
+	seen map[string]Receipt
+}
+
+// New returns steering for an agent.
+func New(cfg Config) *Steering {
+	if cfg.Name == "" {
+		cfg.Name = "agent"
+	}
+	if cfg.SettleTimeout <= 0 {
+		cfg.SettleTimeout = 10 * time.Second
+	}
+	n, _ := lru.New[a2a.TaskID, numbering](4096) // only a non-positive size fails
+	return &Steering{cfg: cfg, inboxes: map[a2a.TaskID]*Inbox{}, numbering: n}
+}
+
+// Extension returns the card declaration for the configured modes.
+func (s *Steering) Extension() a2a.AgentExtension { return s.cfg.Modes.Extension() }
+
+// Activated reports whether a request activated the extension, in
+// A2A-Extensions (0.3 clients' X-A2A-Extensions arrives under that name).
+func Activated(cc *a2asrv.CallContext) bool {
+	vals, _ := cc.ServiceParams().Get(a2a.SvcParamExtensions)
+	for _, v := range vals {
+		for _, uri := range strings.Split(v, ",") {
+			if strings.TrimSpace(uri) == URI {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Echo wraps an A2A HTTP handler so that responses to requests activating
+// the extension name it in the A2A-Extensions header (a2a-go echoes
+// extensions only over gRPC).
+func Echo(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range append(r.Header.Values(a2a.SvcParamExtensions), r.Header.Values("X-A2A-Extensions")...) {
+			if slices.ContainsFunc(strings.Split(h, ","), func(u string) bool { return strings.TrimSpace(u) == URI }) {
+				w.Header().Add(a2a.SvcParamExtensions, URI)
+				break
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Open opens the inbox of the execution's task. The executor must Close it
+// before it yields its final event.
+func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
+	in := &Inbox{s: s, task: ec.TaskID, ready: make(chan struct{}, 1), done: make(chan struct{}), seen: map[string]Receipt{}}
+	if prev, ok := s.numbering.Get(ec.TaskID); ok {
+		in.seq, in.seen = prev.seq, prev.seen
+	}
+	s.mu.Lock()
+	s.inboxes[ec.TaskID] = in
+	s.mu.Unlock()
+	return in
+}
+
+// closed forgets a closed inbox, keeping its numbering.
+func (s *Steering) closed(in *Inbox, seq int64, seen map[string]Receipt) {
+	s.numbering.Add(in.task, numbering{seq: seq, seen: seen})
+	s.mu.Lock()
+	if s.inboxes[in.task] == in {
+		delete(s.inboxes, in.task)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Steering) inbox(id a2a.TaskID) *Inbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inboxes[id]
+}
+
+// Interceptor returns the a2asrv.CallInterceptor that answers steering
+// messages. Ordinary messages pass through untouched.
+func (s *Steering) Interceptor() a2asrv.CallInterceptor { return interceptor{s} }
+
+type interceptor struct{ s *Steering }
+
+func (i interceptor) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	if m := cc.Method(); m != "SendMessage" && m != "SendStreamingMessage" {
+		return ctx, nil, nil
+	}
+	smr, ok := req.Payload.(*a2a.SendMessageRequest)
+	if !ok {
+		return ctx, nil, nil
+	}
+	control, ok := ControlOf(smr.Message)
+	if !ok {
+		return ctx, nil, nil
+	}
+	task, err := i.s.Accept(ctx, cc, smr.Message, control)
+	if err != nil {
+		return ctx, nil, err
+	}
+	ext := i.s.Extension()
+	cc.Extensions().Activate(&ext)
+	return ctx, task, nil
+}
+
+func (interceptor) After(context.Context, *a2asrv.CallContext, *a2asrv.Response) error { return nil }
+
+// Check refuses a steering message the agent cannot take: the extension
+// not activated, an unknown control, a mode not advertised, or no task id.
+// Errors are A2A errors with the right wire codes.
+func Check(cc *a2asrv.CallContext, m *a2a.Message, c Control, modes Modes) error {
+	switch {
+	case !Activated(cc):
+		return a2a.NewError(a2a.ErrUnsupportedOperation, "the steering extension "+URI+" was not activated: send it in the A2A-Extensions header")
+	case c != Steer && c != Interrupt:
+		return a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("unknown steering control %q: want steer or interrupt", c))
+	case !modes.Allows(c):
+		return a2a.NewError(a2a.ErrUnsupportedOperation, fmt.Sprintf("this agent does not advertise the %s mode of %s", modeName(c), URI))
+	case m.TaskID == "":
+		return a2a.NewError(a2a.ErrInvalidParams, "a steering message needs the taskId of the task to "+string(c))
+	}
+	return nil
+}
+
+func modeName(c Control) string {
+	if c == Interrupt {
+		return "interruptible"
+	}
+	return "steerable"
+}
+
+// Accept checks a steering message, delivers it to the task's executor and
+// returns the acknowledgement: the task, with the message in its history
+// and the receipt in its metadata. An interrupt is acknowledged once the
+// executor stopped (or SettleTimeout passed).
+func (s *Steering) Accept(ctx context.Context, cc *a2asrv.CallContext, m *a2a.Message, c Control) (*a2a.Task, error) {
+	if err := Check(cc, m, c, s.cfg.Modes); err != nil {
+		return nil, err
+	}
+	in := s.inbox(m.TaskID)
+	receipt, err := in.deliver(c, m)
+	if err != nil {
+		if errors.Is(err, errNotRunning) {
+			return nil, s.notRunning(ctx, m.TaskID)
+		}
+		return nil, err
+	}
+	receipt.Hops = []Hop{{Agent: s.cfg.Name, Seq: receipt.Seq}}
+	if c == Interrupt && !receipt.Duplicate {
+		in.settle(ctx, s.cfg.SettleTimeout)
+	}
+	return s.ack(ctx, m, receipt)
+}
+
+// notRunning explains why a task has no open inbox.
+func (s *Steering) notRunning(ctx context.Context, id a2a.TaskID) error {
+	st, err := s.cfg.Tasks.Get(ctx, id)
+	if err != nil {
+		if errors.Is(err, a2a.ErrTaskNotFound) {
+			return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
+		}
+		return fmt.Errorf("read task %s: %w", id, err)
+	}
+	if state := st.Task.Status.State; state != a2a.TaskStateWorking {
+		return a2a.NewError(a2a.ErrUnsupportedOperation,
+			fmt.Sprintf("task %s is %s: only a WORKING task can be steered or interrupted", id, state))
+	}
+	return a2a.NewError(a2a.ErrUnsupportedOperation,
+		fmt.Sprintf("task %s is WORKING but its executor is not taking steering signals now (it is finishing, or it reads no inbox)", id))
+}
+
+// ack builds the acknowledgement Task, waiting briefly for an interrupted
+// task's new state to reach the store.
+func (s *Steering) ack(ctx context.Context, m *a2a.Message, r Receipt) (*a2a.Task, error) {
+	st, err := s.cfg.Tasks.Get(ctx, m.TaskID)
+	if err != nil {
+		return nil, fmt.Errorf("read task %s: %w", m.TaskID, err)
+	}
+	return Acknowledgement(st.Task, m, r), nil
+}
+
+// Acknowledgement returns task with the signal message appended to its
+// history and the receipt under ReceiptKey in its metadata.
+func Acknowledgement(task *a2a.Task, m *a2a.Message, r Receipt) *a2a.Task {
+	t := *task
+	t.History = append(slices.Clone(t.History), m)
+	t.Metadata = cloneMap(t.Metadata)
+	t.Metadata[ReceiptKey] = r.asMap()
+	return &t
+}
+
+func cloneMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// asMap renders the receipt as plain JSON values for metadata.
+func (r Receipt) asMap() map[string]any {
+	hops := make([]any, len(r.Hops))
+	for i, h := range r.Hops {
+		hops[i] = map[string]any{"agent": h.Agent, "seq": h.Seq}
+	}
+	m := map[string]any{"control": string(r.Control), "messageId": r.MessageID, "seq": r.Seq, "hops": hops}
+	if r.ReferenceMessageID != "" {
+		m["referenceMessageId"] = r.ReferenceMessageID
+	}
+	if r.Duplicate {
+		m["duplicate"] = true
+	}
+	return m
+}
+
+// ReceiptFrom reads the receipt of an acknowledgement Task.
+func ReceiptFrom(t *a2a.Task) (Receipt, bool) {
+	m, ok := t.Metadata[ReceiptKey].(map[string]any)
+	if !ok {
+		return Receipt{}, false
+	}
+	r := Receipt{MessageID: str(m["messageId"]), Control: Control(str(m["control"])), ReferenceMessageID: str(m["referenceMessageId"]), Seq: num(m["seq"])}
+	r.Duplicate, _ = m["duplicate"].(bool)
+	hops, _ := m["hops"].([]any)
+	for _, h := range hops {
+		hm, _ := h.(map[string]any)
+		r.Hops = append(r.Hops, Hop{Agent: str(hm["agent"]), Seq: num(hm["seq"])})
+	}
+	return r, true
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func num(v any) int64 {
+	switch n := v.(type) {
+	case float64:
+		return int64(n)
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	}
+	return 0
+}
+
+// Acknowledged returns the WORKING status update an executor yields when
+// it takes a steer: the steer becomes the status message, so it shows in
+// the task's event stream and history.
+func Acknowledged(ec a2a.TaskInfoProvider, sig Signal) *a2a.TaskStatusUpdateEvent {
+	m := *sig.Message
+	info := ec.TaskInfo()
+	m.TaskID, m.ContextID = info.TaskID, info.ContextID
+	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, &m)
+	ev.Metadata = map[string]any{URI + "/seq": sig.Seq}
+	return ev
+}
+
+// Interrupted returns the status update an executor yields when it stops
+// for an interrupt: INPUT_REQUIRED with InterruptedKey set, and an
+// optional message.
+func Interrupted(ec a2a.TaskInfoProvider, text string) *a2a.TaskStatusUpdateEvent {
+	var msg *a2a.Message
+	if text != "" {
+		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text))
+	}
+	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, msg)
+	ev.Metadata = map[string]any{InterruptedKey: true}
+	return ev
+}

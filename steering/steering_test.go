@@ -1,0 +1,334 @@
+package steering_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aext"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	"go.uber.org/goleak"
+
+	"github.com/orchd/orchd/steering"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// worker is a steerable a2a-go executor: it works until a steer says
+// "finish" or it is interrupted, and records every steer it took.
+type worker struct {
+	st   *steering.Steering
+	mu   sync.Mutex
+	took []steering.Signal
+}
+
+func (w *worker) record(s steering.Signal) {
+	w.mu.Lock()
+	w.took = append(w.took, s)
+	w.mu.Unlock()
+}
+
+func (w *worker) signals() []steering.Signal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]steering.Signal(nil), w.took...)
+}
+
+func (w *worker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		inbox := w.st.Open(ec)
+		defer inbox.Close()
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-inbox.Ready():
+			}
+			sigs := inbox.Take()
+			for i := 0; i < len(sigs); i++ {
+				sig := sigs[i]
+				w.record(sig)
+				if sig.Control == steering.Interrupt {
+					// Signals acknowledged meanwhile must be handled too.
+					for _, late := range inbox.Close() {
+						w.record(late)
+					}
+					yield(steering.Interrupted(ec, "stopped as asked"), nil)
+					return
+				}
+				if !yield(steering.Acknowledged(ec, sig), nil) {
+					return
+				}
+				if textOf(sig.Message) == "finish" {
+					for _, late := range inbox.Close() {
+						w.record(late)
+					}
+					yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("finished"))), nil)
+					return
+				}
+			}
+		}
+	}
+}
+
+func (w *worker) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+func textOf(m *a2a.Message) string {
+	var s []string
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			s = append(s, string(t))
+		}
+	}
+	return strings.Join(s, " ")
+}
+
+// agent serves a worker with the given modes on 127.0.0.1.
+func agent(t *testing.T, modes steering.Modes) (*worker, *a2a.AgentCard) {
+	t.Helper()
+	store := taskstore.NewInMemory(nil)
+	st := steering.New(steering.Config{Modes: modes, Name: "worker", Tasks: store, SettleTimeout: 5 * time.Second})
+	w := &worker{st: st}
+	handler := a2asrv.NewHandler(w, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()))
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
+	card := &a2a.AgentCard{Name: "Worker", SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Capabilities: a2a.AgentCapabilities{Extensions: []a2a.AgentExtension{st.Extension()}}}
+	return w, card
+}
+
+func client(t *testing.T, card *a2a.AgentCard, activate bool) *a2aclient.Client {
+	t.Helper()
+	var opts []a2aclient.FactoryOption
+	if activate {
+		opts = append(opts, a2aclient.WithCallInterceptors(a2aext.NewActivator(steering.URI)))
+	}
+	c, err := a2aclient.NewFromCard(t.Context(), card, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// start begins a task and returns its id once it is WORKING.
+func start(t *testing.T, c *a2aclient.Client) a2a.TaskID {
+	t.Helper()
+	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("research")),
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
+		if err == nil && task.Status.State == a2a.TaskStateWorking {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task never worked: %v %v", task, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func signal(t *testing.T, c *a2aclient.Client, id a2a.TaskID, control steering.Control, text, msgID string) (*a2a.Task, error) {
+	t.Helper()
+	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
+	if msgID != "" {
+		m.ID = msgID
+	}
+	m.TaskID = id
+	m.Metadata = map[string]any{steering.ControlKey: string(control), steering.ReferenceKey: "out-7"}
+	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*a2a.Task), nil
+}
+
+func TestSteer_DeliveredInOrderOnceAndAcknowledged(t *testing.T) {
+	t.Parallel()
+	w, card := agent(t, steering.Modes{Steerable: true, Interruptible: true})
+	c := client(t, card, true)
+	id := start(t, c)
+
+	var acks []*a2a.Task
+	for i, text := range []string{"narrow to 2025", "use primary sources", "prefer green"} {
+		ack, err := signal(t, c, id, steering.Steer, text, "steer-"+string(rune('a'+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, ack)
+	}
+	// A retried steer (same message id) is acknowledged with the same
+	// receipt and not delivered again.
+	dup, err := signal(t, c, id, steering.Steer, "narrow to 2025", "steer-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ack := range acks {
+		r, ok := steering.ReceiptFrom(ack)
+		if !ok || r.Seq != int64(i+1) || r.Control != steering.Steer || r.ReferenceMessageID != "out-7" || len(r.Hops) != 1 || r.Hops[0] != (steering.Hop{Agent: "worker", Seq: int64(i + 1)}) {
+			t.Errorf("receipt %d = %+v", i, r)
+		}
+		if ack.Status.State != a2a.TaskStateWorking || textOf(ack.History[len(ack.History)-1]) == "" {
+			t.Errorf("ack %d: state %s, history %d", i, ack.Status.State, len(ack.History))
+		}
+	}
+	if r, _ := steering.ReceiptFrom(dup); !r.Duplicate || r.Seq != 1 {
+		t.Errorf("retry receipt = %+v", r)
+	}
+	if _, err := signal(t, c, id, steering.Steer, "finish", "steer-z"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(w.signals()) < 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := w.signals()
+	if len(got) != 4 {
+		t.Fatalf("executor took %d signals, want 4 (3 steers and finish, the retry not again)", len(got))
+	}
+	for i, s := range got {
+		if s.Seq != int64(i+1) {
+			t.Errorf("signal %d has seq %d: out of order", i, s.Seq)
+		}
+	}
+	// The steers are in the task's history: each became a status message.
+	var task *a2a.Task
+	for {
+		task, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
+		if err == nil && task.Status.State == a2a.TaskStateCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("final task: %v %v", task, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var hist []string
+	for _, m := range task.History {
+		hist = append(hist, textOf(m))
+	}
+	if !strings.Contains(strings.Join(hist, "|"), "narrow to 2025|use primary sources|prefer green") {
+		t.Errorf("history = %q", hist)
+	}
+}
+
+func TestInterrupt_SettlesAndResumes(t *testing.T) {
+	t.Parallel()
+	_, card := agent(t, steering.Modes{Interruptible: true})
+	c := client(t, card, true)
+	id := start(t, c)
+	ack, err := signal(t, c, id, steering.Interrupt, "stop, the premise changed", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Status.State != a2a.TaskStateInputRequired || ack.Metadata[steering.InterruptedKey] != true {
+		t.Errorf("interrupt ack: state %s, metadata %v", ack.Status.State, ack.Metadata)
+	}
+	if r, ok := steering.ReceiptFrom(ack); !ok || r.Control != steering.Interrupt || r.Seq != 1 {
+		t.Errorf("interrupt receipt = %+v", r)
+	}
+	// The next ordinary message resumes the same task.
+	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
+		Parts: a2a.ContentParts{a2a.NewTextPart("go on with the new premise")}}, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.(*a2a.Task).ID != id {
+		t.Errorf("resumed a different task")
+	}
+	// Numbering continues across the resumption.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ack, err = signal(t, c, id, steering.Interrupt, "again", "")
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := steering.ReceiptFrom(ack); r.Seq != 2 {
+		t.Errorf("second interrupt seq = %d, want 2", r.Seq)
+	}
+}
+
+func TestSteer_Refusals(t *testing.T) {
+	t.Parallel()
+	_, card := agent(t, steering.Modes{Interruptible: true})
+	c := client(t, card, true)
+	id := start(t, c)
+	tests := []struct {
+		name    string
+		c       *a2aclient.Client
+		task    a2a.TaskID
+		control steering.Control
+		want    error
+		msg     string
+	}{
+		{"not activated", client(t, card, false), id, steering.Steer, a2a.ErrUnsupportedOperation, "was not activated"},
+		{"mode not advertised", c, id, steering.Steer, a2a.ErrUnsupportedOperation, "does not advertise the steerable mode"},
+		{"unknown control", c, id, "pause", a2a.ErrInvalidParams, `unknown steering control "pause"`},
+		{"unknown task", c, "nope", steering.Interrupt, a2a.ErrTaskNotFound, "not found"},
+	}
+	for _, tt := range tests {
+		_, err := signal(t, tt.c, tt.task, tt.control, "x", "")
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: err = %v, want %v containing %q", tt.name, err, tt.want, tt.msg)
+		}
+	}
+	// A finished task cannot be interrupted.
+	if _, err := signal(t, c, id, steering.Interrupt, "stop", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := signal(t, c, id, steering.Interrupt, "stop", ""); !errors.Is(err, a2a.ErrUnsupportedOperation) || !strings.Contains(err.Error(), "TASK_STATE_CANCELED") {
+		t.Errorf("interrupt of a canceled task: err = %v", err)
+	}
+}
+
+func TestEcho(t *testing.T) {
+	t.Parallel()
+	h := steering.Echo(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, tc := range []struct{ header, value, want string }{
+		{"A2A-Extensions", "urn:x, " + steering.URI, steering.URI},
+		{"X-A2A-Extensions", steering.URI, steering.URI},
+		{"A2A-Extensions", "urn:x", ""},
+	} {
+		req := httptest.NewRequest("POST", "/rpc", nil)
+		req.Header.Set(tc.header, tc.value)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("A2A-Extensions"); got != tc.want {
+			t.Errorf("%s: %q echoed %q, want %q", tc.header, tc.value, got, tc.want)
+		}
+	}
+}
