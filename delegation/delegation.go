@@ -10,6 +10,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/orchd/orchd/steering"
 )
 
 // Event is one entry of a delegation's event log. Seq numbers start at 1
@@ -20,7 +22,8 @@ type Event struct {
 	// At is when orchd saw the event.
 	At time.Time `json:"at"`
 	// Kind is state (the state changed), message (the agent or the caller
-	// said something), or artifact (the agent produced output).
+	// said something), artifact (the agent produced output), or steer or
+	// interrupt (the caller's signal was passed on).
 	Kind string `json:"kind"`
 	// State is the delegation's state after the event.
 	State a2a.TaskState `json:"state"`
@@ -32,6 +35,12 @@ type Event struct {
 	Artifact *a2a.Artifact `json:"artifact,omitempty"`
 	// Error is set on the event that failed the delegation.
 	Error string `json:"error,omitempty"`
+	// Metadata is the downstream status's metadata, such as the steering
+	// extension's interrupted flag.
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// Receipt is set on steer and interrupt events: which hops accepted the
+	// signal, and at which sequence number.
+	Receipt *steering.Receipt `json:"receipt,omitempty"`
 }
 
 // Delegation is one piece of work handed to an agent. Its methods are safe
@@ -41,6 +50,8 @@ type Delegation struct {
 	client    *a2aclient.Client
 	streaming bool
 	chain     Chain
+	// steering is what the pinned card of the downstream agent advertises.
+	steering steering.Modes
 
 	// op serializes the caller's operations (input, cancel) so two cannot
 	// act on the downstream task at once. Lock order: op before mu.
@@ -55,6 +66,10 @@ type Delegation struct {
 	// runs; followDone is closed when it has returned.
 	stopFollow context.CancelFunc
 	followDone chan struct{}
+	// steerSeq numbers the signals passed downstream; receipts remembers
+	// them by message id, so a retried signal is passed on once.
+	steerSeq int64
+	receipts map[string]steering.Receipt
 }
 
 // ID returns the delegation's id.
@@ -144,10 +159,10 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 		for _, art := range e.Artifacts {
 			d.putArtifact(art, false)
 		}
-		d.setStatus(e.Status)
+		d.setStatus(e.Status, e.Metadata)
 	case *a2a.TaskStatusUpdateEvent:
 		d.setTask(e.TaskID, e.ContextID)
-		d.setStatus(e.Status)
+		d.setStatus(e.Status, e.Metadata)
 	case *a2a.TaskArtifactUpdateEvent:
 		d.setTask(e.TaskID, e.ContextID)
 		if e.Artifact != nil {
@@ -164,15 +179,20 @@ func (d *Delegation) setTask(id a2a.TaskID, contextID string) {
 	}
 }
 
-// setStatus records a downstream status; callers hold mu.
-func (d *Delegation) setStatus(st a2a.TaskStatus) {
+// setStatus records a downstream status; callers hold mu. Only an
+// interrupted flag is kept of the metadata: the rest is the agent's own.
+func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 	if st.State == a2a.TaskStateUnspecified {
 		return
 	}
-	if st.State == d.rec.State && st.Message == nil {
+	interrupted := st.State == a2a.TaskStateInputRequired && metadata[steering.InterruptedKey] == true
+	if st.State == d.rec.State && st.Message == nil && !interrupted {
 		return
 	}
 	ev := Event{Kind: "state", State: st.State, Message: st.Message}
+	if interrupted {
+		ev.Metadata = map[string]any{steering.InterruptedKey: true}
+	}
 	if st.State.Terminal() && st.Message != nil {
 		d.rec.Result = st.Message
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/steering"
 )
 
 // PolicySource gives the policies in force; *policies.Engine is one.
@@ -232,6 +233,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error)
 			break
 		}
 		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1,
+			steering: steering.Modes{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
 			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
 				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}}}
 		msg := req.message()
@@ -330,7 +332,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
-		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI)),
+		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI)),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)

@@ -21,8 +21,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
-	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/steering"
 )
 
 // Behaviour is what an agent does with a message it receives.
@@ -33,7 +34,10 @@ type Behaviour func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(
 type executor struct {
 	// stopped ends every execution when the agent stops: a2a-go does not
 	// cancel executions on its own.
-	stopped  context.Context
+	stopped context.Context
+	// st is the agent's steering, when it advertises the extension.
+	st       *steering.Steering
+	signals  []steering.Signal
 	do       Behaviour
 	mu       sync.Mutex
 	received []*a2a.Message
@@ -48,6 +52,11 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(x.stopped, cancel)()
+		if x.st != nil {
+			inbox := x.st.Open(ec)
+			defer inbox.Close()
+			ctx = context.WithValue(ctx, steeredKey{}, steered{inbox: inbox, record: x.record})
+		}
 		x.do(ctx, ec, yield)
 	}
 }
@@ -57,6 +66,20 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 	return func(yield func(a2a.Event, error) bool) {
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
+}
+
+func (x *executor) record(s steering.Signal) {
+	x.mu.Lock()
+	x.signals = append(x.signals, s)
+	x.mu.Unlock()
+}
+
+type steeredKey struct{}
+
+// steered is what a steerable agent's executions read signals from.
+type steered struct {
+	inbox  *steering.Inbox
+	record func(steering.Signal)
 }
 
 func (x *executor) messages() []*a2a.Message {
@@ -77,8 +100,8 @@ type Options struct {
 	// (served with a2a-go's a2av0 handlers and dual-format card) or any
 	// other string (declared, served as 1.0).
 	Version string
-	// Steering advertises the steering extension, steerable and
-	// interruptible.
+	// Steering makes the agent steerable and interruptible: it advertises
+	// the extension and takes signals (see Steerable).
 	Steering bool
 }
 
@@ -106,6 +129,14 @@ func (a *Agent) Calls() []string {
 // Messages lists the messages that started an execution, in order.
 func (a *Agent) Messages() []*a2a.Message { return a.exec.messages() }
 
+// Signals lists the steering signals the agent's executions took, in
+// order.
+func (a *Agent) Signals() []steering.Signal {
+	a.exec.mu.Lock()
+	defer a.exec.mu.Unlock()
+	return append([]steering.Signal(nil), a.exec.signals...)
+}
+
 // Cancels counts the cancel requests the executor received.
 func (a *Agent) Cancels() int { return int(a.exec.canceled.Load()) }
 
@@ -127,15 +158,19 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: o.Skill, Name: o.Skill, Tags: []string{o.Skill}}},
 	}
-	if o.Steering {
-		card.Capabilities.Extensions = []a2a.AgentExtension{{URI: capability.SteeringURI, Params: map[string]any{"steerable": true, "interruptible": true}}}
-	}
 	ta := &Agent{Server: srv, exec: x}
-	handler := a2asrv.NewHandler(x)
-	rpc := a2asrv.NewJSONRPCHandler(handler)
+	var opts []a2asrv.RequestHandlerOption
+	if o.Steering {
+		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+		x.st = steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: o.Name, Tasks: store, SettleTimeout: 5 * time.Second})
+		card.Capabilities.Extensions = []a2a.AgentExtension{x.st.Extension()}
+		opts = append(opts, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(x.st.Interceptor()))
+	}
+	handler := a2asrv.NewHandler(x, opts...)
+	rpc := steering.Echo(a2asrv.NewJSONRPCHandler(handler))
 	cardHandler := a2asrv.NewStaticAgentCardHandler(card)
 	if o.Version == "0.3" {
-		rpc = a2av0.NewJSONRPCHandler(handler)
+		rpc = steering.Echo(a2av0.NewJSONRPCHandler(handler))
 		cardHandler = a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card))
 	}
 	mux.Handle("/rpc", recordMethods(ta, rpc))
@@ -220,6 +255,57 @@ func Hang() Behaviour {
 			return
 		}
 		<-ctx.Done()
+	}
+}
+
+// Steerable works until it is interrupted (it then waits for input, marked
+// interrupted) or a steer says "finish" (it then completes with
+// "finished: " and every steer it took); each steer it takes becomes the
+// task's status message. The agent needs Options.Steering; without it the
+// behaviour works until canceled.
+func Steerable() Behaviour {
+	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
+		}
+		s, ok := ctx.Value(steeredKey{}).(steered)
+		if !ok {
+			<-ctx.Done()
+			return
+		}
+		var took []string
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.inbox.Ready():
+			}
+			for _, sig := range s.inbox.Take() {
+				s.record(sig)
+				took = append(took, Text(sig.Message))
+				switch {
+				case sig.Control == steering.Interrupt:
+					for _, late := range s.inbox.Close() {
+						s.record(late)
+					}
+					yield(steering.Interrupted(ec, "interrupted"), nil)
+					return
+				case !yield(steering.Acknowledged(ec, sig), nil):
+					return
+				case Text(sig.Message) == "finish":
+					for _, late := range s.inbox.Close() {
+						s.record(late)
+						took = append(took, Text(late.Message))
+					}
+					yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted,
+						a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("finished: "+strings.Join(took, ", ")))), nil)
+					return
+				}
+			}
+		}
 	}
 }
 

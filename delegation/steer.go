@@ -1,0 +1,138 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/steering"
+)
+
+// ErrNotSteerable means a steer or interrupt cannot be passed on: the
+// delegation is not WORKING, or its hop's pinned card does not advertise
+// the mode. Nothing was delivered anywhere.
+var ErrNotSteerable = errors.New("cannot steer")
+
+// Steer passes a steer or interrupt to the downstream task of a WORKING
+// delegation, if the hop's pinned card advertises the mode, and returns
+// the receipt: this engine's acceptance first, then every hop below. A
+// retried message (same id) is passed on once and answered with the first
+// receipt. Signals to one delegation are passed on one at a time, in the
+// order they arrive. An interrupt returns once the delegation settled
+// INPUT_REQUIRED (or CancelWait passed).
+func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *a2a.Message) (steering.Receipt, error) {
+	d, ok := e.Get(id)
+	if !ok {
+		if _, err := e.store.Get(ctx, id); err == nil {
+			return steering.Receipt{}, fmt.Errorf("%w: %q", ErrEnded, id)
+		}
+		return steering.Receipt{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if c != steering.Steer && c != steering.Interrupt {
+		return steering.Receipt{}, fmt.Errorf("%w: unknown control %q", ErrBadRequest, c)
+	}
+	if msg == nil || len(msg.Parts) == 0 {
+		return steering.Receipt{}, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
+	}
+	d.op.Lock()
+	defer d.op.Unlock()
+
+	d.mu.Lock()
+	if r, ok := d.receipts[msg.ID]; ok && msg.ID != "" {
+		d.mu.Unlock()
+		r.Duplicate = true
+		return r, nil
+	}
+	state, hop, taskID, contextID, modes := d.rec.State, d.rec.Downstream.Agent, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID, d.steering
+	d.mu.Unlock()
+	switch {
+	case state.Terminal():
+		return steering.Receipt{}, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
+	case state != a2a.TaskStateWorking:
+		return steering.Receipt{}, fmt.Errorf("%w: delegation %q is %s; only WORKING work can be steered or interrupted", ErrNotSteerable, id, state)
+	case !modes.Allows(c):
+		return steering.Receipt{}, fmt.Errorf("%w: hop %s does not advertise the %s mode of %s", ErrNotSteerable, hop, modeName(c), steering.URI)
+	}
+
+	down := *msg
+	if down.ID == "" {
+		down.ID = a2a.NewMessageID()
+	}
+	down.Role = a2a.MessageRoleUser
+	down.TaskID, down.ContextID = taskID, contextID
+	down.Metadata = cloneMetadata(msg.Metadata)
+	down.Metadata[steering.ControlKey] = string(c)
+	callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout+e.cfg.CancelWait)
+	defer cancel()
+	res, err := d.client.SendMessage(callCtx, &a2a.SendMessageRequest{Message: &down})
+	if err != nil {
+		return steering.Receipt{}, fmt.Errorf("hop %s refused the %s: %w", hop, c, err)
+	}
+	ack, ok := res.(*a2a.Task)
+	if !ok {
+		return steering.Receipt{}, fmt.Errorf("hop %s answered the %s with a %T, not an acknowledgement", hop, c, res)
+	}
+	below, _ := steering.ReceiptFrom(ack)
+
+	ref, _ := msg.Metadata[steering.ReferenceKey].(string)
+	d.mu.Lock()
+	d.steerSeq++
+	r := steering.Receipt{Control: c, MessageID: down.ID, Seq: d.steerSeq, ReferenceMessageID: ref,
+		Hops: append([]steering.Hop{{Agent: e.cfg.Self, Seq: d.steerSeq}}, below.Hops...)}
+	if d.receipts == nil {
+		d.receipts = map[string]steering.Receipt{}
+	}
+	d.receipts[down.ID] = r
+	d.emit(Event{Kind: string(c), Message: &down, Receipt: &r})
+	d.mu.Unlock()
+
+	if c == steering.Interrupt {
+		// The hop acknowledged once its task settled; its state reaches
+		// this delegation through the stream or the poll, or from the
+		// acknowledgement, whichever comes first.
+		d.mu.Lock()
+		working := d.rec.State == a2a.TaskStateWorking
+		d.mu.Unlock()
+		if working && ack.Status.State != a2a.TaskStateWorking {
+			d.apply(ack)
+		}
+		waitCtx, cancelWait := context.WithTimeout(ctx, e.cfg.CancelWait)
+		defer cancelWait()
+		d.waitSettled(waitCtx)
+	}
+	return r, nil
+}
+
+// waitSettled waits until the delegation stops WORKING or ctx ends.
+func (d *Delegation) waitSettled(ctx context.Context) {
+	for {
+		d.mu.Lock()
+		state, changed := d.rec.State, d.changed
+		d.mu.Unlock()
+		if state != a2a.TaskStateWorking {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func modeName(c steering.Control) string {
+	if c == steering.Interrupt {
+		return "interruptible"
+	}
+	return "steerable"
+}
+
+func cloneMetadata(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package delegation
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/steering"
+)
+
+func textMessage(s string) *a2a.Message {
+	return a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(s))
+}
+
+func TestSteer_ReachesTheAgentInOrderOnce(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{true, false} {
+		agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: streaming, Steering: true}, testagent.Steerable())
+		f := newFixture(t, Config{Self: "b"})
+		f.add(t, "c", agent.URL)
+		d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research", Requires: []string{"steerable"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, d, a2a.TaskStateWorking)
+		var receipts []steering.Receipt
+		for i, text := range []string{"narrow to 2025", "primary sources only", "finish"} {
+			m := textMessage(text)
+			m.Metadata = map[string]any{steering.ReferenceKey: "out-" + string(rune('1'+i))}
+			r, err := f.engine.Steer(t.Context(), d.ID(), steering.Steer, m)
+			if err != nil {
+				t.Fatalf("streaming %v: steer %d: %v", streaming, i, err)
+			}
+			receipts = append(receipts, r)
+			if i == 0 {
+				dup, err := f.engine.Steer(t.Context(), d.ID(), steering.Steer, m)
+				if err != nil || !dup.Duplicate || dup.Seq != 1 {
+					t.Errorf("retried steer: %+v, %v", dup, err)
+				}
+			}
+		}
+		for i, r := range receipts {
+			want := []steering.Hop{{Agent: "b", Seq: int64(i + 1)}, {Agent: "C", Seq: int64(i + 1)}}
+			if r.Seq != int64(i+1) || !slices.Equal(r.Hops, want) || r.ReferenceMessageID != "out-"+string(rune('1'+i)) {
+				t.Errorf("streaming %v: receipt %d = %+v, want hops %v", streaming, i, r, want)
+			}
+		}
+		rec := waitState(t, d, a2a.TaskStateCompleted)
+		if got := testagent.Text(rec.Result); got != "finished: narrow to 2025, primary sources only, finish" {
+			t.Errorf("streaming %v: result %q", streaming, got)
+		}
+		if sigs := agent.Signals(); len(sigs) != 3 {
+			t.Errorf("streaming %v: the agent took %d signals, want 3 (the retry not again)", streaming, len(sigs))
+		}
+		evs, _, _ := d.Events(0)
+		steers := 0
+		for _, ev := range evs {
+			if ev.Kind == "steer" && ev.Receipt != nil {
+				steers++
+			}
+		}
+		if steers != 3 {
+			t.Errorf("streaming %v: %d steer events in the log, want 3", streaming, steers)
+		}
+	}
+}
+
+func TestInterrupt_SettlesAndResumesTheSameTask(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	f := newFixture(t, Config{Self: "b"})
+	f.add(t, "c", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	r, err := f.engine.Steer(t.Context(), d.ID(), steering.Interrupt, textMessage("stop: the premise changed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := d.Record()
+	if rec.State != a2a.TaskStateInputRequired || r.Control != steering.Interrupt || len(r.Hops) != 2 {
+		t.Fatalf("after interrupt: state %s, receipt %+v", rec.State, r)
+	}
+	evs, _, _ := d.Events(0)
+	interrupted := false
+	for _, ev := range evs {
+		interrupted = interrupted || (ev.State == a2a.TaskStateInputRequired && ev.Metadata[steering.InterruptedKey] == true)
+	}
+	if !interrupted {
+		t.Error("no INPUT_REQUIRED event marked interrupted")
+	}
+	// The caller's next message resumes the same downstream task.
+	if _, err := f.engine.Send(t.Context(), d.ID(), textMessage("new premise: 2026")); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	if _, err := f.engine.Steer(t.Context(), d.ID(), steering.Steer, textMessage("finish")); err != nil {
+		t.Fatal(err)
+	}
+	done := waitState(t, d, a2a.TaskStateCompleted)
+	msgs := agent.Messages()
+	if len(msgs) != 2 || msgs[1].TaskID != done.Downstream.TaskID {
+		t.Errorf("the resume did not reach the same task: %d executions", len(msgs))
+	}
+}
+
+func TestSteer_RefusedAtANonSteerableHop(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "D", Skill: "research", Streaming: true}, testagent.Hang())
+	f := newFixture(t, Config{Self: "b"})
+	f.add(t, "d", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	before := len(agent.Calls())
+	for _, c := range []steering.Control{steering.Steer, steering.Interrupt} {
+		_, err := f.engine.Steer(t.Context(), d.ID(), c, textMessage("x"))
+		if !errors.Is(err, ErrNotSteerable) || !strings.Contains(err.Error(), "hop d does not advertise the") {
+			t.Errorf("%s: err = %v", c, err)
+		}
+	}
+	if after := len(agent.Calls()); after != before {
+		t.Errorf("a refused signal reached the agent: %v", agent.Calls()[before:])
+	}
+	if _, err := f.engine.Steer(t.Context(), "nope", steering.Steer, textMessage("x")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown delegation: err = %v", err)
+	}
+	if _, err := f.engine.Cancel(t.Context(), d.ID()); err != nil {
+		t.Fatal(err)
+	}
+}
