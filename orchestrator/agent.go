@@ -14,9 +14,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"github.com/hashicorp/go-version"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/steering"
 )
 
 // Where orchd serves A2A: JSON-RPC and HTTP+JSON for A2A 1.0, and through
@@ -27,6 +29,10 @@ const (
 	pathJSONRPC03 = "/a2a/v0.3/jsonrpc"
 	pathREST03    = "/a2a/v0.3/rest"
 )
+
+// orchdSteering is what orchd advertises of the steering extension: it
+// routes both modes, refusing a signal whose hop's card lacks the mode.
+var orchdSteering = steering.Modes{Steerable: true, Interruptible: true}
 
 // cardMaxAge is how long clients may cache orchd's card.
 const cardMaxAge = 300
@@ -48,7 +54,9 @@ type servedCard struct {
 
 func newA2AServer(cfg AgentConfig, engine *delegation.Engine, log *slog.Logger) *a2aServer {
 	exec := newExecutor(engine, log)
-	h := a2asrv.NewHandler(exec, a2asrv.WithCallInterceptors(versionCheck{}, earlyDelegation{x: exec}))
+	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks),
+		a2asrv.WithCallInterceptors(versionCheck{}, steerRoute{x: exec, tasks: tasks}, earlyDelegation{x: exec}))
 	return &a2aServer{cfg: cfg, handler: h}
 }
 
@@ -66,8 +74,11 @@ func (s *a2aServer) setCard(ctx context.Context, base string) error {
 			{URL: base + pathREST03, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: "0.3"},
 		},
 		Capabilities: a2a.AgentCapabilities{
-			Streaming:  true,
-			Extensions: []a2a.AgentExtension{{URI: delegation.ExtensionURI, Description: "orchd delegation chain context: path, depth, deadline, skill and inherited requirements"}},
+			Streaming: true,
+			Extensions: []a2a.AgentExtension{
+				{URI: delegation.ExtensionURI, Description: "orchd delegation chain context: path, depth, deadline, skill and inherited requirements"},
+				orchdSteering.Extension(),
+			},
 		},
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
@@ -96,7 +107,7 @@ func (s *a2aServer) setCard(ctx context.Context, base string) error {
 
 // routes adds the card and the A2A endpoints to mux.
 func (s *a2aServer) routes(mux *http.ServeMux) {
-	ext := []string{delegation.ExtensionURI}
+	ext := []string{delegation.ExtensionURI, steering.URI}
 	mux.HandleFunc("GET "+a2asrv.WellKnownAgentCardPath, s.serveCard)
 	mux.Handle(pathJSONRPC, served("1.0", ext, a2asrv.NewJSONRPCHandler(s.handler)))
 	mux.Handle(pathREST+"/", served("1.0", ext, http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler))))

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
@@ -51,6 +53,8 @@ type api struct {
 //	GET    /v1/delegations/{id}/events   (server-sent events)
 //	POST   /v1/delegations/{id}/messages
 //	POST   /v1/delegations/{id}:cancel
+//	POST   /v1/delegations/{id}:steer
+//	POST   /v1/delegations/{id}:interrupt
 func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, log *slog.Logger) http.Handler {
 	a := &api{reg: reg, policies: engine, delegations: delegations, log: log}
 	mux := http.NewServeMux()
@@ -288,7 +292,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "invalid_argument"
 	case errors.Is(err, delegation.ErrUnknownAgent), errors.Is(err, delegation.ErrNotFound):
 		return http.StatusNotFound, "not_found"
-	case errors.Is(err, delegation.ErrNotWaiting), errors.Is(err, delegation.ErrEnded):
+	case errors.Is(err, delegation.ErrNotWaiting), errors.Is(err, delegation.ErrEnded),
+		errors.Is(err, delegation.ErrNotSteerable), errors.Is(err, a2a.ErrUnsupportedOperation):
 		return http.StatusConflict, "failed_precondition"
 	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep), errors.Is(err, delegation.ErrDeadline):
 		return http.StatusUnprocessableEntity, "refused"

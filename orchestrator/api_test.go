@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,15 @@ func testCard(t *testing.T, name string) string {
 	return string(b)
 }
 
+// daemons maps the base URLs startDaemon returned to their daemons.
+var daemons sync.Map
+
+// nodeDaemon returns the daemon serving base.
+func nodeDaemon(base string) *Daemon {
+	d, _ := daemons.Load(base)
+	return d.(*Daemon)
+}
+
 // startDaemon runs a daemon on an ephemeral port until the test ends.
 func startDaemon(t *testing.T, cfg Config) string {
 	t.Helper()
@@ -75,7 +85,10 @@ func startDaemon(t *testing.T, cfg Config) string {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return "http://" + d.Addr().String()
+	base := "http://" + d.Addr().String()
+	daemons.Store(base, d)
+	t.Cleanup(func() { daemons.Delete(base) })
+	return base
 }
 
 func call(t *testing.T, method, url, body string, out any) int {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/steering"
 )
 
 // sseHeartbeat is how often an idle event stream sends a comment, so
@@ -114,19 +116,75 @@ func (a *api) delegationInput(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, d.Record())
 }
 
-// delegationAction serves POST /v1/delegations/{id}:cancel.
+// SteerRequest is the body of POST /v1/delegations/{id}:steer and
+// :interrupt.
+type SteerRequest struct {
+	// Text is the signal's message as plain text; give it or Message. An
+	// interrupt may give neither.
+	Text string `json:"text,omitempty"`
+	// Message is the signal's message as an A2A message; its id makes
+	// retries safe.
+	Message *a2a.Message `json:"message,omitempty"`
+	// ReferenceMessageID names the output the signal reacts to.
+	ReferenceMessageID string `json:"referenceMessageId,omitempty"`
+}
+
+// delegationAction serves POST /v1/delegations/{id}:cancel, :steer and
+// :interrupt.
 func (a *api) delegationAction(w http.ResponseWriter, r *http.Request) {
-	id, verb, ok := strings.Cut(r.PathValue("action"), ":")
-	if !ok || verb != "cancel" {
-		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/delegations/{id}:cancel?)"})
+	id, verb, _ := strings.Cut(r.PathValue("action"), ":")
+	switch verb {
+	case "cancel":
+		rec, err := a.delegations.Cancel(r.Context(), id)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		a.reply(w, http.StatusOK, rec)
+	case "steer", "interrupt":
+		a.steer(w, r, id, steering.Control(verb))
+	default:
+		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
+			msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/delegations/{id}:cancel, :steer or :interrupt?)"})
+	}
+}
+
+// steer passes a steer or interrupt to a delegation and answers with the
+// receipt.
+func (a *api) steer(w http.ResponseWriter, r *http.Request, id string, c steering.Control) {
+	var body SteerRequest
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
 		return
 	}
-	rec, err := a.delegations.Cancel(r.Context(), id)
+	msg := body.Message
+	switch {
+	case msg != nil && body.Text != "":
+		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "give text or message, not both"})
+		return
+	case msg == nil && strings.TrimSpace(body.Text) == "" && c == steering.Steer:
+		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "a steer needs text or message"})
+		return
+	case msg == nil && strings.TrimSpace(body.Text) == "":
+		msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("interrupt"))
+	case msg == nil:
+		msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(body.Text))
+	}
+	if body.ReferenceMessageID != "" {
+		m := *msg
+		m.Metadata = maps.Clone(m.Metadata)
+		if m.Metadata == nil {
+			m.Metadata = map[string]any{}
+		}
+		m.Metadata[steering.ReferenceKey] = body.ReferenceMessageID
+		msg = &m
+	}
+	receipt, err := a.delegations.Steer(r.Context(), id, c, msg)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.reply(w, http.StatusOK, rec)
+	a.reply(w, http.StatusOK, receipt)
 }
 
 // delegationEvents streams a delegation's events as server-sent events:

@@ -203,15 +203,24 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 				}
 				continue
 			case ev.Kind == "message" && ev.Message != nil && ev.Message.Role == a2a.MessageRoleUser:
-				continue // the caller's own input, passed on
+				// The caller's own input, passed on: only the state it
+				// brings (WORKING again) goes up.
+				if !yield(a2a.NewStatusUpdateEvent(ec, ev.State, nil), nil) {
+					return
+				}
+				continue
+			case ev.Kind == "steer" || ev.Kind == "interrupt":
+				continue // acknowledged to the caller by steerRoute
 			}
 			msg := upstreamMessage(ec, ev)
+			status := a2a.NewStatusUpdateEvent(ec, ev.State, msg)
+			status.Metadata = ev.Metadata // the interrupted flag, when a hop was interrupted
 			if ev.State.Terminal() {
 				x.mu.Lock()
 				delete(x.byTask, ec.TaskID)
 				x.mu.Unlock()
 			}
-			if !yield(a2a.NewStatusUpdateEvent(ec, ev.State, msg), nil) {
+			if !yield(status, nil) {
 				return
 			}
 			if ev.State.Terminal() || ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired {

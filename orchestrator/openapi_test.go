@@ -44,11 +44,16 @@ func TestOpenAPI_MatchesRoutes(t *testing.T) {
 	}
 	var routed []string
 	for _, m := range regexp.MustCompile(`mux\.HandleFunc\("([A-Z]+) (/[^"]*)"`).FindAllStringSubmatch(string(src), -1) {
-		p := strings.Replace(m[2], "{action}", "{id}:refresh", 1)
-		if strings.HasPrefix(m[2], "/v1/delegations/{action}") {
-			p = "/v1/delegations/{id}:cancel"
+		switch m[2] {
+		case "/v1/agents/{action}":
+			routed = append(routed, m[1]+" /v1/agents/{id}:refresh")
+		case "/v1/delegations/{action}":
+			for _, verb := range []string{"cancel", "steer", "interrupt"} {
+				routed = append(routed, m[1]+" /v1/delegations/{id}:"+verb)
+			}
+		default:
+			routed = append(routed, m[1]+" "+m[2])
 		}
-		routed = append(routed, m[1]+" "+p)
 	}
 	slices.Sort(documented)
 	slices.Sort(routed)
