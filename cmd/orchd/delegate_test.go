@@ -90,3 +90,35 @@ func TestDelegateAndTasks(t *testing.T) {
 		t.Errorf("tasks get unknown: exit %d, %s", code, errOut)
 	}
 }
+
+func TestSteerAndInterruptCommands(t *testing.T) {
+	t.Parallel()
+	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	base := daemon(t, registry.Spec{ID: "c", URL: c.URL})
+	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--no-follow", "survey")
+	id := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
+	if code != 0 || id == nil {
+		t.Fatalf("delegate: exit %d\n%s%s", code, out, errOut)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, out, _ = orchd(t, t.Context(), "tasks", "get", "--server", base, id[1])
+		if regexp.MustCompile(`(?m)^state +working$`).MatchString(out) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, out, errOut = orchd(t, t.Context(), "steer", "--server", base, "--reference", "out-1", id[1], "narrow to 2025")
+	if code != 0 || strings.TrimSpace(out) != "steer 1 accepted by orchd #1 → C #1" {
+		t.Errorf("steer: exit %d %q %s", code, out, errOut)
+	}
+	code, out, errOut = orchd(t, t.Context(), "interrupt", "--server", base, id[1])
+	if code != 0 || strings.TrimSpace(out) != "interrupt 2 accepted by orchd #2 → C #2" {
+		t.Errorf("interrupt: exit %d %q %s", code, out, errOut)
+	}
+	code, _, errOut = orchd(t, t.Context(), "steer", "--server", base, id[1], "more")
+	if code == 0 || !strings.Contains(errOut, "TASK_STATE_INPUT_REQUIRED; only WORKING work can be steered") {
+		t.Errorf("steer while interrupted: exit %d %s", code, errOut)
+	}
+	orchd(t, t.Context(), "tasks", "cancel", "--server", base, id[1])
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/steering"
+)
+
+// newSteerCmd returns `orchd steer` or `orchd interrupt`.
+func newSteerCmd(c steering.Control) *cobra.Command {
+	var server, reference, output string
+	use, short, long := `steer ID "text"`, "Steer a delegation's work in flight, across every hop",
+		`Send a steer to the delegation's downstream task: the agent incorporates it
+and keeps working. Every hop must advertise the steerable mode of the
+steering extension; otherwise the hop that cannot pass it on refuses, naming
+itself, and nothing is delivered. Prints the receipt: every hop that
+accepted the steer and its sequence number there.`
+	args := cobra.ExactArgs(2)
+	if c == steering.Interrupt {
+		use, short, long = `interrupt ID ["text"]`, "Interrupt a delegation's work, across every hop",
+			`Interrupt the delegation's downstream task: the agent stops and waits for
+input, and so does every hop above it. Answer with orchd tasks send to
+resume the same tasks. Every hop must advertise the interruptible mode.`
+		args = cobra.RangeArgs(1, 2)
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := orchestrator.SteerRequest{ReferenceMessageID: reference}
+			if len(args) > 1 {
+				body.Text = args[1]
+			}
+			api := &apiClient{base: server, hc: &http.Client{}}
+			var r steering.Receipt
+			if err := api.do(cmd.Context(), "POST", "/v1/delegations/"+url.PathEscape(args[0])+":"+string(c), body, &r); err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), r)
+			}
+			hops := make([]string, len(r.Hops))
+			for i, h := range r.Hops {
+				hops[i] = fmt.Sprintf("%s #%d", h.Agent, h.Seq)
+			}
+			dup := ""
+			if r.Duplicate {
+				dup = " (already delivered; not sent again)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %d accepted by %s%s\n", r.Control, r.Seq, strings.Join(hops, " → "), dup)
+			return nil
+		},
+	}
+	serverFlag(cmd, &server)
+	cmd.Flags().StringVar(&reference, "reference", "", "id of the output message this reacts to")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
