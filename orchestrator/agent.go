@@ -55,7 +55,7 @@ type servedCard struct {
 func newA2AServer(cfg AgentConfig, engine *delegation.Engine, log *slog.Logger) *a2aServer {
 	exec := newExecutor(engine, log)
 	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
-	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks),
+	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
 		a2asrv.WithCallInterceptors(versionCheck{}, steerRoute{x: exec, tasks: tasks}, earlyDelegation{x: exec}))
 	return &a2aServer{cfg: cfg, handler: h}
 }

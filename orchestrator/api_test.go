@@ -62,7 +62,7 @@ func nodeDaemon(base string) *Daemon {
 }
 
 // startDaemon runs a daemon on an ephemeral port until the test ends.
-func startDaemon(t *testing.T, cfg Config) string {
+func startDaemon(t testing.TB, cfg Config) string {
 	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	d, err := New(cfg, testLogger(t))
@@ -91,7 +91,7 @@ func startDaemon(t *testing.T, cfg Config) string {
 	return base
 }
 
-func call(t *testing.T, method, url, body string, out any) int {
+func call(t testing.TB, method, url, body string, out any) int {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
@@ -115,7 +115,7 @@ func call(t *testing.T, method, url, body string, out any) int {
 	return resp.StatusCode
 }
 
-func loadDefaults(t *testing.T) Config {
+func loadDefaults(t testing.TB) Config {
 	t.Helper()
 	cfg, err := LoadConfig("")
 	if err != nil {
@@ -205,14 +205,14 @@ func TestAPI_Agents(t *testing.T) {
 }
 
 // testLogger logs through t.Log with -v, and discards otherwise.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if !testing.Verbose() {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

@@ -22,7 +22,7 @@ import (
 )
 
 // orchdNode starts a daemon named self that routes skill to agents.
-func orchdNode(t *testing.T, self, skill string, agents ...registry.Spec) string {
+func orchdNode(t testing.TB, self, skill string, agents ...registry.Spec) string {
 	t.Helper()
 	cfg := loadDefaults(t)
 	cfg.Delegation.Self = self

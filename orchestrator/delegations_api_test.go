@@ -154,7 +154,7 @@ func TestAPI_Delegations(t *testing.T) {
 }
 
 // waitFor polls GET /v1/delegations/{id} until the state is reached.
-func waitFor(t *testing.T, base, id string, state a2a.TaskState) delegation.Record {
+func waitFor(t testing.TB, base, id string, state a2a.TaskState) delegation.Record {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

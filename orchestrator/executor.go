@@ -37,12 +37,15 @@ type executor struct {
 	// early holds delegations started by earlyDelegation, by message id,
 	// until the executor takes them.
 	early map[string]early
+	// mirroring marks upstream tasks whose execution is mirroring its
+	// delegation: that execution reports a cancel's outcome itself.
+	mirroring map[a2a.TaskID]bool
 }
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
 func newExecutor(engine *delegation.Engine, log *slog.Logger) *executor {
-	return &executor{engine: engine, log: log, byTask: map[a2a.TaskID]string{}, early: map[string]early{}}
+	return &executor{engine: engine, log: log, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{}}
 }
 
 // Execute delegates a new task, or hands the caller's message to the
@@ -191,6 +194,14 @@ func (e earlyDelegation) After(ctx context.Context, _ *a2asrv.CallContext, resp 
 // mirror turns the delegation's events after seq into the upstream task's
 // events until the delegation ends or waits for input.
 func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *delegation.Delegation, after int64, yield func(a2a.Event, error) bool) {
+	x.mu.Lock()
+	x.mirroring[ec.TaskID] = true
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		delete(x.mirroring, ec.TaskID)
+		x.mu.Unlock()
+	}()
 	for {
 		evs, changed, _ := d.Events(after)
 		for _, ev := range evs {
@@ -246,6 +257,12 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 			return
 		}
 		rec, err := x.engine.Cancel(ctx, id)
+		x.mu.Lock()
+		running := x.mirroring[ec.TaskID]
+		x.mu.Unlock()
+		if running {
+			return // the running execution mirrors the outcome
+		}
 		if err != nil && !rec.State.Terminal() {
 			yield(status(ec, a2a.TaskStateFailed, "cancel failed: "+err.Error()), nil)
 			return

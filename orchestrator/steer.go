@@ -93,6 +93,6 @@ func (s steerRoute) waitSettled(ctx context.Context, id a2a.TaskID) {
 		if err != nil || st.Task.Status.State != a2a.TaskStateWorking {
 			return
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(200 * time.Microsecond)
 	}
 }

@@ -145,7 +145,7 @@ func (in *Inbox) settle(ctx context.Context, timeout time.Duration) {
 			return
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Millisecond):
+		case <-time.After(200 * time.Microsecond):
 		}
 	}
 }
