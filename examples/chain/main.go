@@ -1,8 +1,8 @@
 // Command chain runs a delegation chain on this machine and walks through
-// what orchd does with it:
+// what orchd does with it, steering included:
 //
 //	orchd A  →  orchd B  →  C (steerable, interruptible)
-//	                     →  D (neither)
+//	                     →  D (neither: research and draft)
 //	                     →  E (speaks only A2A 0.3)
 //	                     →  F (speaks only a future A2A 2.0)
 //
@@ -32,11 +32,12 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
-	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/steering"
 )
 
 func main() {
@@ -46,9 +47,14 @@ func main() {
 	}
 }
 
-// worker is an a2a-go agent that works briefly on a task, reports progress
-// and produces one artifact.
-type worker struct{ name string }
+// worker is an a2a-go agent. Ordinary work takes a moment and produces one
+// artifact. Work starting with "long:" runs until it is canceled or, on a
+// steerable worker, a steer says "finish"; such a worker takes steers and
+// interrupts through the steering package.
+type worker struct {
+	name  string
+	steer *steering.Steering // nil for a worker that cannot be steered
+}
 
 func (w worker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
@@ -58,14 +64,52 @@ func (w worker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Se
 		say := func(s string) *a2a.Message {
 			return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(s))
 		}
+		var inbox *steering.Inbox
+		if w.steer != nil {
+			inbox = w.steer.Open(ec)
+			defer inbox.Close()
+		}
 		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, say(w.name+" is on it")), nil) {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
-		if !yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(w.name+"'s findings")), nil) {
+		long := ec.StoredTask != nil || strings.HasPrefix(text(ec.Message), "long:")
+		if !long {
+			time.Sleep(20 * time.Millisecond)
+			if yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(w.name+"'s findings")), nil) {
+				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, say(w.name+" is done")), nil)
+			}
 			return
 		}
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, say(w.name+" is done")), nil)
+		var ready <-chan struct{}
+		if inbox != nil {
+			ready = inbox.Ready()
+		}
+		var took []string
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ready:
+			}
+			for _, sig := range inbox.Take() {
+				if sig.Control == steering.Interrupt {
+					inbox.Close()
+					yield(steering.Interrupted(ec, w.name+" stopped"), nil)
+					return
+				}
+				took = append(took, text(sig.Message))
+				if !yield(steering.Acknowledged(ec, sig), nil) {
+					return
+				}
+				if text(sig.Message) == "finish" {
+					for _, late := range inbox.Close() {
+						took = append(took, text(late.Message))
+					}
+					yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, say(w.name+" finished after: "+strings.Join(took, ", "))), nil)
+					return
+				}
+			}
+		}
 	}
 }
 
@@ -75,8 +119,19 @@ func (w worker) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[
 	}
 }
 
-// serveWorker starts a worker agent. version is the A2A version its one
+func text(m *a2a.Message) string {
+	var out []string
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			out = append(out, string(t))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// serveWorker starts a worker agent with the comma-separated skills. version is the A2A version its one
 // JSON-RPC interface declares; "0.3" is served with a2a-go's 0.3 handlers.
+// A steerable worker advertises and implements the steering extension.
 func serveWorker(name, skill, version string, steerable bool) *httptest.Server {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -85,17 +140,24 @@ func serveWorker(name, skill, version string, steerable bool) *httptest.Server {
 		SupportedInterfaces: []*a2a.AgentInterface{{URL: srv.URL + "/a2a", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.ProtocolVersion(version)}},
 		Capabilities:        a2a.AgentCapabilities{Streaming: true},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: skill, Name: skill, Tags: []string{skill}}},
 	}
+	for _, sk := range strings.Split(skill, ",") {
+		card.Skills = append(card.Skills, a2a.AgentSkill{ID: sk, Name: sk, Tags: []string{sk}})
+	}
+	w := worker{name: name}
+	var opts []a2asrv.RequestHandlerOption
 	if steerable {
-		card.Capabilities.Extensions = []a2a.AgentExtension{{URI: capability.SteeringURI, Params: map[string]any{"steerable": true, "interruptible": true}}}
+		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+		w.steer = steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: name, Tasks: store})
+		card.Capabilities.Extensions = []a2a.AgentExtension{w.steer.Extension()}
+		opts = append(opts, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(w.steer.Interceptor()))
 	}
-	handler := a2asrv.NewHandler(worker{name: name})
+	handler := a2asrv.NewHandler(w, append(opts, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if version == "0.3" {
 		mux.Handle("/a2a", a2av0.NewJSONRPCHandler(handler))
 		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
 	} else {
-		mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(handler))
+		mux.Handle("/a2a", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
 		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	}
 	return srv
@@ -144,7 +206,7 @@ func startOrchd(self string, skills []string, policyDir string, agents ...regist
 func run() error {
 	c := serveWorker("C", "research", "1.0", true)
 	defer c.Close()
-	d := serveWorker("D", "research", "1.0", false)
+	d := serveWorker("D", "research,draft", "1.0", false)
 	defer d.Close()
 	e := serveWorker("E", "legacy", "0.3", false)
 	defer e.Close()
@@ -184,7 +246,7 @@ rules:
 		}
 	}
 
-	b, err := startOrchd("b", []string{"research", "legacy", "future", "loop"}, bPolicies,
+	b, err := startOrchd("b", []string{"research", "draft", "legacy", "future", "loop"}, bPolicies,
 		registry.Spec{ID: "c", URL: c.URL}, registry.Spec{ID: "d", URL: d.URL},
 		registry.Spec{ID: "e", URL: e.URL}, registry.Spec{ID: "f", URL: f.URL})
 	if err != nil {
@@ -192,6 +254,7 @@ rules:
 	}
 	defer b.stop()
 	a, err := startOrchd("a", []string{"loop"}, aPolicies, registry.Spec{ID: "b", URL: b.url})
+	// (A registers B once; B's card lists every skill B routes.)
 	if err != nil {
 		return fmt.Errorf("start A: %w", err)
 	}
@@ -236,10 +299,95 @@ rules:
 		}
 		fmt.Println()
 	}
+	if err := steer(a.url); err != nil {
+		failed = append(failed, err.Error())
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d steps did not turn out as described: %s", len(failed), strings.Join(failed, "; "))
 	}
-	fmt.Println("all five steps turned out as described")
+	fmt.Println("all eight steps turned out as described")
+	return nil
+}
+
+// steer walks through steering across the chain.
+func steer(a string) error {
+	start := func(req delegation.Request) (delegation.Record, error) {
+		var rec delegation.Record
+		if err := post(a+"/v1/delegations", req, &rec); err != nil {
+			return rec, err
+		}
+		return rec, waitState(a, &rec, a2a.TaskStateWorking)
+	}
+	var r steering.Receipt
+	hops := func(r steering.Receipt) string {
+		var out []string
+		for _, h := range r.Hops {
+			out = append(out, fmt.Sprintf("%s #%d", h.Agent, h.Seq))
+		}
+		return strings.Join(out, " → ")
+	}
+
+	fmt.Println("6. a steer reaches C through B while C keeps working")
+	rec, err := start(delegation.Request{Text: "long: survey agent steering", Skill: "research", Requires: []string{"steerable", "interruptible"}})
+	if err != nil {
+		return fmt.Errorf("step 6: %w", err)
+	}
+	if err := post(a+"/v1/delegations/"+rec.ID+":steer", map[string]string{"text": "only 2025 papers", "referenceMessageId": "out-1"}, &r); err != nil {
+		return fmt.Errorf("step 6: %w", err)
+	}
+	fmt.Printf("   steer %d accepted by %s\n\n", r.Seq, hops(r))
+	if len(r.Hops) != 3 || r.Hops[2].Agent != "C" {
+		return fmt.Errorf("step 6: receipt %+v does not reach C", r)
+	}
+
+	fmt.Println("7. an interrupt settles through B; the next message resumes the same tasks")
+	if err := post(a+"/v1/delegations/"+rec.ID+":interrupt", map[string]string{"text": "stop: the premise changed"}, &r); err != nil {
+		return fmt.Errorf("step 7: %w", err)
+	}
+	if err := get(a+"/v1/delegations/"+rec.ID, &rec); err != nil || rec.State != a2a.TaskStateInputRequired {
+		return fmt.Errorf("step 7: after the interrupt A's delegation is %s (%v)", rec.State, err)
+	}
+	fmt.Printf("   interrupt %d accepted by %s; A's delegation is %s\n", r.Seq, hops(r), rec.State)
+	if err := post(a+"/v1/delegations/"+rec.ID+"/messages", map[string]string{"text": "the premise is now 2026"}, nil); err != nil {
+		return fmt.Errorf("step 7: %w", err)
+	}
+	if err := waitState(a, &rec, a2a.TaskStateWorking); err != nil {
+		return fmt.Errorf("step 7: %w", err)
+	}
+	if err := post(a+"/v1/delegations/"+rec.ID+":steer", map[string]string{"text": "finish"}, &r); err != nil {
+		return fmt.Errorf("step 7: %w", err)
+	}
+	if err := waitState(a, &rec, a2a.TaskStateCompleted); err != nil {
+		return fmt.Errorf("step 7: %w", err)
+	}
+	fmt.Printf("   resumed and %s: %s\n\n", rec.State, text(rec.Result))
+
+	fmt.Println("8. a steer for D, which cannot be steered, is refused at B")
+	rec, err = start(delegation.Request{Text: "long: draft the summary", Skill: "draft"})
+	if err != nil {
+		return fmt.Errorf("step 8: %w", err)
+	}
+	err = post(a+"/v1/delegations/"+rec.ID+":steer", map[string]string{"text": "shorter"}, &r)
+	fmt.Printf("   %v\n\n", err)
+	_ = post(a+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "hop d does not advertise the steerable mode") {
+		return fmt.Errorf("step 8: want B to refuse naming d, got %v", err)
+	}
+	return nil
+}
+
+// waitState polls the delegation until it reaches state.
+func waitState(base string, rec *delegation.Record, state a2a.TaskState) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.State != state {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("delegation %s stayed %s, want %s (%s)", rec.ID, rec.State, state, rec.Error)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if err := get(base+"/v1/delegations/"+rec.ID, rec); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -333,6 +481,9 @@ func decode(resp *http.Response, out any) error {
 		_ = json.Unmarshal(b, &e)
 		if e.Error.Code == "refused" {
 			return &refusal{message: e.Error.Message}
+		}
+		if e.Error.Message != "" {
+			return fmt.Errorf("HTTP %d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
 		}
 		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
