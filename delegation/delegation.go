@@ -66,6 +66,10 @@ type Delegation struct {
 	// runs; followDone is closed when it has returned.
 	stopFollow context.CancelFunc
 	followDone chan struct{}
+	// lastStatus is the id of the last status message applied: the same
+	// status can arrive twice (an interrupt's acknowledgement and the
+	// stream both carry it), and a late copy must not undo a resume.
+	lastStatus string
 	// steerSeq numbers the signals passed downstream; receipts remembers
 	// them by message id, so a retried signal is passed on once.
 	steerSeq int64
@@ -188,6 +192,12 @@ func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 	interrupted := st.State == a2a.TaskStateInputRequired && metadata[steering.InterruptedKey] == true
 	if st.State == d.rec.State && st.Message == nil && !interrupted {
 		return
+	}
+	if st.Message != nil {
+		if st.Message.ID == d.lastStatus {
+			return
+		}
+		d.lastStatus = st.Message.ID
 	}
 	ev := Event{Kind: "state", State: st.State, Message: st.Message}
 	if interrupted {

@@ -137,3 +137,41 @@ func TestSteer_RefusedAtANonSteerableHop(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The status an interrupt settles on reaches a hop twice, with the
+// acknowledgement and on the stream; a copy arriving after the caller
+// resumed must not put the delegation back to waiting.
+func TestInterrupt_LateCopyOfTheStatusDoesNotUndoAResume(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	f := newFixture(t, Config{Self: "b"})
+	f.add(t, "c", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	if _, err := f.engine.Steer(t.Context(), d.ID(), steering.Interrupt, textMessage("stop")); err != nil {
+		t.Fatal(err)
+	}
+	evs, _, _ := d.Events(0)
+	i := slices.IndexFunc(evs, func(ev Event) bool { return ev.State == a2a.TaskStateInputRequired && ev.Message != nil })
+	if i < 0 {
+		t.Fatalf("no settling status among %+v", evs)
+	}
+	settled := evs[i]
+	if _, err := f.engine.Send(t.Context(), d.ID(), textMessage("go on")); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	before := d.Record().LastEvent
+	rec := d.Record()
+	d.apply(&a2a.TaskStatusUpdateEvent{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID,
+		Status: a2a.TaskStatus{State: settled.State, Message: settled.Message}, Metadata: settled.Metadata})
+	if now := d.Record(); now.State != a2a.TaskStateWorking || now.LastEvent != before {
+		t.Errorf("a late copy of the settling status moved the delegation to %s (event %d, was %d)", now.State, now.LastEvent, before)
+	}
+	if _, err := f.engine.Cancel(t.Context(), d.ID()); err != nil {
+		t.Fatal(err)
+	}
+}
