@@ -52,8 +52,8 @@ type servedCard struct {
 	etag string
 }
 
-func newA2AServer(cfg AgentConfig, engine *delegation.Engine, log *slog.Logger) *a2aServer {
-	exec := newExecutor(engine, log)
+func newA2AServer(cfg AgentConfig, engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *a2aServer {
+	exec := newExecutor(engine, stopping, log)
 	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
 		a2asrv.WithCallInterceptors(versionCheck{}, steerRoute{x: exec, tasks: tasks}, earlyDelegation{x: exec}))

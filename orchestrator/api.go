@@ -34,6 +34,9 @@ type api struct {
 	policies    *policies.Engine
 	delegations *delegation.Engine
 	log         *slog.Logger
+	// stopping is closed when the daemon begins to stop: event streams end
+	// then, and their clients resume elsewhere or later.
+	stopping <-chan struct{}
 }
 
 // newAPI returns the API's handler.
@@ -55,8 +58,8 @@ type api struct {
 //	POST   /v1/delegations/{id}:cancel
 //	POST   /v1/delegations/{id}:steer
 //	POST   /v1/delegations/{id}:interrupt
-func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, log *slog.Logger) http.Handler {
-	a := &api{reg: reg, policies: engine, delegations: delegations, log: log}
+func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) http.Handler {
+	a := &api{reg: reg, policies: engine, delegations: delegations, stopping: stopping, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.health)
 	mux.HandleFunc("GET /v1/agents", a.listAgents)

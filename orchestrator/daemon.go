@@ -26,6 +26,10 @@ type Daemon struct {
 	delegations *delegation.Engine
 	agent       *a2aServer
 	handler     http.Handler
+	// stopping is closed when Run begins to shut down, ending long-lived
+	// streams so the graceful shutdown does not wait on them.
+	stopping chan struct{}
+	stopOnce sync.Once
 
 	mu       sync.Mutex
 	listener net.Listener
@@ -53,11 +57,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	dcfg := cfg.DelegationConfig()
 	dcfg.HTTPClient = &http.Client{Transport: transport}
 	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(0), dcfg, log.With("component", "delegation"))
-	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations,
-		agent: newA2AServer(cfg.Agent, delegations, log.With("component", "a2a"))}
+	stopping := make(chan struct{})
+	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, stopping: stopping,
+		agent: newA2AServer(cfg.Agent, delegations, stopping, log.With("component", "a2a"))}
 	mux := http.NewServeMux()
 	d.agent.routes(mux)
-	mux.Handle("/", newAPI(reg, engine, delegations, log.With("component", "api")))
+	mux.Handle("/", newAPI(reg, engine, delegations, stopping, log.With("component", "api")))
 	d.handler = mux
 	return d, nil
 }
@@ -97,6 +102,7 @@ func (d *Daemon) Addr() net.Addr {
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.registry.Close()
 	defer d.delegations.Close()
+	defer d.stop()
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
@@ -145,6 +151,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	d.log.Info("orchd shutting down")
+	d.stop()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
@@ -153,6 +160,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// stop ends the daemon's long-lived streams: event followers over the API
+// and mirrors of A2A tasks.
+func (d *Daemon) stop() { d.stopOnce.Do(func() { close(d.stopping) }) }
 
 // warnLoopback says in the log when card fetches may reach this machine.
 func (d *Daemon) warnLoopback() {

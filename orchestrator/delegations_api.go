@@ -252,6 +252,8 @@ func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		case <-r.Context().Done():
 			return
+		case <-a.stopping:
+			return
 		}
 	}
 }

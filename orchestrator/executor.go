@@ -30,6 +30,9 @@ const SkillMetadataKey = "skill"
 type executor struct {
 	engine *delegation.Engine
 	log    *slog.Logger
+	// stopping is closed when the daemon begins to stop: mirrors end then,
+	// so their A2A streams end and the server can shut down.
+	stopping <-chan struct{}
 
 	mu sync.Mutex
 	// byTask maps an upstream task to its delegation.
@@ -44,8 +47,8 @@ type executor struct {
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
-func newExecutor(engine *delegation.Engine, log *slog.Logger) *executor {
-	return &executor{engine: engine, log: log, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{}}
+func newExecutor(engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *executor {
+	return &executor{engine: engine, log: log, stopping: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{}}
 }
 
 // Execute delegates a new task, or hands the caller's message to the
@@ -241,6 +244,14 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 		select {
 		case <-changed:
 		case <-ctx.Done():
+			return
+		case <-x.stopping:
+			// The daemon no longer follows the delegation, so the task
+			// cannot go on through it; the execution ends only on a final
+			// event.
+			rec := d.Record()
+			yield(status(ec, a2a.TaskStateFailed, fmt.Sprintf("orchd stopped while the task was in flight; task %s at %s was left as it was",
+				rec.Downstream.TaskID, rec.Downstream.Agent)), nil)
 			return
 		}
 	}
