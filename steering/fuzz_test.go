@@ -1,0 +1,43 @@
+package steering
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// FuzzReceiptFrom checks that no acknowledgement metadata a downstream hop
+// sends makes ReceiptFrom panic, and that what it reads survives being
+// passed on: written into an acknowledgement, sent as JSON and read again.
+func FuzzReceiptFrom(f *testing.F) {
+	f.Add(`{"control":"steer","messageId":"m-1","seq":3,"hops":[{"agent":"b","seq":3},{"agent":"c","seq":1}],"referenceMessageId":"out-7","duplicate":true}`)
+	f.Add(`{"hops":[1,"x",null,{"agent":2,"seq":"3"}],"seq":1e300}`)
+	f.Add(`{"seq":-9223372036854775808,"hops":{}}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		var v any
+		if json.Unmarshal([]byte(raw), &v) != nil {
+			return
+		}
+		r, ok := ReceiptFrom(&a2a.Task{Metadata: map[string]any{ReceiptKey: v}})
+		if !ok {
+			return
+		}
+		ack := Acknowledgement(&a2a.Task{ID: "t"}, a2a.NewMessage(a2a.MessageRoleUser), r)
+		b, err := json.Marshal(ack.Metadata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md map[string]any
+		if err := json.Unmarshal(b, &md); err != nil {
+			t.Fatal(err)
+		}
+		back, ok := ReceiptFrom(&a2a.Task{Metadata: md})
+		if !ok || back.Control != r.Control || back.MessageID != r.MessageID || back.Seq != r.Seq ||
+			back.ReferenceMessageID != r.ReferenceMessageID || back.Duplicate != r.Duplicate || !slices.Equal(back.Hops, r.Hops) {
+			t.Fatalf("passed on, %+v read back as %+v", r, back)
+		}
+	})
+}
