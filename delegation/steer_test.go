@@ -16,17 +16,26 @@ func textMessage(s string) *a2a.Message {
 	return a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(s))
 }
 
+// working delegates req from an orchd named b to a new agent started
+// with o and do, registered under its lowercased name, and waits until the
+// agent works on it.
+func working(t *testing.T, o testagent.Options, do testagent.Behaviour, req Request) (*fixture, *testagent.Agent, *Delegation) {
+	t.Helper()
+	agent := testagent.Start(t, o, do)
+	f := newFixture(t, Config{Self: "b"})
+	f.add(t, strings.ToLower(o.Name), agent.URL)
+	d, err := f.engine.Delegate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	return f, agent, d
+}
+
 func TestSteer_ReachesTheAgentInOrderOnce(t *testing.T) {
 	t.Parallel()
 	for _, streaming := range []bool{true, false} {
-		agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: streaming, Steering: true}, testagent.Steerable())
-		f := newFixture(t, Config{Self: "b"})
-		f.add(t, "c", agent.URL)
-		d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research", Requires: []string{"steerable"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, d, a2a.TaskStateWorking)
+		f, agent, d := working(t, testagent.Options{Name: "C", Skill: "research", Streaming: streaming, Steering: true}, testagent.Steerable(), Request{Text: "survey", Skill: "research", Requires: []string{"steerable"}})
 		var receipts []steering.Receipt
 		for i, text := range []string{"narrow to 2025", "primary sources only", "finish"} {
 			m := textMessage(text)
@@ -71,14 +80,7 @@ func TestSteer_ReachesTheAgentInOrderOnce(t *testing.T) {
 
 func TestInterrupt_SettlesAndResumesTheSameTask(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
-	f := newFixture(t, Config{Self: "b"})
-	f.add(t, "c", agent.URL)
-	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, d, a2a.TaskStateWorking)
+	f, agent, d := working(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable(), Request{Text: "survey", Skill: "research"})
 	r, err := f.engine.Steer(t.Context(), d.ID(), steering.Interrupt, textMessage("stop: the premise changed"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,14 +114,7 @@ func TestInterrupt_SettlesAndResumesTheSameTask(t *testing.T) {
 
 func TestSteer_RefusedAtANonSteerableHop(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "D", Skill: "research", Streaming: true}, testagent.Hang())
-	f := newFixture(t, Config{Self: "b"})
-	f.add(t, "d", agent.URL)
-	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, d, a2a.TaskStateWorking)
+	f, agent, d := working(t, testagent.Options{Name: "D", Skill: "research", Streaming: true}, testagent.Hang(), Request{Text: "survey", Skill: "research"})
 	before := len(agent.Calls())
 	for _, c := range []steering.Control{steering.Steer, steering.Interrupt} {
 		_, err := f.engine.Steer(t.Context(), d.ID(), c, textMessage("x"))
@@ -143,14 +138,7 @@ func TestSteer_RefusedAtANonSteerableHop(t *testing.T) {
 // resumed must not put the delegation back to waiting.
 func TestInterrupt_LateCopyOfTheStatusDoesNotUndoAResume(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
-	f := newFixture(t, Config{Self: "b"})
-	f.add(t, "c", agent.URL)
-	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, d, a2a.TaskStateWorking)
+	f, _, d := working(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable(), Request{Text: "survey", Skill: "research"})
 	if _, err := f.engine.Steer(t.Context(), d.ID(), steering.Interrupt, textMessage("stop")); err != nil {
 		t.Fatal(err)
 	}

@@ -71,10 +71,7 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 				yield(status(ec, a2a.TaskStateFailed, "the delegation of this task is no longer followed"), nil)
 				return
 			}
-			evs, _, _ := live.Events(0)
-			if len(evs) > 0 {
-				after = evs[len(evs)-1].Seq
-			}
+			after = live.Record().LastEvent
 			var err error
 			if d, err = x.engine.Send(ctx, id, inputFrom(ec.Message)); err != nil {
 				yield(status(ec, a2a.TaskStateInputRequired, "orchd could not pass the input on: "+err.Error()), nil)

@@ -27,21 +27,13 @@ type steerRoute struct {
 }
 
 func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
-	if m := cc.Method(); m != "SendMessage" && m != "SendStreamingMessage" {
-		return ctx, nil, nil
-	}
-	smr, ok := req.Payload.(*a2a.SendMessageRequest)
+	msg, control, ok := steering.FromCall(cc, req)
 	if !ok {
 		return ctx, nil, nil
 	}
-	control, ok := steering.ControlOf(smr.Message)
-	if !ok {
-		return ctx, nil, nil
-	}
-	if err := steering.Check(cc, smr.Message, control, orchdSteering); err != nil {
+	if err := steering.Check(cc, msg, control, orchdSteering); err != nil {
 		return ctx, nil, err
 	}
-	msg := smr.Message
 	s.x.mu.Lock()
 	id, known := s.x.byTask[msg.TaskID]
 	s.x.mu.Unlock()

@@ -30,110 +30,101 @@ func BenchmarkSteerChain(b *testing.B) {
 	c := testagent.Start(b, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
 	bNode := orchdNode(b, "b", "research", registry.Spec{ID: "c", URL: c.URL})
 	a := orchdNode(b, "a", "research", registry.Spec{ID: "b", URL: bNode})
-	// Each task takes ten signals: a2a-go copies a task's whole history on
-	// every update, so hundreds of steers on one task would measure that.
-	var rec delegation.Record
-	fresh := func(b *testing.B) {
-		b.StopTimer()
-		if rec.ID != "" {
-			call(b, "POST", a+"/v1/delegations/"+rec.ID+":cancel", "", nil)
-		}
-		if code := call(b, "POST", a+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
-			b.Fatalf("delegate = %d", code)
-		}
-		waitFor(b, a, rec.ID, a2a.TaskStateWorking)
-		b.StartTimer()
+	for _, path := range []struct {
+		prefix string
+		s      signaller
+	}{
+		{"direct-", newDirectSteering(b, c.URL)},
+		{"", &chainSteering{base: a}},
+	} {
+		b.Run(path.prefix+"steer", func(b *testing.B) {
+			timeSignals(b, path.s, steering.Steer, false)
+		})
+		b.Run(path.prefix+"interrupt", func(b *testing.B) {
+			timeSignals(b, path.s, steering.Interrupt, true)
+		})
+		path.s.end(b)
 	}
-	report := func(b *testing.B, lat []time.Duration) {
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-	}
-	direct := directSteering(b, c.URL)
-	b.Run("direct-steer", func(b *testing.B) {
-		var lat []time.Duration
-		i := 0
-		for b.Loop() {
-			if i%10 == 0 {
-				b.StopTimer()
-				direct.fresh(b)
-				b.StartTimer()
-			}
-			i++
-			start := time.Now()
-			direct.signal(b, steering.Steer, fmt.Sprintf("steer %d", i))
-			lat = append(lat, time.Since(start))
-		}
-		report(b, lat)
-	})
-	b.Run("direct-interrupt", func(b *testing.B) {
-		var lat []time.Duration
-		i := 0
-		for b.Loop() {
-			if i%10 == 0 {
-				b.StopTimer()
-				direct.fresh(b)
-				b.StartTimer()
-			}
-			i++
-			start := time.Now()
-			direct.signal(b, steering.Interrupt, "stop")
-			lat = append(lat, time.Since(start))
-			b.StopTimer()
-			direct.resume(b)
-			b.StartTimer()
-		}
-		report(b, lat)
-	})
-	direct.end(b)
-	b.Run("steer", func(b *testing.B) {
-		var lat []time.Duration
-		i := 0
-		for b.Loop() {
-			if i%10 == 0 {
-				fresh(b)
-			}
-			i++
-			start := time.Now()
-			if code := call(b, "POST", a+"/v1/delegations/"+rec.ID+":steer", fmt.Sprintf(`{"text": "steer %d"}`, i), nil); code != 200 {
-				b.Fatalf("steer = %d", code)
-			}
-			lat = append(lat, time.Since(start))
-		}
-		report(b, lat)
-	})
-	b.Run("interrupt", func(b *testing.B) {
-		var lat []time.Duration
-		i := 0
-		for b.Loop() {
-			if i%10 == 0 {
-				fresh(b)
-			}
-			i++
-			start := time.Now()
-			if code := call(b, "POST", a+"/v1/delegations/"+rec.ID+":interrupt", "", nil); code != 200 {
-				b.Fatalf("interrupt = %d", code)
-			}
-			lat = append(lat, time.Since(start))
-			b.StopTimer()
-			if code := call(b, "POST", a+"/v1/delegations/"+rec.ID+"/messages", `{"text": "go on"}`, nil); code != 200 {
-				b.Fatalf("resume = %d", code)
-			}
-			waitFor(b, a, rec.ID, a2a.TaskStateWorking)
-			b.StartTimer()
-		}
-		report(b, lat)
-	})
-	call(b, "POST", a+"/v1/delegations/"+rec.ID+":cancel", "", nil)
 }
 
-// directClient sends steering signals straight to an agent's task.
-type directClient struct {
+// signaller sends steering signals to one WORKING task at a time, through
+// orchd or straight to the agent.
+type signaller interface {
+	// fresh ends the current task and starts a WORKING one.
+	fresh(b *testing.B)
+	signal(b *testing.B, c steering.Control, text string)
+	// resume answers an interrupted task and waits until it works again.
+	resume(b *testing.B)
+	end(b *testing.B)
+}
+
+// timeSignals times one signal per iteration and reports p50 and p99.
+// Each task takes ten signals: a2a-go copies a task's whole history on
+// every update, so hundreds of signals on one task would measure that.
+// After an interrupt the task is resumed, untimed.
+func timeSignals(b *testing.B, s signaller, c steering.Control, resume bool) {
+	var lat []time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%10 == 0 {
+			b.StopTimer()
+			s.fresh(b)
+			b.StartTimer()
+		}
+		start := time.Now()
+		s.signal(b, c, fmt.Sprintf("%s %d", c, i))
+		lat = append(lat, time.Since(start))
+		if resume {
+			b.StopTimer()
+			s.resume(b)
+			b.StartTimer()
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// chainSteering signals a delegation through the API of the orchd at base.
+type chainSteering struct {
+	base string
+	rec  delegation.Record
+}
+
+func (s *chainSteering) fresh(b *testing.B) {
+	s.end(b)
+	if code := call(b, "POST", s.base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &s.rec); code != 201 {
+		b.Fatalf("delegate = %d", code)
+	}
+	waitFor(b, s.base, s.rec.ID, a2a.TaskStateWorking)
+}
+
+func (s *chainSteering) signal(b *testing.B, c steering.Control, text string) {
+	if code := call(b, "POST", s.base+"/v1/delegations/"+s.rec.ID+":"+string(c), fmt.Sprintf(`{"text": %q}`, text), nil); code != 200 {
+		b.Fatalf("%s = %d", c, code)
+	}
+}
+
+func (s *chainSteering) resume(b *testing.B) {
+	if code := call(b, "POST", s.base+"/v1/delegations/"+s.rec.ID+"/messages", `{"text": "go on"}`, nil); code != 200 {
+		b.Fatalf("resume = %d", code)
+	}
+	waitFor(b, s.base, s.rec.ID, a2a.TaskStateWorking)
+}
+
+func (s *chainSteering) end(b *testing.B) {
+	if s.rec.ID != "" {
+		call(b, "POST", s.base+"/v1/delegations/"+s.rec.ID+":cancel", "", nil)
+	}
+}
+
+// directSteering sends steering signals straight to an agent's task with
+// an a2a-go client.
+type directSteering struct {
 	c    *a2aclient.Client
 	task a2a.TaskID
 }
 
-func directSteering(b *testing.B, url string) *directClient {
+func newDirectSteering(b *testing.B, url string) *directSteering {
 	card, err := agentcard.NewResolver(nil).Resolve(b.Context(), url)
 	if err != nil {
 		b.Fatal(err)
@@ -142,11 +133,10 @@ func directSteering(b *testing.B, url string) *directClient {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &directClient{c: c}
+	return &directSteering{c: c}
 }
 
-// fresh ends the current task and starts a WORKING one.
-func (d *directClient) fresh(b *testing.B) {
+func (d *directSteering) fresh(b *testing.B) {
 	d.end(b)
 	res, err := d.c.SendMessage(b.Context(), &a2a.SendMessageRequest{
 		Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
@@ -158,8 +148,7 @@ func (d *directClient) fresh(b *testing.B) {
 	d.waitWorking(b)
 }
 
-// resume answers an interrupted task so it works again.
-func (d *directClient) resume(b *testing.B) {
+func (d *directSteering) resume(b *testing.B) {
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go on"))
 	m.TaskID = d.task
 	if _, err := d.c.SendMessage(b.Context(), &a2a.SendMessageRequest{Message: m, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}); err != nil {
@@ -168,7 +157,7 @@ func (d *directClient) resume(b *testing.B) {
 	d.waitWorking(b)
 }
 
-func (d *directClient) waitWorking(b *testing.B) {
+func (d *directSteering) waitWorking(b *testing.B) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		t, err := d.c.GetTask(b.Context(), &a2a.GetTaskRequest{ID: d.task})
 		if err != nil {
@@ -181,7 +170,7 @@ func (d *directClient) waitWorking(b *testing.B) {
 	b.Fatalf("task %s did not start working", d.task)
 }
 
-func (d *directClient) signal(b *testing.B, c steering.Control, text string) {
+func (d *directSteering) signal(b *testing.B, c steering.Control, text string) {
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
 	m.TaskID = d.task
 	m.Metadata = map[string]any{steering.ControlKey: string(c)}
@@ -190,7 +179,7 @@ func (d *directClient) signal(b *testing.B, c steering.Control, text string) {
 	}
 }
 
-func (d *directClient) end(b *testing.B) {
+func (d *directSteering) end(b *testing.B) {
 	if d.task != "" {
 		if _, err := d.c.CancelTask(b.Context(), &a2a.CancelTaskRequest{ID: d.task}); err != nil {
 			b.Fatal(err)

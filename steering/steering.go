@@ -224,19 +224,28 @@ func (s *Steering) Interceptor() a2asrv.CallInterceptor { return interceptor{s} 
 
 type interceptor struct{ s *Steering }
 
+// FromCall returns the steering message a call carries and its control;
+// ok is false for any call that is not a SendMessage or
+// SendStreamingMessage with a control. Interceptors that route steering
+// (orchd's, for one) recognise it with this.
+func FromCall(cc *a2asrv.CallContext, req *a2asrv.Request) (m *a2a.Message, c Control, ok bool) {
+	if method := cc.Method(); method != "SendMessage" && method != "SendStreamingMessage" {
+		return nil, "", false
+	}
+	smr, isSend := req.Payload.(*a2a.SendMessageRequest)
+	if !isSend {
+		return nil, "", false
+	}
+	c, ok = ControlOf(smr.Message)
+	return smr.Message, c, ok
+}
+
 func (i interceptor) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
-	if m := cc.Method(); m != "SendMessage" && m != "SendStreamingMessage" {
-		return ctx, nil, nil
-	}
-	smr, ok := req.Payload.(*a2a.SendMessageRequest)
+	msg, control, ok := FromCall(cc, req)
 	if !ok {
 		return ctx, nil, nil
 	}
-	control, ok := ControlOf(smr.Message)
-	if !ok {
-		return ctx, nil, nil
-	}
-	task, err := i.s.Accept(ctx, cc, smr.Message, control)
+	task, err := i.s.Accept(ctx, cc, msg, control)
 	if err != nil {
 		return ctx, nil, err
 	}

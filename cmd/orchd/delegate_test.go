@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
@@ -19,21 +19,9 @@ func daemon(t *testing.T, agents ...registry.Spec) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen = "127.0.0.1:0"
 	cfg.Agents = agents
 	cfg.Delegation.PollInterval = orchestrator.Duration(20 * time.Millisecond)
-	d, err := orchestrator.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for d.Addr() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return "http://" + d.Addr().String()
+	return orchdtest.Start(t, cfg)
 }
 
 func TestDelegateAndTasks(t *testing.T) {

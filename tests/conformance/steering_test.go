@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
@@ -52,24 +53,12 @@ func orchdAt(t *testing.T, self string, skills []string, agents ...registry.Spec
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen = "127.0.0.1:0"
 	cfg.Delegation.Self = self
 	for _, s := range skills {
 		cfg.Agent.Skills = append(cfg.Agent.Skills, orchestrator.SkillConfig{ID: s})
 	}
 	cfg.Agents = agents
-	d, err := orchestrator.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for d.Addr() == nil || d.Registry().Len() < len(agents) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return "http://" + d.Addr().String()
+	return orchdtest.Start(t, cfg)
 }
 
 func post(t *testing.T, url string, in, out any) (int, string) {
