@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -32,28 +35,36 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 		pool = e.reg.List()
 	}
 
+	e.reg.RecordUse(ctx, pool)
 	d := &Decision{}
 	var refused []Candidate
+	var kinds []string
 	eligible := make([]*registry.Agent, 0, len(pool))
 	for _, a := range pool {
-		reasons, err := prefilter(a, req, in, out, e.cfg.Self)
+		reasons, why, err := prefilter(a, req, in, out, e.cfg.Self)
 		if err != nil {
 			return nil, nil, err
 		}
 		if len(reasons) > 0 {
 			refused = append(refused, Candidate{Agent: a.ID, Reasons: reasons})
+			kinds = append(kinds, why...)
 			continue
 		}
 		eligible = append(eligible, a)
 	}
 
 	set := e.policies.Set()
+	ctx, span := e.in.tracer.Start(ctx, "orchd.policy.evaluate", trace.WithAttributes(
+		attribute.String("orchd.policy.set", set.Digest()), attribute.Int("orchd.candidates", len(eligible))))
 	res := set.Evaluate(ctx, eligible, policies.Input{
 		Request: policies.Request{Skill: out.Skill, Capabilities: out.Requires, Protocol: req.Protocol, Metadata: req.Metadata},
 		Chain:   policies.Chain{Depth: in.Depth, MaxDepth: out.MaxDepth, Path: in.Path, RootTask: out.RootTask},
 		Caller:  req.Caller,
 		Now:     e.cfg.Now(),
 	})
+	e.in.decided(ctx, kinds, res)
+	span.SetAttributes(attribute.String("orchd.policy.winner", res.Winner))
+	span.End()
 	d.PolicySet, d.Policy = res.PolicySet, res.Decisions
 	byID := make(map[string]*registry.Agent, len(eligible))
 	for _, a := range eligible {
@@ -75,28 +86,31 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 
 // prefilter returns why an agent cannot take the work whatever the
 // policies say: it is already in the chain, orchd cannot speak its
-// protocol, or it lacks a required capability.
-func prefilter(a *registry.Agent, req *Request, in, out Chain, self string) ([]string, error) {
-	var reasons []string
+// protocol, or it lacks a required capability. Each reason comes with its
+// kind (refusedCycle, refusedProtocol or refusedCapability).
+func prefilter(a *registry.Agent, req *Request, in, out Chain, self string) (reasons, kinds []string, err error) {
+	refuse := func(kind, reason string) {
+		reasons, kinds = append(reasons, reason), append(kinds, kind)
+	}
 	if a.ID == self || slices.Contains(in.Path, a.ID) {
-		reasons = append(reasons, fmt.Sprintf("%s is already in the delegation path %s", a.ID, strings.Join(out.Path, " → ")))
+		refuse(refusedCycle, fmt.Sprintf("%s is already in the delegation path %s", a.ID, strings.Join(out.Path, " → ")))
 	}
 	if !a.ClientCompatible {
-		reasons = append(reasons, "protocol: "+a.IncompatibleReason)
+		refuse(refusedProtocol, "protocol: "+a.IncompatibleReason)
 	}
 	if req.Protocol != "" {
 		ok, err := a.Compatible(req.Protocol)
 		if err != nil {
-			return nil, fmt.Errorf("%w: protocol: %v", ErrBadRequest, err)
+			return nil, nil, fmt.Errorf("%w: protocol: %v", ErrBadRequest, err)
 		}
 		if !ok {
-			reasons = append(reasons, fmt.Sprintf("protocol: speaks %s, the request needs %s", strings.Join(a.Versions(""), ", "), req.Protocol))
+			refuse(refusedProtocol, fmt.Sprintf("protocol: speaks %s, the request needs %s", strings.Join(a.Versions(""), ", "), req.Protocol))
 		}
 	}
 	for _, c := range out.Requires {
 		if !a.Supports(c) {
-			reasons = append(reasons, "lacks required capability "+c)
+			refuse(refusedCapability, "lacks required capability "+c)
 		}
 	}
-	return reasons, nil
+	return reasons, kinds, nil
 }

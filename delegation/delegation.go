@@ -11,6 +11,10 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/orchd/orchd/steering"
 )
 
@@ -52,6 +56,9 @@ type Delegation struct {
 	chain     Chain
 	// steering is what the pinned card of the downstream agent advertises.
 	steering steering.Modes
+	// span is the delegate span: later calls to the agent (the stream,
+	// polls, input, steering) join its trace.
+	span trace.SpanContext
 
 	// op serializes the caller's operations (input, cancel) so two cannot
 	// act on the downstream task at once. Lock order: op before mu.
@@ -113,6 +120,11 @@ func waiting(s a2a.TaskState) bool {
 	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
 }
 
+// traced returns ctx carrying the delegation's trace.
+func (d *Delegation) traced(ctx context.Context) context.Context {
+	return trace.ContextWithSpanContext(ctx, d.span)
+}
+
 // emit appends an event, updates the record's state and persists it.
 // Callers hold mu.
 func (d *Delegation) emit(ev Event) {
@@ -120,6 +132,11 @@ func (d *Delegation) emit(ev Event) {
 	ev.At = now
 	if ev.State == "" {
 		ev.State = d.rec.State
+	}
+	if ev.State.Terminal() && !d.rec.State.Terminal() {
+		in, ctx := d.engine.in, d.traced(d.engine.ctx)
+		in.inflight.Add(ctx, -1)
+		in.ended.Add(ctx, 1, metric.WithAttributes(attribute.String("state", string(ev.State))))
 	}
 	d.rec.State = ev.State
 	d.rec.UpdatedAt = now

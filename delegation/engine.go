@@ -20,6 +20,10 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aext"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -59,6 +63,12 @@ type Config struct {
 	HTTPClient *http.Client
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// TracerProvider records spans for delegations, policy evaluations and
+	// steering signals; nil records nothing. Spans of A2A calls come from
+	// HTTPClient's transport (telemetry.Telemetry.Transport).
+	TracerProvider trace.TracerProvider
+	// MeterProvider records the delegation metrics; nil records nothing.
+	MeterProvider metric.MeterProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +125,7 @@ type Engine struct {
 	policies PolicySource
 	store    Store
 	log      *slog.Logger
+	in       *instruments
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -137,6 +148,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 	ctx, cancel := context.WithCancel(context.Background())
 	clients, _ := lru.New[string, cachedClient](1024) // only a non-positive size fails
 	return &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
+		in:  newInstruments(cfg.TracerProvider, cfg.MeterProvider),
 		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, clients: clients}
 }
 
@@ -205,10 +217,14 @@ func containsFold(ss []string, s string) bool {
 // accepting; with ErrBadRequest, ErrUnknownAgent, ErrCycle, ErrTooDeep or
 // ErrDeadline for requests that cannot be delegated. No delegation exists after an
 // error.
-func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error) {
+func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err error) {
 	if e.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
+	id := a2a.NewContextID()
+	ctx, span := e.in.tracer.Start(ctx, "orchd.delegate", trace.WithAttributes(attribute.String("orchd.delegation.id", id)))
+	var dec *Decision
+	defer func() { e.in.outcome(ctx, span, dec, err) }()
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
@@ -216,7 +232,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error)
 	if err != nil {
 		return nil, err
 	}
-	id := a2a.NewContextID()
+	span.SetAttributes(attribute.String("orchd.skill", out.Skill), attribute.Int("orchd.chain.depth", out.Depth))
 	if out.RootTask == "" {
 		out.RootTask = id
 	}
@@ -232,7 +248,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error)
 		if i == e.cfg.MaxAttempts {
 			break
 		}
-		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1,
+		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1, span: span.SpanContext(),
 			steering: steering.Modes{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
 			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
 				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}}}
@@ -241,7 +257,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error)
 		first, err := d.open(ctx, a, msg)
 		if err != nil {
 			dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID, Error: err.Error()})
-			e.log.Warn("agent did not accept delegated work", "delegation", id, "agent", a.ID, "error", err)
+			e.log.WarnContext(ctx, "agent did not accept delegated work", "delegation", id, "agent", a.ID, "error", err)
 			if retryable(err) && ctx.Err() == nil {
 				continue
 			}
@@ -249,7 +265,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (*Delegation, error)
 		}
 		dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID})
 		dec.Chosen = a.ID
-		e.log.Info("work delegated", "delegation", id, "agent", a.ID, "skill", out.Skill, "depth", out.Depth)
+		e.log.InfoContext(ctx, "work delegated", "delegation", id, "agent", a.ID, "skill", out.Skill, "depth", out.Depth)
 		e.start(d, first)
 		return d, nil
 	}
@@ -283,6 +299,7 @@ func (e *Engine) List(ctx context.Context, state a2a.TaskState) ([]Record, error
 
 // register makes a delegation live and stores it.
 func (e *Engine) register(d *Delegation) {
+	e.in.inflight.Add(e.ctx, 1)
 	e.mu.Lock()
 	e.live[d.rec.ID] = d
 	e.mu.Unlock()
@@ -332,7 +349,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
-		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI)),
+		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI), callTimer{in: e.in, agent: a.ID}),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)
@@ -377,7 +394,7 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	}
 	// The stream outlives the caller's request: it belongs to the engine.
 	// Until the agent accepts, the caller may still give up.
-	streamCtx, cancel := context.WithCancel(e.ctx)
+	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
 	stopAfter := context.AfterFunc(ctx, cancel)
 	next, stop := iter.Pull2(d.client.SendStreamingMessage(streamCtx, req))
 	first, err, ok := next()
@@ -413,7 +430,7 @@ func (d *Delegation) follow(s *session) {
 		d.settled()
 		return
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(d.traced(e.ctx))
 	done := make(chan struct{})
 	d.mu.Lock()
 	d.stopFollow, d.followDone = cancel, done

@@ -7,6 +7,9 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/orchd/orchd/steering"
 )
 
@@ -22,7 +25,10 @@ var ErrNotSteerable = errors.New("cannot steer")
 // receipt. Signals to one delegation are passed on one at a time, in the
 // order they arrive. An interrupt returns once the delegation settled
 // INPUT_REQUIRED (or CancelWait passed).
-func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *a2a.Message) (steering.Receipt, error) {
+func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *a2a.Message) (r steering.Receipt, err error) {
+	ctx, span := e.in.tracer.Start(ctx, "orchd.steer", trace.WithAttributes(
+		attribute.String("orchd.delegation.id", id), attribute.String("orchd.steering.control", string(c))))
+	defer func() { e.in.steered(ctx, span, c, err) }()
 	d, ok := e.Get(id)
 	if !ok {
 		if _, err := e.store.Get(ctx, id); err == nil {
@@ -47,6 +53,7 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 	}
 	state, hop, taskID, contextID, modes := d.rec.State, d.rec.Downstream.Agent, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID, d.steering
 	d.mu.Unlock()
+	span.SetAttributes(attribute.String("orchd.hop", hop))
 	switch {
 	case state.Terminal():
 		return steering.Receipt{}, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
@@ -79,7 +86,7 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 	ref, _ := msg.Metadata[steering.ReferenceKey].(string)
 	d.mu.Lock()
 	d.steerSeq++
-	r := steering.Receipt{Control: c, MessageID: down.ID, Seq: d.steerSeq, ReferenceMessageID: ref,
+	r = steering.Receipt{Control: c, MessageID: down.ID, Seq: d.steerSeq, ReferenceMessageID: ref,
 		Hops: append([]steering.Hop{{Agent: e.cfg.Self, Seq: d.steerSeq}}, below.Hops...)}
 	if d.receipts == nil {
 		d.receipts = map[string]steering.Receipt{}

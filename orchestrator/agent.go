@@ -16,9 +16,12 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"github.com/hashicorp/go-version"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/steering"
+	"github.com/orchd/orchd/telemetry"
 )
 
 // Where orchd serves A2A: JSON-RPC and HTTP+JSON for A2A 1.0, and through
@@ -56,7 +59,7 @@ func newA2AServer(cfg AgentConfig, engine *delegation.Engine, stopping <-chan st
 	exec := newExecutor(engine, stopping, log)
 	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
-		a2asrv.WithCallInterceptors(versionCheck{}, steerRoute{x: exec, tasks: tasks}, earlyDelegation{x: exec}))
+		a2asrv.WithCallInterceptors(spanNamer{}, versionCheck{}, steerRoute{x: exec, tasks: tasks}, earlyDelegation{x: exec}))
 	return &a2aServer{cfg: cfg, handler: h}
 }
 
@@ -105,14 +108,17 @@ func (s *a2aServer) setCard(ctx context.Context, base string) error {
 	return nil
 }
 
-// routes adds the card and the A2A endpoints to mux.
-func (s *a2aServer) routes(mux *http.ServeMux) {
+// routes adds the card and the A2A endpoints to mux, traced by tel.
+func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry) {
 	ext := []string{delegation.ExtensionURI, steering.URI}
+	handle := func(path, version string, h http.Handler) {
+		mux.Handle(path, tel.Handler(served(version, ext, h), "A2A"))
+	}
 	mux.HandleFunc("GET "+a2asrv.WellKnownAgentCardPath, s.serveCard)
-	mux.Handle(pathJSONRPC, served("1.0", ext, a2asrv.NewJSONRPCHandler(s.handler)))
-	mux.Handle(pathREST+"/", served("1.0", ext, http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler))))
-	mux.Handle(pathJSONRPC03, served("0.3", ext, a2av0.NewJSONRPCHandler(s.handler)))
-	mux.Handle(pathREST03+"/", served("0.3", ext, http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler))))
+	handle(pathJSONRPC, "1.0", a2asrv.NewJSONRPCHandler(s.handler))
+	handle(pathREST+"/", "1.0", http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler)))
+	handle(pathJSONRPC03, "0.3", a2av0.NewJSONRPCHandler(s.handler))
+	handle(pathREST03+"/", "0.3", http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler)))
 }
 
 // serveCard serves the card with Cache-Control and an ETag, answering a
@@ -195,4 +201,24 @@ func sameVersion(a, b string) bool {
 	}
 	sa, sb := va.Segments(), vb.Segments()
 	return sa[0] == sb[0] && (sa[0] != 0 || sa[1] == sb[1])
+}
+
+// spanNamer names the server span of an A2A call after its method
+// ("A2A SendMessage"), which the HTTP layer cannot see in a JSON-RPC body,
+// and records the protocol version the caller asked for.
+type spanNamer struct {
+	a2asrv.PassthroughCallInterceptor
+}
+
+func (spanNamer) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return ctx, nil, nil
+	}
+	telemetry.NameSpan(ctx, "A2A "+cc.Method())
+	span.SetAttributes(attribute.String("a2a.method", cc.Method()))
+	if vals, ok := cc.ServiceParams().Get(a2a.SvcParamVersion); ok && len(vals) > 0 {
+		span.SetAttributes(attribute.String("a2a.version", vals[0]))
+	}
+	return ctx, nil, nil
 }

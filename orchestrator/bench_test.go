@@ -19,7 +19,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/telemetry"
 )
 
 // noop is the cheapest a2a-go agent: it answers every message with a
@@ -67,6 +71,45 @@ func benchClient(b *testing.B, base string) *a2aclient.Client {
 	return c
 }
 
+// benchDaemon runs an orchd on its embedded defaults routing to the agent
+// at agentURL, with tel's providers when tel is set, and returns its URL.
+func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) string {
+	b.Helper()
+	cfg, err := LoadConfig("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Agents = []registry.Spec{{ID: "noop", URL: agentURL}}
+	cfg.Telemetry.Providers = tel
+	d, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for d.Addr() == nil || d.Registry().Len() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "http://" + d.Addr().String()
+}
+
+// tracingOn is telemetry that samples every span and batches them to an
+// exporter that drops them, next to the same Prometheus metrics as the
+// defaults.
+func tracingOn(b *testing.B) *telemetry.Telemetry {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	metrics, err := telemetry.New(b.Context(), telemetry.Config{Prometheus: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = metrics.Shutdown(context.Background()) })
+	return telemetry.WithProviders(tp, metrics.MeterProvider())
+}
+
 func send(ctx context.Context, c *a2aclient.Client) error {
 	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ping"))})
 	if err != nil {
@@ -86,7 +129,10 @@ func send(ctx context.Context, c *a2aclient.Client) error {
 
 // BenchmarkHop calls a no-op a2a-go agent directly, through a plain
 // httputil.ReverseProxy, and through orchd (a full delegation: choose,
-// policies, hand over, mirror the answer), in the same run.
+// policies, hand over, mirror the answer), in the same run. orchd runs on
+// its embedded defaults (Prometheus metrics on, no trace exporter), and
+// again as orchd-traced with every span recorded and batched to an
+// exporter that drops them: the cost of tracing.
 //
 //	go test ./orchestrator -run '^$' -bench Hop -benchtime 2000x
 //
@@ -100,27 +146,10 @@ func BenchmarkHop(b *testing.B) {
 	b.Cleanup(proxy.Close)
 	proxied := &a2a.AgentCard{Name: "Noop via proxy", SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(proxy.URL+"/rpc", a2a.TransportProtocolJSONRPC)}}
 
-	cfg, err := LoadConfig("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Agents = []registry.Spec{{ID: "noop", URL: agent.URL}}
-	d, err := New(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	for d.Addr() == nil || d.Registry().Len() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
-
 	clients := map[string]*a2aclient.Client{
-		"direct": benchClient(b, agent.URL),
-		"orchd":  benchClient(b, "http://"+d.Addr().String()),
+		"direct":       benchClient(b, agent.URL),
+		"orchd":        benchClient(b, benchDaemon(b, agent.URL, nil)),
+		"orchd-traced": benchClient(b, benchDaemon(b, agent.URL, tracingOn(b))),
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(hc.CloseIdleConnections)
@@ -130,7 +159,7 @@ func BenchmarkHop(b *testing.B) {
 	}
 	clients["proxy"] = pc
 
-	for _, name := range []string{"direct", "proxy", "orchd"} {
+	for _, name := range []string{"direct", "proxy", "orchd", "orchd-traced"} {
 		c := clients[name]
 		b.Run(name+"/latency", func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)

@@ -16,6 +16,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/telemetry"
 )
 
 //go:embed defaults.yaml
@@ -40,6 +41,23 @@ type Config struct {
 	Delegation DelegationConfig `yaml:"delegation"`
 	// Agent describes orchd as an A2A agent: its card.
 	Agent AgentConfig `yaml:"agent"`
+	// Telemetry configures metrics and traces.
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+}
+
+// TelemetryConfig is the config file's telemetry section. Traces are
+// exported over OTLP when the standard OTEL_EXPORTER_OTLP_* environment
+// variables name an endpoint; see docs/observability.md.
+type TelemetryConfig struct {
+	// Prometheus serves the metrics at GET /metrics on the API's address.
+	Prometheus bool `yaml:"prometheus"`
+	// ServiceName is the service.name of orchd's spans and metrics
+	// (OTEL_SERVICE_NAME overrides it).
+	ServiceName string `yaml:"serviceName"`
+	// Providers, when set, is used instead of what Prometheus and the
+	// environment would build: for programs embedding orchd and tests that
+	// bring their own providers. The daemon does not shut it down.
+	Providers *telemetry.Telemetry `yaml:"-"`
 }
 
 // AgentConfig describes the Agent Card orchd serves.

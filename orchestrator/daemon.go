@@ -14,6 +14,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/telemetry"
 )
 
 // Daemon is a running orchd: the registry, the policy engine and the HTTP
@@ -24,8 +25,12 @@ type Daemon struct {
 	registry    *registry.Registry
 	policies    *policies.Engine
 	delegations *delegation.Engine
-	agent       *a2aServer
-	handler     http.Handler
+	telemetry   *telemetry.Telemetry
+	// ownTelemetry is set when New built the telemetry and Run shuts it
+	// down.
+	ownTelemetry bool
+	agent        *a2aServer
+	handler      http.Handler
 	// stopping is closed when Run begins to shut down, ending long-lived
 	// streams so the graceful shutdown does not wait on them.
 	stopping chan struct{}
@@ -37,32 +42,52 @@ type Daemon struct {
 
 // New builds a daemon from cfg: it loads the policies (which must compile)
 // and prepares the registry. It starts nothing; Run does.
-func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	tel, own := cfg.Telemetry.Providers, false
+	if tel == nil {
+		tel, err = telemetry.New(context.Background(), telemetry.Config{ServiceName: cfg.Telemetry.ServiceName, Prometheus: cfg.Telemetry.Prometheus})
+		if err != nil {
+			return nil, err
+		}
+		own = true
+		defer func() {
+			if err != nil {
+				_ = tel.Shutdown(context.Background())
+			}
+		}()
 	}
 	engine, err := policies.NewEngine(cfg.Policies.Paths, cfg.PolicyOptions(), log.With("component", "policies"))
 	if err != nil {
 		return nil, fmt.Errorf("load policies: %w", err)
 	}
-	reg, err := registry.New(cfg.RegistryConfig(), log.With("component", "registry"))
+	rcfg := cfg.RegistryConfig()
+	rcfg.TracerProvider, rcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
+	reg, err := registry.New(rcfg, log.With("component", "registry"))
 	if err != nil {
 		return nil, err
 	}
-	transport, err := registry.NewTransport(cfg.RegistryConfig())
+	transport, err := registry.NewTransport(rcfg)
 	if err != nil {
 		reg.Close()
 		return nil, err
 	}
 	dcfg := cfg.DelegationConfig()
-	dcfg.HTTPClient = &http.Client{Transport: transport}
+	dcfg.HTTPClient = &http.Client{Transport: tel.Transport(transport)}
+	dcfg.TracerProvider, dcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
 	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(0), dcfg, log.With("component", "delegation"))
 	stopping := make(chan struct{})
-	d := &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, stopping: stopping,
+	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, stopping: stopping,
+		telemetry: tel, ownTelemetry: own,
 		agent: newA2AServer(cfg.Agent, delegations, stopping, log.With("component", "a2a"))}
 	mux := http.NewServeMux()
-	d.agent.routes(mux)
-	mux.Handle("/", newAPI(reg, engine, delegations, stopping, log.With("component", "api")))
+	d.agent.routes(mux, tel)
+	if h := tel.MetricsHandler(); h != nil {
+		mux.Handle("GET /metrics", h)
+	}
+	mux.Handle("/", tel.Handler(newAPI(reg, engine, delegations, stopping, log.With("component", "api")), "orchd"))
 	d.handler = mux
 	return d, nil
 }
@@ -100,6 +125,9 @@ func (d *Daemon) Addr() net.Addr {
 // shuts the server down gracefully and stops every goroutine it started
 // before returning.
 func (d *Daemon) Run(ctx context.Context) error {
+	if d.ownTelemetry {
+		defer d.shutdownTelemetry()
+	}
 	defer d.registry.Close()
 	defer d.delegations.Close()
 	defer d.stop()
@@ -159,6 +187,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = serveErr
 	}
 	return err
+}
+
+// shutdownTelemetry flushes the spans and metrics not yet exported.
+func (d *Daemon) shutdownTelemetry() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.telemetry.Shutdown(ctx); err != nil {
+		d.log.Warn("telemetry shutdown", "error", err)
+	}
 }
 
 // stop ends the daemon's long-lived streams: event followers over the API

@@ -100,7 +100,7 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		}
 	}
 	if err != nil {
-		x.log.Info("A2A task refused", "task", ec.TaskID, "error", err)
+		x.log.InfoContext(ctx, "A2A task refused", "task", ec.TaskID, "error", err)
 		if yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			yield(status(ec, a2a.TaskStateRejected, err.Error()), nil)
 		}

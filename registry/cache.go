@@ -43,6 +43,7 @@ type cardCache struct {
 	cfg   Config
 	f     *fetcher
 	log   *slog.Logger
+	in    instruments
 	lru   *lru.Cache[string, *entry]
 	group singleflight.Group
 
@@ -54,13 +55,13 @@ type cardCache struct {
 	closed bool
 }
 
-func newCardCache(cfg Config, f *fetcher, log *slog.Logger) (*cardCache, error) {
+func newCardCache(cfg Config, f *fetcher, log *slog.Logger, in instruments) (*cardCache, error) {
 	l, err := lru.New[string, *entry](cfg.MaxEntries)
 	if err != nil {
 		return nil, fmt.Errorf("card cache: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &cardCache{cfg: cfg, f: f, log: log, lru: l, ctx: ctx, cancel: cancel, bg: map[string]bool{}}, nil
+	return &cardCache{cfg: cfg, f: f, log: log, in: in, lru: l, ctx: ctx, cancel: cancel, bg: map[string]bool{}}, nil
 }
 
 // get returns the card for base as a client of the cache would: fresh
@@ -75,20 +76,24 @@ func (c *cardCache) get(ctx context.Context, base string) (*entry, error) {
 		stale := e.freshUntil.Add(max(e.swr, e.sie))
 		switch {
 		case e.profile != nil && now.Before(e.freshUntil):
+			c.in.cache.Add(ctx, 1, cacheHit)
 			return e, nil
 		case now.Before(e.retryAt): // backing off after a failure
 			if e.profile != nil && now.Before(stale) {
+				c.in.cache.Add(ctx, 1, cacheStale)
 				return e, nil
 			}
 			return nil, fmt.Errorf("%w (remembered failure; next attempt in %s)", e.err, e.retryAt.Sub(now).Round(time.Second))
 		case e.profile != nil && now.Before(e.freshUntil.Add(e.swr)):
+			c.in.cache.Add(ctx, 1, cacheStale)
 			c.background(base)
 			return e, nil
 		}
 	}
 	e, err := c.revalidate(ctx, base)
 	if err != nil && e != nil && e.profile != nil && now.Before(e.freshUntil.Add(e.sie)) {
-		c.log.Warn("serving stale agent card after a failed revalidation", "url", base, "error", err, "failures", e.failures)
+		c.in.cache.Add(ctx, 1, cacheStale)
+		c.log.WarnContext(ctx, "serving stale agent card after a failed revalidation", "url", base, "error", err, "failures", e.failures)
 		return e, nil
 	}
 	return e, err
@@ -109,7 +114,7 @@ func (c *cardCache) revalidate(ctx context.Context, base string) (*entry, error)
 	ch := make(chan result, 1)
 	go func() {
 		defer c.wg.Done()
-		v, err, _ := c.group.Do(base, func() (any, error) { return c.fetch(base) })
+		v, err, _ := c.group.Do(base, func() (any, error) { return c.fetch(ctx, base) })
 		e, _ := v.(*entry)
 		ch <- result{e, err}
 	}()
@@ -133,10 +138,26 @@ func (c *cardCache) track() bool {
 }
 
 // fetch runs one revalidation under the cache's own context, so a caller
-// that gives up does not fail the others sharing the request.
-func (c *cardCache) fetch(base string) (*entry, error) {
+// that gives up does not fail the others sharing the request; its span
+// joins the trace of the caller that started it (parent).
+func (c *cardCache) fetch(parent context.Context, base string) (*entry, error) {
 	prev, _ := c.lru.Peek(base)
-	res, err := c.f.fetch(c.ctx, base, prev)
+	revalidation := prev != nil && prev.profile != nil
+	start := time.Now()
+	ctx, span := c.in.fetchSpan(c.ctx, parent, base, revalidation)
+	if !revalidation {
+		c.in.cache.Add(ctx, 1, cacheMiss)
+	}
+	e, notModified, err := c.store(ctx, base, prev)
+	c.in.fetched(ctx, span, start, revalidation, notModified, err)
+	return e, err
+}
+
+// store fetches base, revalidating prev when set, and stores the outcome:
+// the new entry, or prev marked with the failure. It reports whether the
+// server answered 304 Not Modified.
+func (c *cardCache) store(ctx context.Context, base string, prev *entry) (*entry, bool, error) {
+	res, err := c.f.fetch(ctx, base, prev)
 	now := c.cfg.Now()
 	var p *capability.Profile
 	if err == nil {
@@ -156,7 +177,7 @@ func (c *cardCache) fetch(base string) (*entry, error) {
 		e.err = err
 		e.retryAt = now.Add(c.cfg.backoff(e.failures))
 		c.lru.Add(base, e)
-		return e, err
+		return e, false, err
 	}
 
 	e := &entry{base: base, cardURL: res.cardURL, legacy: res.legacy, profile: p, fetchedAt: now,
@@ -179,7 +200,7 @@ func (c *cardCache) fetch(base string) (*entry, error) {
 	} else {
 		c.lru.Add(base, e)
 	}
-	return e, nil
+	return e, res.notModified, nil
 }
 
 // applyPolicy sets the freshness and stale windows from the entry's policy.

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"crypto/x509"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/orchd/orchd/capability"
@@ -75,6 +77,11 @@ type Config struct {
 	// Now returns the current time; nil means time.Now. Tests set it to
 	// move time without sleeping.
 	Now func() time.Time
+
+	// TracerProvider records a span per card fetch; nil records nothing.
+	TracerProvider trace.TracerProvider
+	// MeterProvider records the card cache's metrics; nil records nothing.
+	MeterProvider metric.MeterProvider
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

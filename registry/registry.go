@@ -92,7 +92,8 @@ func New(cfg Config, log *slog.Logger) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	cache, err := newCardCache(cfg, f, log)
+	in := newInstruments(cfg.TracerProvider, cfg.MeterProvider)
+	cache, err := newCardCache(cfg, f, log, in)
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
@@ -322,6 +323,7 @@ func (r *Registry) apply(id string, e *entry, fetchErr error) (*Agent, error) {
 		next.LastError = fetchErr.Error()
 		next.Healthy = next.Failures < r.cfg.UnhealthyAfter
 		next.nextCheck = now.Add(r.cfg.backoff(next.Failures))
+		r.cache.in.cache.Add(context.Background(), 1, cacheStale) // the last good card stays in use
 		if old.Healthy && !next.Healthy {
 			r.log.Error("agent marked unhealthy; serving its last good card", "id", id, "failures", next.Failures, "error", fetchErr)
 		} else {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/steering"
+	"github.com/orchd/orchd/telemetry"
 )
 
 // globals are the flags every command takes.
@@ -21,7 +22,8 @@ type globals struct {
 	stderr    io.Writer
 }
 
-// logger builds the slog logger the flags ask for.
+// logger builds the slog logger the flags ask for. Records logged within a
+// traced operation carry its trace_id and span_id.
 func (g *globals) logger() (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
@@ -30,9 +32,9 @@ func (g *globals) logger() (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(g.logFormat) {
 	case "text":
-		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewTextHandler(g.stderr, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(g.stderr, opts))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 }

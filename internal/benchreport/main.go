@@ -1,0 +1,285 @@
+// Command benchreport runs orchd's headline benchmarks and writes
+// docs/benchmarks.md from their results: the cached registry lookup,
+// profile building, policy evaluation, a hop through orchd against a
+// direct call and a reverse proxy (with tracing off and on), steering
+// across a chain, and memory per in-flight delegation. Every ratio in the
+// report compares figures measured in the same run.
+//
+//	go run ./internal/benchreport                 # about ten minutes on 2 cores
+//	go run ./internal/benchreport -o report.md    # somewhere else
+//	go run ./internal/benchreport -raw run.txt    # keep the raw output too
+//	go run ./internal/benchreport -from run.txt   # render a saved run again
+//
+// It runs `go test -bench` in the module's root, so run it from there, on
+// a machine doing nothing else.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+//go:embed benchmarks.md.tmpl
+var reportTemplate string
+
+// run is one `go test -bench` invocation of the report.
+type run struct {
+	pkg  string
+	args []string
+}
+
+// command is the go command's arguments for r.
+func (r run) command() []string {
+	return append([]string{"test", r.pkg, "-run", "^$"}, r.args...)
+}
+
+// runs are the benchmarks the report is built from.
+var runs = []run{
+	{"./registry", []string{"-bench", "^BenchmarkLookup$", "-benchmem", "-count", "5"}},
+	{"./registry", []string{"-bench", "^BenchmarkMemory$", "-benchtime", "1x", "-count", "3"}},
+	{"./capability", []string{"-bench", "^BenchmarkBuild$", "-benchmem", "-count", "5"}},
+	{"./policies", []string{"-bench", "^BenchmarkEvaluate$", "-benchmem", "-count", "5"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkHop$", "-benchtime", "5000x", "-count", "5"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkSteerChain$", "-benchtime", "500x", "-count", "3"}},
+	{"./delegation", []string{"-bench", "^BenchmarkInFlight$", "-benchtime", "1x"}},
+}
+
+func main() {
+	out := flag.String("o", "docs/benchmarks.md", "where to write the report")
+	raw := flag.String("raw", "", "also write the benchmarks' raw output here")
+	from := flag.String("from", "", "render the report from this saved raw output instead of running the benchmarks")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := report(*out, *raw, *from, log); err != nil {
+		log.Error("benchreport failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func report(path, rawPath, from string, log *slog.Logger) error {
+	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
+	if err != nil {
+		return fmt.Errorf("report template: %w", err)
+	}
+	var commands []string
+	for _, r := range runs {
+		commands = append(commands, "go "+strings.Join(r.command(), " "))
+	}
+	start := time.Now()
+	var rawOut bytes.Buffer
+	if from != "" {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			return fmt.Errorf("read saved run: %w", err)
+		}
+		rawOut.Write(b)
+	} else {
+		for i, r := range runs {
+			log.Info("running", "command", commands[i])
+			cmd := exec.Command("go", r.command()...)
+			cmd.Stdout = io.MultiWriter(&rawOut, os.Stderr)
+			cmd.Stderr = os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("%s: %w", commands[i], err)
+			}
+		}
+		if rawPath != "" {
+			if err := os.WriteFile(rawPath, rawOut.Bytes(), 0o644); err != nil {
+				return fmt.Errorf("write raw output: %w", err)
+			}
+		}
+	}
+	res := results{}
+	if err := res.parse(&rawOut); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	took := time.Since(start).Round(time.Second).String()
+	if from != "" {
+		took = "rendered again from a saved run"
+	}
+	data := map[string]any{"R": res, "Machine": machine(), "Commands": commands,
+		"Date": time.Now().UTC().Format("2006-01-02"), "Took": took}
+	if err := tmpl.Execute(&buf, data); err != nil {
+		return fmt.Errorf("render report: %w", err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	log.Info("report written", "path", path, "took", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// results holds every value measured: benchmark name (without the
+// GOMAXPROCS suffix) → unit → one value per run.
+type results map[string]map[string][]float64
+
+// benchLine matches a result line: name, iterations, then value-unit pairs.
+var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+(.+)$`)
+
+// procsSuffix is what go test appends to benchmark names when GOMAXPROCS
+// is above 1.
+var procsSuffix = "-" + strconv.Itoa(runtime.GOMAXPROCS(0))
+
+// parse adds the result lines of `go test -bench` output.
+func (res results) parse(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		name, fields := strings.TrimSuffix(m[1], procsSuffix), strings.Fields(m[2])
+		if len(fields)%2 != 0 {
+			return fmt.Errorf("odd benchmark line %q", sc.Text())
+		}
+		if res[name] == nil {
+			res[name] = map[string][]float64{}
+		}
+		for i := 0; i < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return fmt.Errorf("benchmark line %q: %w", sc.Text(), err)
+			}
+			res[name][fields[i+1]] = append(res[name][fields[i+1]], v)
+		}
+	}
+	return sc.Err()
+}
+
+// values returns the runs of one benchmark's unit; the report fails when
+// the benchmark did not run.
+func (res results) values(name, unit string) ([]float64, error) {
+	vs := res[name][unit]
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("no %s result for %s", unit, name)
+	}
+	return vs, nil
+}
+
+// Med is the median over the runs.
+func (res results) Med(name, unit string) (float64, error) {
+	vs, err := res.values(name, unit)
+	if err != nil {
+		return 0, err
+	}
+	vs = slices.Sorted(slices.Values(vs))
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2], nil
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, nil
+}
+
+// Range shows the lowest and highest runs ("48–52"), or the one value.
+func (res results) Range(name, unit string) (string, error) {
+	vs, err := res.values(name, unit)
+	if err != nil {
+		return "", err
+	}
+	lo, hi := slices.Min(vs), slices.Max(vs)
+	if lo == hi {
+		return num(lo), nil
+	}
+	return num(lo) + "–" + num(hi), nil
+}
+
+// Ratio is the median of a over the median of b.
+func (res results) Ratio(a, b, unit string) (float64, error) {
+	am, err := res.Med(a, unit)
+	if err != nil {
+		return 0, err
+	}
+	bm, err := res.Med(b, unit)
+	return am / bm, err
+}
+
+// RatioRange shows the per-run ratios of a to b, run i against run i.
+func (res results) RatioRange(a, b, unit string) (string, error) {
+	av, err := res.values(a, unit)
+	if err != nil {
+		return "", err
+	}
+	bv, err := res.values(b, unit)
+	if err != nil {
+		return "", err
+	}
+	var rs []float64
+	for i := range min(len(av), len(bv)) {
+		rs = append(rs, av[i]/bv[i])
+	}
+	lo, hi := slices.Min(rs), slices.Max(rs)
+	if fmt.Sprintf("%.2f", lo) == fmt.Sprintf("%.2f", hi) {
+		return fmt.Sprintf("%.2f", lo), nil
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi), nil
+}
+
+var funcs = template.FuncMap{
+	"num":  num,
+	"list": func(xs ...string) []string { return xs },
+	"f1":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"f2":   func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) },
+	"div":  func(a, b float64) float64 { return a / b },
+	"mul":  func(a, b float64) float64 { return a * b },
+	"pct":  func(v float64) string { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" },
+	"met": func(ok bool) string {
+		if ok {
+			return "**met**"
+		}
+		return "**not met**"
+	},
+}
+
+// num formats a figure for a table: thousands separated, one decimal
+// below 100.
+func num(v float64) string {
+	if v < 100 && v != float64(int64(v)) {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// machine describes where the figures were measured.
+func machine() string {
+	desc := fmt.Sprintf("%d cores", runtime.NumCPU())
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				desc += " (" + strings.TrimSpace(v) + ")"
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					desc += fmt.Sprintf(", %.0f GiB", kb/(1<<20))
+				}
+			}
+		}
+	}
+	return desc + ", " + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH
+}
