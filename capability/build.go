@@ -187,6 +187,7 @@ func readProtocols(f *fields, doc map[string]any, opts Options, p *Profile) {
 			}
 			key := [3]string{mm, binding, url}
 			if seen[key] {
+				n++ // usable, and already listed (0.3 cards repeat url in additionalInterfaces)
 				continue
 			}
 			seen[key] = true

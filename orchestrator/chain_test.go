@@ -248,3 +248,36 @@ func TestA2AEndpoint_MessageAnswersStayMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestA2AEndpoint_CancelAnswersTheCanceledTask cancels tasks orchd mirrors
+// over A2A: the answer is the CANCELED task, never an error, however the
+// cancel and the mirror's own ending interleave.
+func TestA2AEndpoint_CancelAnswersTheCanceledTask(t *testing.T) {
+	t.Parallel()
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	base := orchdNode(t, "solo", "slow", registry.Spec{ID: "slow", URL: slow.URL})
+	card, err := (&agentcard.Resolver{}).Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(t.Context(), card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("forever"))
+		msg.Metadata = map[string]any{SkillMetadataKey: "slow"}
+		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, ok := res.(*a2a.Task)
+		if !ok {
+			t.Fatalf("send answered %T", res)
+		}
+		got, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: task.ID})
+		if err != nil || got.Status.State != a2a.TaskStateCanceled {
+			t.Fatalf("cancel %d: %v, task %+v", i, err, got)
+		}
+	}
+}

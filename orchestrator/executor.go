@@ -257,17 +257,18 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 // Cancel cancels the task's delegation, which cancels the downstream task.
 func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		// Whether an execution mirrors the task is read before canceling:
+		// that execution ends the task with the outcome, and by the time
+		// the cancel returns it may have done so and closed the queue.
 		x.mu.Lock()
 		id, known := x.byTask[ec.TaskID]
+		running := x.mirroring[ec.TaskID]
 		x.mu.Unlock()
 		if !known {
 			yield(status(ec, a2a.TaskStateCanceled, "canceled before any agent took the work"), nil)
 			return
 		}
 		rec, err := x.engine.Cancel(ctx, id)
-		x.mu.Lock()
-		running := x.mirroring[ec.TaskID]
-		x.mu.Unlock()
 		if running {
 			return // the running execution mirrors the outcome
 		}
