@@ -1,0 +1,354 @@
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"go.uber.org/goleak"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/orchdtest"
+	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/registry"
+)
+
+// TestMain fails the package on goroutines left running after its tests:
+// every peer process, daemon and stream must be stopped at cleanup.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// requireTool skips the test when the tool is missing, unless
+// ORCHD_INTEROP=require (set by .ci/run), then fails.
+func requireTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("ORCHD_INTEROP") == "require" {
+			t.Fatalf("%s is required (ORCHD_INTEROP=require) but not found: %v", name, err)
+		}
+		t.Skipf("skipping: %s is not installed (set ORCHD_INTEROP=require to fail instead)", name)
+	}
+}
+
+// installs remembers, per install script, the outcome of its one run in
+// this test process.
+var installs sync.Map // script path -> *install
+
+// install is one install script's single run.
+type install struct {
+	once sync.Once
+	err  error
+}
+
+// setup runs an install script once per test process (sync.Once per
+// script), failing the test on error; the scripts are idempotent and fast
+// when nothing changed (stamp file with a hash of the lock/requirements).
+func setup(t *testing.T, script string) {
+	t.Helper()
+	abs, err := filepath.Abs(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := installs.LoadOrStore(abs, &install{})
+	in := v.(*install)
+	in.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", abs)
+		cmd.Dir = filepath.Dir(abs)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			in.err = fmt.Errorf("%s: %v\n%s", script, err, out)
+		}
+	})
+	if in.err != nil {
+		t.Fatalf("install failed: %v", in.err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in different
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// firstLine is an io.Writer that hands the first line written to it to
+// line and discards the rest.
+type firstLine struct {
+	mu   sync.Mutex
+	buf  []byte
+	sent bool
+	line chan string
+}
+
+func (f *firstLine) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sent {
+		return len(p), nil
+	}
+	f.buf = append(f.buf, p...)
+	if i := bytes.IndexByte(f.buf, '\n'); i >= 0 {
+		f.sent = true
+		f.line <- string(f.buf[:i])
+		f.buf = nil
+	}
+	return len(p), nil
+}
+
+// startPeers runs cmd (argv) in dir, reads its one JSON line of URLs
+// (timeout 60s), stops it when the test ends (close stdin, then kill after
+// 5 s), and streams its stderr into t.Log on failure.
+func startPeers(t *testing.T, dir string, argv ...string) map[string]string {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	stderr := &syncBuffer{}
+	out := &firstLine{line: make(chan string, 1)}
+	cmd.Stdout, cmd.Stderr = out, stderr
+	cmd.WaitDelay = 2 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", argv, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	exited := false
+	t.Cleanup(func() {
+		if !exited {
+			stdin.Close()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+		if t.Failed() {
+			t.Logf("stderr of %v:\n%s", argv, stderr.String())
+		}
+	})
+	var line string
+	select {
+	case line = <-out.line:
+	case err := <-done:
+		exited = true
+		t.Fatalf("%v exited before listing its agents: %v", argv, err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%v did not list its agents within 60 s", argv)
+	}
+	var urls map[string]string
+	if err := json.Unmarshal([]byte(line), &urls); err != nil {
+		t.Fatalf("%v printed %q, want one JSON object of URLs: %v", argv, line, err)
+	}
+	return urls
+}
+
+// orchdWith runs an orchd (orchdtest.Start) with the given agents
+// registered and optional skills on its card.
+func orchdWith(t *testing.T, self string, skills []string, agents ...registry.Spec) string {
+	t.Helper()
+	cfg, err := orchestrator.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Delegation.Self = self
+	for _, s := range skills {
+		cfg.Agent.Skills = append(cfg.Agent.Skills, orchestrator.SkillConfig{ID: s})
+	}
+	cfg.Agents = agents
+	return orchdtest.Start(t, cfg)
+}
+
+// postJSON calls orchd's HTTP API with body as JSON (no body when nil),
+// decoding a successful answer into out (when not nil); it returns the
+// status and, for an error answer, its message.
+func postJSON(t *testing.T, url string, body, out any) (int, string) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return do(t, req, out)
+}
+
+// getJSON calls orchd's HTTP API with GET, decoding a successful answer
+// into out; it returns the status and, for an error answer, its message.
+func getJSON(t *testing.T, url string, out any) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, req, out)
+}
+
+// do sends req and decodes a successful answer into out; it returns the
+// status and, for an error answer, its message.
+func do(t *testing.T, req *http.Request, out any) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	if resp.StatusCode >= 300 {
+		var e orchestrator.ErrorBody
+		if json.Unmarshal(raw, &e) != nil || e.Error.Message == "" {
+			return resp.StatusCode, strings.TrimSpace(string(raw))
+		}
+		return resp.StatusCode, e.Error.Message
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", req.Method, req.URL, raw, err)
+		}
+	}
+	return resp.StatusCode, ""
+}
+
+// waitDelegation polls GET /v1/delegations/{id} until cond(rec) holds
+// (10 s), returning the record.
+func waitDelegation(t *testing.T, base, id string, cond func(delegation.Record) bool) delegation.Record {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var rec delegation.Record
+		if code, msg := getJSON(t, base+"/v1/delegations/"+id, &rec); code != http.StatusOK {
+			t.Fatalf("get delegation %s: %d %s", id, code, msg)
+		}
+		if cond(rec) {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delegation %s did not reach the expected condition within 10 s; last state %s, error %q", id, rec.State, rec.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// events reads the delegation's server-sent events from the start:
+// all of them until the stream ends when until is nil, else up to the
+// first event until accepts (failing the test if none does within 10 s).
+func events(t *testing.T, base, id string, until func(delegation.Event) bool) []delegation.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/delegations/"+id+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("events of %s: %s", id, resp.Status)
+	}
+	var evs []delegation.Event
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev delegation.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %s: %v", data, err)
+		}
+		evs = append(evs, ev)
+		if until != nil && until(ev) {
+			return evs
+		}
+	}
+	if until != nil {
+		t.Fatalf("no awaited event among %d events of %s (%v)", len(evs), id, sc.Err())
+	}
+	return evs
+}
+
+// artifactTexts joins each artifact's text parts.
+func artifactTexts(arts []*a2a.Artifact) []string {
+	var out []string
+	for _, a := range arts {
+		var b strings.Builder
+		for _, p := range a.Parts {
+			if txt, ok := p.Content.(a2a.Text); ok {
+				b.WriteString(string(txt))
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// checkStreamed checks a delegation to a stream peer: its three appended
+// chunks reach the delegation's events as they come, merged, between
+// WORKING and COMPLETED, and the record ends with the whole artifact.
+func checkStreamed(t *testing.T, base, id string) {
+	t.Helper()
+	var arts, states []string
+	for _, ev := range events(t, base, id, nil) {
+		switch ev.Kind {
+		case "artifact":
+			arts = append(arts, artifactTexts([]*a2a.Artifact{ev.Artifact})...)
+		case "state":
+			states = append(states, string(ev.State))
+		}
+	}
+	if want := []string{"part 1", "part 1part 2", "part 1part 2part 3"}; !slices.Equal(arts, want) {
+		t.Errorf("artifact events %q, want %q", arts, want)
+	}
+	if len(states) == 0 || !slices.Contains(states, string(a2a.TaskStateWorking)) || states[len(states)-1] != string(a2a.TaskStateCompleted) {
+		t.Errorf("state events %q, want WORKING … COMPLETED", states)
+	}
+	rec := waitDelegation(t, base, id, func(r delegation.Record) bool { return r.State.Terminal() })
+	if got := artifactTexts(rec.Artifacts); rec.State != a2a.TaskStateCompleted || !slices.Equal(got, []string{"part 1part 2part 3"}) {
+		t.Errorf("ended %s with artifacts %q, want COMPLETED with the merged [part 1part 2part 3]", rec.State, got)
+	}
+}

@@ -1,0 +1,320 @@
+// Five A2A 1.0 agents built with @a2a-js/sdk 1.x for orchd's interoperability
+// tests: complete, stream, ask, slow and steer, each on its own ephemeral
+// port of 127.0.0.1 with its own Agent Card.
+//
+// Once all of them listen, the process prints one JSON line to stdout,
+// {"complete":"http://127.0.0.1:P",...}, and it exits when stdin reaches EOF
+// or on SIGTERM. Everything else goes to stderr.
+//
+// The steer agent implements the steering extension by hand: it advertises
+// it, and a SendMessage carrying the extension's control metadata for its
+// WORKING task is taken before the SDK's request handler (which would start a
+// second execution of the task), recorded, and answered with the task. What
+// it took is served as JSON at GET /steering/log.
+
+import { randomUUID } from 'node:crypto';
+import express from 'express';
+import { AgentCard, Role, TaskState } from '@a2a-js/sdk';
+import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { RequestMalformedError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors';
+
+// stdout carries only the line of URLs.
+console.log = console.info = console.debug = (...args) => console.error(...args);
+
+const PREFIX = 'js';
+const STEERING = 'https://a2a-protocol.org/extensions/steering/v1';
+const CONTROL = `${STEERING}/control`;
+const INTERRUPTED = `${STEERING}/interrupted`;
+const RECEIPT = `${STEERING}/receipt`;
+const SLOW_LIMIT_MS = 60_000;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function textPart(text) {
+  return { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' };
+}
+
+function textOf(message) {
+  return (message?.parts ?? [])
+    .filter((p) => p.content?.$case === 'text')
+    .map((p) => p.content.value)
+    .join(' ');
+}
+
+function agentMessage(rc, text) {
+  return {
+    messageId: randomUUID(), contextId: rc.contextId, taskId: rc.taskId, role: Role.ROLE_AGENT,
+    parts: [textPart(text)], metadata: undefined, extensions: [], referenceTaskIds: [],
+  };
+}
+
+function status(rc, state, message, metadata) {
+  return AgentEvent.statusUpdate({
+    taskId: rc.taskId, contextId: rc.contextId,
+    status: { state, message, timestamp: new Date().toISOString() },
+    metadata,
+  });
+}
+
+// startTask is the first event of every execution: a new task, or the stored
+// one carried on in state.
+function startTask(rc, state = TaskState.TASK_STATE_SUBMITTED) {
+  if (rc.task) {
+    return AgentEvent.task({ ...rc.task, status: { state, message: undefined, timestamp: new Date().toISOString() } });
+  }
+  return AgentEvent.task({
+    id: rc.taskId, contextId: rc.contextId,
+    status: { state, message: undefined, timestamp: new Date().toISOString() },
+    artifacts: [], history: [rc.userMessage], metadata: undefined,
+  });
+}
+
+function artifact(rc, id, text, append, lastChunk) {
+  return AgentEvent.artifactUpdate({
+    taskId: rc.taskId, contextId: rc.contextId,
+    artifact: { artifactId: id, name: 'result', description: '', parts: [textPart(text)], metadata: undefined, extensions: [] },
+    append, lastChunk, metadata: undefined,
+  });
+}
+
+// Runs tracks the executions that stay WORKING until something wakes them:
+// a cancel, an interrupt or the time limit.
+class Runs {
+  constructor() {
+    this.byTask = new Map();
+  }
+
+  // wait parks the execution of rc's task and resolves with what woke it.
+  wait(rc, bus) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.wake(rc.taskId, 'timeout'), SLOW_LIMIT_MS);
+      this.byTask.set(rc.taskId, {
+        rc, bus,
+        wake: (why) => {
+          clearTimeout(timer);
+          this.byTask.delete(rc.taskId);
+          resolve(why);
+        },
+      });
+    });
+  }
+
+  get(taskId) {
+    return this.byTask.get(taskId);
+  }
+
+  wake(taskId, why) {
+    this.byTask.get(taskId)?.wake(why);
+  }
+}
+
+// Executor drives one behaviour.
+class Executor {
+  constructor(behaviour) {
+    this.behaviour = behaviour;
+    this.runs = new Runs();
+  }
+
+  async execute(rc, bus) {
+    const text = textOf(rc.userMessage);
+    console.error(`${PREFIX}-${this.behaviour}: task ${rc.taskId}: ${JSON.stringify(text)}`);
+    switch (this.behaviour) {
+      case 'complete':
+        bus.publish(startTask(rc));
+        bus.publish(artifact(rc, randomUUID(), `done: ${text}`, false, true));
+        bus.publish(status(rc, TaskState.TASK_STATE_COMPLETED, agentMessage(rc, 'completed')));
+        return;
+      case 'stream': {
+        bus.publish(startTask(rc));
+        bus.publish(status(rc, TaskState.TASK_STATE_WORKING, agentMessage(rc, 'streaming')));
+        const id = randomUUID();
+        for (let i = 1; i <= 3; i++) {
+          await sleep(30);
+          bus.publish(artifact(rc, id, `part ${i}`, i > 1, i === 3));
+        }
+        bus.publish(status(rc, TaskState.TASK_STATE_COMPLETED, agentMessage(rc, 'streamed')));
+        return;
+      }
+      case 'ask':
+        if (!rc.task) {
+          bus.publish(startTask(rc));
+          bus.publish(status(rc, TaskState.TASK_STATE_INPUT_REQUIRED, agentMessage(rc, 'which year?')));
+          return;
+        }
+        bus.publish(startTask(rc, TaskState.TASK_STATE_WORKING));
+        bus.publish(artifact(rc, randomUUID(), `answer: ${text}`, false, true));
+        bus.publish(status(rc, TaskState.TASK_STATE_COMPLETED, agentMessage(rc, 'answered')));
+        return;
+      case 'slow':
+      case 'steer': {
+        bus.publish(startTask(rc, rc.task ? TaskState.TASK_STATE_WORKING : TaskState.TASK_STATE_SUBMITTED));
+        // A resumed task is no longer interrupted.
+        bus.publish(status(rc, TaskState.TASK_STATE_WORKING, undefined, rc.task ? { [INTERRUPTED]: false } : undefined));
+        const why = await this.runs.wait(rc, bus);
+        console.error(`${PREFIX}-${this.behaviour}: task ${rc.taskId} woke: ${why}`);
+        if (why === 'timeout') {
+          bus.publish(status(rc, TaskState.TASK_STATE_COMPLETED, agentMessage(rc, 'worked for a minute')));
+        }
+        // A cancel or an interrupt published the final event already.
+        return;
+      }
+      default:
+        throw new Error(`unknown behaviour ${this.behaviour}`);
+    }
+  }
+
+  async cancelTask(taskId, bus) {
+    console.error(`${PREFIX}-${this.behaviour}: cancel ${taskId}`);
+    const run = this.runs.get(taskId);
+    const rc = run?.rc ?? { taskId, contextId: '' };
+    bus.publish(status(rc, TaskState.TASK_STATE_CANCELED, agentMessage(rc, 'canceled')));
+    this.runs.wake(taskId, 'cancel');
+  }
+}
+
+// SteerableHandler takes steering signals before the stock request handler.
+class SteerableHandler extends DefaultRequestHandler {
+  constructor(card, store, executor) {
+    super(card, store, executor);
+    this.card = card;
+    this.store = store;
+    this.executor = executor;
+    this.seq = 0;
+    // log lists every signal taken, in order.
+    this.log = [];
+  }
+
+  async sendMessage(params, context) {
+    if (params.message?.metadata?.[CONTROL] === undefined) {
+      return super.sendMessage(params, context);
+    }
+    return this.signal(params.message, context);
+  }
+
+  async *sendMessageStream(params, context) {
+    if (params.message?.metadata?.[CONTROL] === undefined) {
+      yield* super.sendMessageStream(params, context);
+      return;
+    }
+    yield { payload: { $case: 'task', value: await this.signal(params.message, context) } };
+  }
+
+  async signal(message, context) {
+    const control = message.metadata[CONTROL];
+    if (control !== 'steer' && control !== 'interrupt') {
+      throw new RequestMalformedError(`unknown steering control ${JSON.stringify(control)}: want steer or interrupt`);
+    }
+    if (!message.taskId) {
+      throw new RequestMalformedError(`a steering message needs the taskId of the task to ${control}`);
+    }
+    const task = await this.store.load(message.taskId, context);
+    if (!task) {
+      throw new TaskNotFoundError(`Task not found: ${message.taskId}`);
+    }
+    const run = this.executor.runs.get(task.id);
+    if (task.status?.state !== TaskState.TASK_STATE_WORKING || !run) {
+      throw new UnsupportedOperationError(`task ${task.id} is not WORKING; only WORKING tasks take a ${control}`);
+    }
+    const seq = ++this.seq;
+    const text = textOf(message);
+    this.log.push({ control, text, taskId: task.id, messageId: message.messageId, seq });
+    console.error(`${this.card.name}: ${control} #${seq} for ${task.id}: ${JSON.stringify(text)}`);
+    const taken = { ...message, taskId: task.id, contextId: task.contextId };
+    if (control === 'steer') {
+      // The steer becomes the status message, so it lands in the history.
+      run.bus.publish(status(run.rc, TaskState.TASK_STATE_WORKING, taken, { [`${STEERING}/seq`]: seq }));
+      await this.settled(task.id, context, (t) => t.history?.some((m) => m.messageId === message.messageId));
+    } else {
+      run.bus.publish(status(run.rc, TaskState.TASK_STATE_INPUT_REQUIRED, agentMessage(run.rc, 'interrupted'), { [INTERRUPTED]: true }));
+      run.wake('interrupt');
+      const now = await this.settled(task.id, context, (t) => t.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED);
+      if (!now.history?.some((m) => m.messageId === message.messageId)) {
+        now.history = [...(now.history ?? []), taken];
+        await this.store.save(now, context);
+      }
+    }
+    const answer = structuredClone(await this.store.load(task.id, context));
+    answer.metadata = {
+      ...(answer.metadata ?? {}),
+      [RECEIPT]: { control, messageId: message.messageId, seq, hops: [{ agent: this.card.name, seq }] },
+    };
+    return answer;
+  }
+
+  // settled waits until the stored task satisfies ok (the SDK applies
+  // published events asynchronously).
+  async settled(taskId, context, ok) {
+    for (let i = 0; i < 500; i++) {
+      const t = await this.store.load(taskId, context);
+      if (t && ok(t)) {
+        return t;
+      }
+      await sleep(10);
+    }
+    throw new Error(`task ${taskId} did not settle`);
+  }
+}
+
+function cardFor(behaviour, base) {
+  const extensions = [];
+  if (behaviour === 'steer') {
+    extensions.push({
+      uri: STEERING,
+      description: 'Takes steers and interrupts while WORKING (implemented by hand).',
+      required: false,
+      params: { steerable: true, interruptible: true },
+    });
+  }
+  return AgentCard.fromJSON({
+    name: `${PREFIX}-${behaviour}`,
+    description: `@a2a-js/sdk 1.x test agent: ${behaviour}`,
+    version: '1.0.0',
+    supportedInterfaces: [{ url: `${base}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
+    capabilities: { streaming: behaviour === 'stream', pushNotifications: false, extensions },
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+    skills: [{ id: behaviour, name: behaviour, description: `the ${behaviour} behaviour`, tags: [behaviour] }],
+  });
+}
+
+async function start(behaviour) {
+  const app = express();
+  const server = await new Promise((resolve, reject) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    s.on('error', reject);
+  });
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const card = cardFor(behaviour, base);
+  const store = new InMemoryTaskStore();
+  const executor = new Executor(behaviour);
+  const handler = behaviour === 'steer'
+    ? new SteerableHandler(card, store, executor)
+    : new DefaultRequestHandler(card, store, executor);
+  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
+  app.use('/a2a/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+  if (behaviour === 'steer') {
+    app.get('/steering/log', (_req, res) => res.json(handler.log));
+  }
+  return { base, server };
+}
+
+const behaviours = ['complete', 'stream', 'ask', 'slow', 'steer'];
+const started = await Promise.all(behaviours.map(start));
+const urls = Object.fromEntries(behaviours.map((b, i) => [b, started[i].base]));
+
+function stop(why) {
+  console.error(`${PREFIX} agents: stopping (${why})`);
+  for (const { server } of started) {
+    server.closeAllConnections?.();
+    server.close();
+  }
+  process.exit(0);
+}
+process.on('SIGTERM', () => stop('SIGTERM'));
+process.on('SIGINT', () => stop('SIGINT'));
+process.stdin.on('end', () => stop('stdin closed'));
+process.stdin.on('error', () => stop('stdin error'));
+process.stdin.resume();
+
+process.stdout.write(`${JSON.stringify(urls)}\n`);

@@ -1,0 +1,685 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/steering"
+)
+
+// pythonDir holds the Python peers: requirements.txt, install.sh, the
+// agents and the client.
+const pythonDir = "peers/python"
+
+// pythonBehaviours are the agents agents.py starts, each registered with
+// orchd as "py-" and the behaviour.
+var pythonBehaviours = []string{"complete", "stream", "ask", "slow", "steer"}
+
+// pythonPeers installs the pinned Python packages (once per test process)
+// and returns the venv's interpreter.
+func pythonPeers(t *testing.T) string {
+	t.Helper()
+	requireTool(t, "python3")
+	setup(t, filepath.Join(pythonDir, "install.sh"))
+	py, err := filepath.Abs(filepath.Join(pythonDir, ".venv", "bin", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return py
+}
+
+// pythonAgents starts the five a2a-sdk agents and an orchd that knows them.
+func pythonAgents(t *testing.T) (orchd string, peers map[string]string) {
+	t.Helper()
+	py := pythonPeers(t)
+	peers = startPeers(t, pythonDir, py, "agents.py")
+	var specs []registry.Spec
+	for _, b := range pythonBehaviours {
+		if peers[b] == "" {
+			t.Fatalf("agents.py listed no %q agent: %v", b, peers)
+		}
+		specs = append(specs, registry.Spec{ID: "py-" + b, URL: peers[b]})
+	}
+	return orchdWith(t, "orchd", nil, specs...), peers
+}
+
+// pyReceived is what a Python agent recorded of each call that reached it
+// (GET /received).
+type pyReceived struct {
+	Method     string   `json:"method"`
+	TaskID     string   `json:"taskId"`
+	Text       string   `json:"text"`
+	Control    string   `json:"control"`
+	Version    string   `json:"version"`
+	Extensions []string `json:"extensions"`
+}
+
+// pyReceivedBy reads what a Python agent recorded.
+func pyReceivedBy(t *testing.T, peer string) []pyReceived {
+	t.Helper()
+	var out []pyReceived
+	if code, msg := getJSON(t, peer+"/received", &out); code != http.StatusOK {
+		t.Fatalf("%s/received: %d %s", peer, code, msg)
+	}
+	return out
+}
+
+// pyReceivedFor keeps the calls about one downstream task.
+func pyReceivedFor(all []pyReceived, task a2a.TaskID) []pyReceived {
+	var out []pyReceived
+	for _, r := range all {
+		if r.TaskID == string(task) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// pyReceivedText keeps the calls whose message text is text.
+func pyReceivedText(all []pyReceived, text string) []pyReceived {
+	var out []pyReceived
+	for _, r := range all {
+		if r.Text == text {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// pyDelegate starts a delegation at orchd and returns its record.
+func pyDelegate(t *testing.T, orchd string, body map[string]any) delegation.Record {
+	t.Helper()
+	var rec delegation.Record
+	if code, msg := postJSON(t, orchd+"/v1/delegations", body, &rec); code != http.StatusCreated {
+		t.Fatalf("delegate %v: %d %s", body, code, msg)
+	}
+	return rec
+}
+
+// pyTryDelegate asks orchd to delegate, returning the status, the record
+// when accepted, and each refused candidate's reasons when refused.
+func pyTryDelegate(t *testing.T, orchd string, body map[string]any) (int, delegation.Record, map[string][]string) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	resp, err := http.Post(orchd+"/v1/delegations", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		delegation.Record
+		Error struct {
+			Code    string `json:"code"`
+			Details struct {
+				Candidates []struct {
+					Agent   string   `json:"agent"`
+					Reasons []string `json:"reasons"`
+				} `json:"candidates"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string][]string{}
+	for _, c := range out.Error.Details.Candidates {
+		reasons[c.Agent] = c.Reasons
+	}
+	return resp.StatusCode, out.Record, reasons
+}
+
+// pyInState holds once a delegation is in state s.
+func pyInState(s a2a.TaskState) func(delegation.Record) bool {
+	return func(r delegation.Record) bool { return r.State == s }
+}
+
+// pyPeerTask reads a task straight from a Python agent over A2A 1.0
+// JSON-RPC, returning its state.
+func pyPeerTask(t *testing.T, rpcURL string, id a2a.TaskID) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": map[string]any{"id": id}})
+	req, err := http.NewRequest(http.MethodPost, rpcURL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Result *struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"result"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("GetTask %s at %s: %v", id, rpcURL, err)
+	}
+	if out.Error != nil || out.Result == nil {
+		t.Fatalf("GetTask %s at %s: %+v", id, rpcURL, out.Error)
+	}
+	return out.Result.Status.State
+}
+
+// TestPythonAgents runs orchd in front of the five a2a-sdk agents and
+// checks discovery, decisions, delegation, input, cancel and steering.
+func TestPythonAgents(t *testing.T) {
+	orchd, peers := pythonAgents(t)
+
+	t.Run("CardsAndProfiles", func(t *testing.T) {
+		t.Parallel()
+		type want struct {
+			streaming bool
+			protocols []string
+			steering  capability.Steering
+		}
+		table := map[string]want{
+			"py-complete": {protocols: []string{"0.3 JSONRPC", "1.0 JSONRPC"}},
+			"py-stream":   {streaming: true, protocols: []string{"1.0 JSONRPC"}},
+			"py-ask":      {protocols: []string{"1.0 JSONRPC"}},
+			"py-slow":     {protocols: []string{"1.0 JSONRPC"}},
+			"py-steer":    {streaming: true, protocols: []string{"1.0 JSONRPC"}, steering: capability.Steering{Steerable: true, Interruptible: true}},
+		}
+		for id, w := range table {
+			var p capability.Profile
+			if code, msg := getJSON(t, orchd+"/v1/agents/"+id, &p); code != http.StatusOK {
+				t.Fatalf("profile %s: %d %s", id, code, msg)
+			}
+			behaviour := strings.TrimPrefix(id, "py-")
+			if p.Name != id || p.CardFormat != "1.0" || !p.ClientCompatible || p.CardVersion != "1.0.0" {
+				t.Errorf("%s: name %q format %q compatible %v (%s) version %q; want %s, 1.0, compatible, 1.0.0",
+					id, p.Name, p.CardFormat, p.ClientCompatible, p.IncompatibleReason, p.CardVersion, id)
+			}
+			var protocols []string
+			for _, pr := range p.Protocols {
+				protocols = append(protocols, pr.Version+" "+pr.Binding)
+				if pr.URL != peers[behaviour]+"/a2a/jsonrpc" {
+					t.Errorf("%s: protocol %s %s at %s, want the peer's real port %s", id, pr.Version, pr.Binding, pr.URL, peers[behaviour])
+				}
+			}
+			slices.Sort(protocols)
+			if !slices.Equal(protocols, w.protocols) {
+				t.Errorf("%s: protocols %v, want %v", id, protocols, w.protocols)
+			}
+			if p.Supports("streaming") != w.streaming {
+				t.Errorf("%s: streaming %v, want %v", id, p.Supports("streaming"), w.streaming)
+			}
+			if p.Steering != w.steering || p.Supports("steerable") != w.steering.Steerable || p.Supports(steering.URI) != w.steering.Steerable {
+				t.Errorf("%s: steering %+v (steerable capability %v), want %+v", id, p.Steering, p.Supports("steerable"), w.steering)
+			}
+			if len(p.Skills) != 1 || p.Skills[0].ID != behaviour {
+				t.Errorf("%s: skills %+v, want the one skill %q", id, p.Skills, behaviour)
+			}
+			if len(p.Warnings) > 0 {
+				t.Errorf("%s: warnings %v", id, p.Warnings)
+			}
+		}
+		// The SDK serves a weak ETag; a refresh revalidates against it and
+		// keeps the card.
+		var before, after struct {
+			Digest   string `json:"digest"`
+			ETag     string `json:"etag"`
+			Healthy  bool   `json:"healthy"`
+			Failures int    `json:"failures"`
+		}
+		getJSON(t, orchd+"/v1/agents/py-steer", &before)
+		if code, msg := postJSON(t, orchd+"/v1/agents/py-steer:refresh", nil, &after); code != http.StatusOK {
+			t.Fatalf("refresh: %d %s", code, msg)
+		}
+		if !strings.HasPrefix(before.ETag, `W/"`) || after.Digest != before.Digest || after.ETag != before.ETag || !after.Healthy || after.Failures != 0 {
+			t.Errorf("refresh: %+v after %+v, want the same card and weak ETag, healthy", after, before)
+		}
+	})
+
+	t.Run("Decisions", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			skill, protocol string
+			requires        []string
+			// reason is the refusal expected among the candidate's
+			// reasons; empty means the delegation is accepted.
+			reason string
+		}{
+			{skill: "complete", protocol: ">= 1.0, < 2.0"},
+			{skill: "complete", protocol: "= 0.3"},
+			{skill: "ask", protocol: "~> 1.0"},
+			{skill: "stream", protocol: "= 0.3", reason: "protocol: speaks 1.0, the request needs = 0.3"},
+			{skill: "slow", protocol: ">= 2.0", reason: "protocol: speaks 1.0, the request needs >= 2.0"},
+			{skill: "slow", requires: []string{"steerable"}, reason: "lacks required capability steerable"},
+			{skill: "stream", requires: []string{"interruptible"}, reason: "lacks required capability interruptible"},
+			{skill: "steer", requires: []string{"steerable", "interruptible", "streaming"}},
+		} {
+			body := map[string]any{"text": "decide", "skill": tc.skill, "protocol": tc.protocol, "requires": tc.requires}
+			code, rec, reasons := pyTryDelegate(t, orchd, body)
+			if tc.reason == "" {
+				if code != http.StatusCreated || rec.Downstream.Agent != "py-"+tc.skill {
+					t.Errorf("%v: %d to %q (reasons %v), want 201 to py-%s", body, code, rec.Downstream.Agent, reasons, tc.skill)
+				}
+				switch {
+				case code != http.StatusCreated:
+				case tc.skill == "complete":
+					waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCompleted))
+				default:
+					postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
+				}
+				continue
+			}
+			if code != http.StatusUnprocessableEntity || !slices.Contains(reasons["py-"+tc.skill], tc.reason) {
+				t.Errorf("%v: %d, reasons %v; want 422 refused with py-%s's reason %q", body, code, reasons, tc.skill, tc.reason)
+			}
+		}
+		// The one agent that serves both versions is spoken to in 1.0, the
+		// newest both sides speak, even when the request only asked that
+		// it could speak 0.3.
+		for _, r := range pyReceivedText(pyReceivedBy(t, peers["complete"]), "decide") {
+			if r.Method != "SendMessage" || r.Version != "1.0" {
+				t.Errorf("py-complete received %s with A2A-Version %q, want SendMessage in 1.0", r.Method, r.Version)
+			}
+		}
+	})
+
+	t.Run("Over03", func(t *testing.T) {
+		t.Parallel()
+		// py-complete also serves A2A 0.3 (the SDK's compatibility mode);
+		// orchd speaks 1.0 to it when it may. To make orchd speak 0.3 to
+		// the same SDK server, register a copy of its card that lists only
+		// the 0.3 interface.
+		var card map[string]any
+		if code, msg := getJSON(t, peers["complete"]+"/.well-known/agent-card.json", &card); code != http.StatusOK {
+			t.Fatalf("card: %d %s", code, msg)
+		}
+		var only03 []any
+		for _, i := range card["supportedInterfaces"].([]any) {
+			if i.(map[string]any)["protocolVersion"] == "0.3" {
+				only03 = append(only03, i)
+			}
+		}
+		card["supportedInterfaces"] = only03
+		card["name"] = "py-complete-v03"
+		raw, _ := json.Marshal(card)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(raw)
+		}))
+		t.Cleanup(srv.Close)
+		var p capability.Profile
+		if code, msg := postJSON(t, orchd+"/v1/agents", map[string]any{"url": srv.URL + "/card.json", "id": "py-complete-v03"}, &p); code != http.StatusCreated {
+			t.Fatalf("register the 0.3 card: %d %s", code, msg)
+		}
+		if len(p.Protocols) != 1 || p.Protocols[0].Version != "0.3" || !p.ClientCompatible {
+			t.Fatalf("profile protocols %+v compatible %v, want one 0.3 protocol orchd speaks", p.Protocols, p.ClientCompatible)
+		}
+		rec := pyDelegate(t, orchd, map[string]any{"text": "old wire", "agent": "py-complete-v03"})
+		rec = waitDelegation(t, orchd, rec.ID, func(r delegation.Record) bool { return r.State.Terminal() })
+		if got := artifactTexts(rec.Artifacts); rec.State != a2a.TaskStateCompleted || !slices.Equal(got, []string{"done: old wire"}) {
+			t.Errorf("delegation %s (%s) with artifacts %q, want COMPLETED with [done: old wire]", rec.State, rec.Error, got)
+		}
+		calls := pyReceivedText(pyReceivedBy(t, peers["complete"]), "old wire")
+		if len(calls) != 1 || calls[0].Version != "0.3" {
+			t.Errorf("py-complete received %+v, want one message over 0.3", calls)
+		}
+	})
+
+	t.Run("Complete", func(t *testing.T) {
+		t.Parallel()
+		rec := pyDelegate(t, orchd, map[string]any{"text": "the report", "skill": "complete"})
+		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCompleted))
+		if got := artifactTexts(rec.Artifacts); !slices.Equal(got, []string{"done: the report"}) {
+			t.Errorf("artifacts %q, want [done: the report]", got)
+		}
+		if rec.Downstream.Agent != "py-complete" || rec.Downstream.TaskID == "" {
+			t.Errorf("downstream %+v, want a task at py-complete", rec.Downstream)
+		}
+	})
+
+	t.Run("StreamMirrorsEvents", func(t *testing.T) {
+		t.Parallel()
+		rec := pyDelegate(t, orchd, map[string]any{"text": "stream it", "skill": "stream"})
+		checkStreamed(t, orchd, rec.ID)
+		calls := pyReceivedText(pyReceivedBy(t, peers["stream"]), "stream it")
+		if len(calls) != 1 || calls[0].Method != "SendStreamingMessage" {
+			t.Errorf("py-stream received %+v, want one SendStreamingMessage (its card declares streaming)", calls)
+		}
+	})
+
+	t.Run("InputRequired", func(t *testing.T) {
+		t.Parallel()
+		rec := pyDelegate(t, orchd, map[string]any{"text": "when?", "skill": "ask"})
+		evs := events(t, orchd, rec.ID, func(ev delegation.Event) bool { return ev.State == a2a.TaskStateInputRequired })
+		if last := evs[len(evs)-1]; last.Message == nil || testagent.Text(last.Message) != "which year?" {
+			t.Errorf("INPUT_REQUIRED event with message %+v, want the agent's question %q", last.Message, "which year?")
+		}
+		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateInputRequired))
+		var after delegation.Record
+		if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+"/messages", map[string]any{"text": "1999"}, &after); code != http.StatusOK {
+			t.Fatalf("answer: %d %s", code, msg)
+		}
+		done := waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCompleted))
+		if got := artifactTexts(done.Artifacts); !slices.Equal(got, []string{"answer: 1999"}) {
+			t.Errorf("artifacts %q, want [answer: 1999]", got)
+		}
+		if done.Downstream.TaskID != rec.Downstream.TaskID {
+			t.Errorf("answered task %s, want the same downstream task %s", done.Downstream.TaskID, rec.Downstream.TaskID)
+		}
+		var texts []string
+		for _, r := range pyReceivedFor(pyReceivedBy(t, peers["ask"]), rec.Downstream.TaskID) {
+			texts = append(texts, r.Text)
+		}
+		if !slices.Equal(texts, []string{"1999"}) {
+			t.Errorf("py-ask received %q with the task id, want the answer [1999] on the same task", texts)
+		}
+	})
+
+	t.Run("CancelPropagates", func(t *testing.T) {
+		t.Parallel()
+		rec := pyDelegate(t, orchd, map[string]any{"text": "take your time", "skill": "slow"})
+		rec = waitDelegation(t, orchd, rec.ID, func(r delegation.Record) bool { return r.State == a2a.TaskStateWorking })
+		start := time.Now()
+		if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil); code != http.StatusOK {
+			t.Fatalf("cancel: %d %s", code, msg)
+		}
+		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCanceled))
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("cancel took %v, want it prompt", took)
+		}
+		if got := pyPeerTask(t, peers["slow"]+"/a2a/jsonrpc", rec.Downstream.TaskID); got != "TASK_STATE_CANCELED" {
+			t.Errorf("the peer's task is %s, want TASK_STATE_CANCELED", got)
+		}
+		var methods []string
+		for _, r := range pyReceivedFor(pyReceivedBy(t, peers["slow"]), rec.Downstream.TaskID) {
+			methods = append(methods, r.Method)
+		}
+		if !slices.Equal(methods, []string{"CancelTask"}) {
+			t.Errorf("py-slow received %v for the task, want [CancelTask]", methods)
+		}
+	})
+
+	t.Run("Steering", func(t *testing.T) {
+		t.Parallel()
+		rec := pyDelegate(t, orchd, map[string]any{"text": "walk", "skill": "steer"})
+		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateWorking))
+		for i, text := range []string{"go left", "faster"} {
+			var r steering.Receipt
+			if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+":steer", map[string]any{"text": text}, &r); code != http.StatusOK {
+				t.Fatalf("steer %q: %d %s", text, code, msg)
+			}
+			seq := int64(i + 1)
+			if want := []steering.Hop{{Agent: "orchd", Seq: seq}, {Agent: "py-steer", Seq: seq}}; !slices.Equal(r.Hops, want) || r.Control != steering.Steer {
+				t.Errorf("steer %q: receipt %+v, want hops %v", text, r, want)
+			}
+		}
+		if now := waitDelegation(t, orchd, rec.ID, func(delegation.Record) bool { return true }); now.State != a2a.TaskStateWorking {
+			t.Errorf("after steering the delegation is %s, want still WORKING", now.State)
+		}
+		var r steering.Receipt
+		if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+":interrupt", map[string]any{"text": "stop"}, &r); code != http.StatusOK {
+			t.Fatalf("interrupt: %d %s", code, msg)
+		}
+		if want := []steering.Hop{{Agent: "orchd", Seq: 3}, {Agent: "py-steer", Seq: 3}}; !slices.Equal(r.Hops, want) || r.Control != steering.Interrupt {
+			t.Errorf("interrupt: receipt %+v, want hops %v", r, want)
+		}
+		// The interrupt is acknowledged once the delegation settled.
+		var now delegation.Record
+		getJSON(t, orchd+"/v1/delegations/"+rec.ID, &now)
+		if now.State != a2a.TaskStateInputRequired {
+			t.Errorf("after the interrupt the delegation is %s, want INPUT_REQUIRED", now.State)
+		}
+		// The hop's interrupted state and orchd's interrupt event both reach
+		// the event log, in either order: a streaming hop reports its new
+		// state before it acknowledges the interrupt.
+		var kinds []string
+		interrupted := false
+		events(t, orchd, rec.ID, func(ev delegation.Event) bool {
+			if ev.Kind == "steer" || ev.Kind == "interrupt" {
+				kinds = append(kinds, ev.Kind)
+			}
+			interrupted = interrupted || (ev.State == a2a.TaskStateInputRequired && ev.Metadata[steering.InterruptedKey] == true)
+			return interrupted && len(kinds) == 3
+		})
+		if !slices.Equal(kinds, []string{"steer", "steer", "interrupt"}) {
+			t.Errorf("steering events %v, want [steer steer interrupt]", kinds)
+		}
+		var log []struct{ Control, Text string }
+		if code, msg := getJSON(t, peers["steer"]+"/steering/log", &log); code != http.StatusOK {
+			t.Fatalf("steering log: %d %s", code, msg)
+		}
+		if want := []struct{ Control, Text string }{{"steer", "go left"}, {"steer", "faster"}, {"interrupt", "stop"}}; !slices.Equal(log, want) {
+			t.Errorf("py-steer took %v, want %v", log, want)
+		}
+		for _, c := range pyReceivedFor(pyReceivedBy(t, peers["steer"]), rec.Downstream.TaskID) {
+			if !slices.Contains(c.Extensions, steering.URI) {
+				t.Errorf("signal %q reached py-steer without activating %s (A2A-Extensions %v)", c.Text, steering.URI, c.Extensions)
+			}
+		}
+		// The next message resumes the same downstream task.
+		if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+"/messages", map[string]any{"text": "carry on"}, nil); code != http.StatusOK {
+			t.Fatalf("resume: %d %s", code, msg)
+		}
+		waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateWorking))
+		if got := pyPeerTask(t, peers["steer"]+"/a2a/jsonrpc", rec.Downstream.TaskID); got != "TASK_STATE_WORKING" {
+			t.Errorf("the peer's task is %s after resuming, want TASK_STATE_WORKING", got)
+		}
+		postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
+		waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCanceled))
+	})
+
+	t.Run("SteeringRefused", func(t *testing.T) {
+		t.Parallel()
+		rec := pyDelegate(t, orchd, map[string]any{"text": "no steering here", "skill": "slow"})
+		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateWorking))
+		for _, tc := range []struct{ control, mode string }{{"steer", "steerable"}, {"interrupt", "interruptible"}} {
+			code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+":"+tc.control, map[string]any{"text": "turn"}, nil)
+			want := fmt.Sprintf("hop py-slow does not advertise the %s mode of %s", tc.mode, steering.URI)
+			if code != http.StatusConflict || !strings.Contains(msg, want) {
+				t.Errorf("%s: %d %q, want 409 naming the hop: %q", tc.control, code, msg, want)
+			}
+		}
+		if calls := pyReceivedFor(pyReceivedBy(t, peers["slow"]), rec.Downstream.TaskID); len(calls) > 0 {
+			t.Errorf("py-slow received %+v for the task, want nothing delivered", calls)
+		}
+		if now := waitDelegation(t, orchd, rec.ID, func(delegation.Record) bool { return true }); now.State != a2a.TaskStateWorking {
+			t.Errorf("after the refusals the delegation is %s, want still WORKING", now.State)
+		}
+		postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
+		waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCanceled))
+	})
+}
+
+// pyClientReport is what client.py prints.
+type pyClientReport struct {
+	Card struct {
+		Name       string   `json:"name"`
+		Streaming  bool     `json:"streaming"`
+		Extensions []string `json:"extensions"`
+		Skills     []string `json:"skills"`
+		Interfaces []struct {
+			URL, Binding, Version string
+		} `json:"interfaces"`
+	} `json:"card"`
+	Interfaces map[string]pyClientRun `json:"interfaces"`
+}
+
+// pyClientRun is one interface's results; a step that failed carries Error.
+type pyClientRun struct {
+	Fatal *pyClientStep `json:"fatal"`
+	Send  pyClientStep  `json:"send"`
+	Get   pyClientStep  `json:"get"`
+	// CancelDone should fail with TaskNotCancelableError.
+	CancelDone pyClientStep `json:"cancelDone"`
+	// GetUnknown should fail with TaskNotFoundError.
+	GetUnknown pyClientStep `json:"getUnknown"`
+	Reply      pyClientStep `json:"reply"`
+	// Cancel cancels a task orchd is working on.
+	Cancel pyClientStep `json:"cancel"`
+	// Steer steers and interrupts a task orchd is working on.
+	Steer  pySteerStep  `json:"steer"`
+	Stream pyClientStep `json:"stream"`
+}
+
+// pySteerStep is what client.py saw steering a task over A2A.
+type pySteerStep struct {
+	Started     string        `json:"started"`
+	Unactivated pyClientStep  `json:"unactivated"`
+	Steer       pySignalAck   `json:"steer"`
+	Interrupt   pySignalAck   `json:"interrupt"`
+	Error       *pyClientStep `json:"error"`
+}
+
+// pySignalAck is orchd's acknowledgement of one steering signal.
+type pySignalAck struct {
+	State       string   `json:"state"`
+	Interrupted bool     `json:"interrupted"`
+	Hops        []string `json:"hops"`
+	InHistory   bool     `json:"inHistory"`
+}
+
+// pyClientStep is the outcome of one step of client.py.
+type pyClientStep struct {
+	Kind         string   `json:"kind"`
+	State        string   `json:"state"`
+	Artifacts    []string `json:"artifacts"`
+	Kinds        []string `json:"kinds"`
+	Text         string   `json:"text"`
+	SameTask     bool     `json:"sameTask"`
+	Started      string   `json:"started"`
+	After        string   `json:"after"`
+	HistoryRoles []string `json:"historyRoles"`
+	Error        string   `json:"error"`
+	Message      string   `json:"message"`
+	Code         int      `json:"code"`
+}
+
+// TestPythonClient runs client.py (the a2a-sdk client) against an orchd
+// fronting two a2a-go agents, one working on a task and one answering
+// with a message, and checks what it saw on each of orchd's interfaces.
+func TestPythonClient(t *testing.T) {
+	py := pythonPeers(t)
+	work := testagent.Start(t, testagent.Options{Name: "go-work", Skill: "work", Streaming: true}, testagent.Work(20*time.Millisecond))
+	reply := testagent.Start(t, testagent.Options{Name: "go-reply", Skill: "reply"}, testagent.Reply("pong"))
+	hang := testagent.Start(t, testagent.Options{Name: "go-hang", Skill: "hang", Streaming: true}, testagent.Hang())
+	steer := testagent.Start(t, testagent.Options{Name: "go-steer", Skill: "steer", Streaming: true, Steering: true}, testagent.Steerable())
+	orchd := orchdWith(t, "orchd", []string{"work", "reply", "hang", "steer"},
+		registry.Spec{ID: "go-work", URL: work.URL}, registry.Spec{ID: "go-reply", URL: reply.URL},
+		registry.Spec{ID: "go-hang", URL: hang.URL}, registry.Spec{ID: "go-steer", URL: steer.URL})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "client.py", orchd)
+	cmd.Dir = pythonDir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client.py: %v\n%s", err, stderr.String())
+	}
+	var rep pyClientReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("client.py printed %s: %v", out, err)
+	}
+	t.Logf("client.py saw: %s", out)
+
+	var ifaces []string
+	for _, i := range rep.Card.Interfaces {
+		ifaces = append(ifaces, i.Version+" "+i.Binding+" "+strings.TrimPrefix(i.URL, orchd))
+	}
+	wantIfaces := []string{"1.0 JSONRPC /a2a/jsonrpc", "1.0 HTTP+JSON /a2a/rest", "0.3 JSONRPC /a2a/v0.3/jsonrpc", "0.3 HTTP+JSON /a2a/v0.3/rest"}
+	if rep.Card.Name != "orchd" || !rep.Card.Streaming || !slices.Equal(ifaces, wantIfaces) ||
+		!slices.Contains(rep.Card.Extensions, steering.URI) || !slices.Equal(rep.Card.Skills, []string{"work", "reply", "hang", "steer"}) {
+		t.Errorf("card: %+v, want orchd, streaming, the steering extension, skills [work reply hang steer] and interfaces %v", rep.Card, wantIfaces)
+	}
+
+	for _, iface := range []string{"1.0 JSONRPC", "1.0 HTTP+JSON", "0.3 JSONRPC", "0.3 HTTP+JSON"} {
+		t.Run(strings.ReplaceAll(iface, " ", "_"), func(t *testing.T) {
+			run, ok := rep.Interfaces[iface]
+			if !ok {
+				t.Fatalf("client.py did not try %s", iface)
+			}
+			if run.Fatal != nil {
+				t.Fatalf("%s: %+v", iface, run.Fatal)
+			}
+			restV03 := iface == "0.3 HTTP+JSON"
+			if s := run.Send; s.Error != "" || s.Kind != "task" || s.State != "TASK_STATE_COMPLETED" || !slices.Equal(s.Artifacts, []string{"part one, part two"}) {
+				t.Errorf("blocking send: %+v, want a COMPLETED task with the artifact %q", s, "part one, part two")
+			}
+			if s := run.Get; s.Error != "" || !s.SameTask || s.State != "TASK_STATE_COMPLETED" || !slices.Equal(s.Artifacts, []string{"part one, part two"}) {
+				t.Errorf("get task: %+v, want the same COMPLETED task", s)
+			}
+			if restV03 {
+				pyRESTv03Errors(t, run)
+			} else {
+				if s := run.CancelDone; s.Error != "TaskNotCancelableError" || s.Code != -32002 {
+					t.Errorf("cancel a completed task: %+v, want TaskNotCancelableError (-32002)", s)
+				}
+				if s := run.GetUnknown; s.Error != "TaskNotFoundError" || s.Code != -32001 {
+					t.Errorf("get unknown task: %+v, want TaskNotFoundError (-32001)", s)
+				}
+				if st := run.Steer; st.Unactivated.Error != "UnsupportedOperationError" || st.Unactivated.Code != -32004 {
+					t.Errorf("steer without activating the extension: %+v, want UnsupportedOperationError (-32004)", st.Unactivated)
+				}
+			}
+			if s := run.Cancel; s.Error != "" || s.State != "TASK_STATE_CANCELED" || s.After != "TASK_STATE_CANCELED" || (s.Started != "TASK_STATE_SUBMITTED" && s.Started != "TASK_STATE_WORKING") {
+				t.Errorf("cancel a running task: %+v, want it started and answered CANCELED", s)
+			}
+			st := run.Steer
+			if st.Error != nil || st.Started != "TASK_STATE_WORKING" {
+				t.Errorf("steering: started %s, error %+v; want a WORKING task", st.Started, st.Error)
+			}
+			if a := st.Steer; a.State != "TASK_STATE_WORKING" || !a.InHistory || !slices.Equal(a.Hops, []string{"orchd#1", "go-steer#1"}) {
+				t.Errorf("steer: %+v, want the WORKING task with the steer in its history and hops [orchd#1 go-steer#1]", a)
+			}
+			if a := st.Interrupt; a.State != "TASK_STATE_INPUT_REQUIRED" || !a.Interrupted || !a.InHistory || !slices.Equal(a.Hops, []string{"orchd#2", "go-steer#2"}) {
+				t.Errorf("interrupt: %+v, want the INPUT_REQUIRED task marked interrupted, hops [orchd#2 go-steer#2]", a)
+			}
+			if s := run.Reply; s.Error != "" || s.Kind != "message" || s.Text != "pong" {
+				t.Errorf("send answered by a message: %+v, want the message %q", s, "pong")
+			}
+			s := run.Stream
+			if s.Error != "" || s.State != "TASK_STATE_COMPLETED" || !slices.Equal(s.Artifacts, []string{"part one, part two"}) ||
+				len(s.Kinds) == 0 || s.Kinds[0] != "task" || !slices.Contains(s.Kinds, "artifact_update") || s.Kinds[len(s.Kinds)-1] != "status_update" {
+				t.Errorf("stream: %+v, want task, ..., artifact_update, ..., status_update ending COMPLETED with %q", s, "part one, part two")
+			}
+		})
+	}
+}
+
+// pyRESTv03Errors pins how a2a-sdk's 0.3 HTTP+JSON client reads errors
+// from orchd's 0.3 HTTP+JSON interface (docs/interop.md): it takes the
+// error class from a "type" field that a2a-go's google.rpc.Status bodies do
+// not have, so it sees only the HTTP status. The errors themselves are
+// right: 404 for an unknown task, 400 for canceling a finished task and
+// for a steer without the extension activated.
+func pyRESTv03Errors(t *testing.T, run pyClientRun) {
+	t.Helper()
+	if s := run.GetUnknown; s.Error != "MethodNotFoundError" || !strings.Contains(s.Message, "Resource not found") {
+		t.Errorf("get unknown task: %+v, want the SDK's reading of a2a-go's 404 (MethodNotFoundError)", s)
+	}
+	for name, s := range map[string]pyClientStep{"cancel a completed task": run.CancelDone, "steer without activating the extension": run.Steer.Unactivated} {
+		if s.Error != "A2AClientError" || !strings.Contains(s.Message, "HTTP Error 400") {
+			t.Errorf("%s: %+v, want the SDK's reading of a2a-go's 400 (A2AClientError)", name, s)
+		}
+	}
+}
