@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -54,8 +53,7 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 	}
 
 	set := e.policies.Set()
-	ctx, span := e.in.tracer.Start(ctx, "orchd.policy.evaluate", trace.WithAttributes(
-		attribute.String("orchd.policy.set", set.Digest()), attribute.Int("orchd.candidates", len(eligible))))
+	ctx, span := e.in.start(ctx, "orchd.policy.evaluate")
 	res := set.Evaluate(ctx, eligible, policies.Input{
 		Request: policies.Request{Skill: out.Skill, Capabilities: out.Requires, Protocol: req.Protocol, Metadata: req.Metadata},
 		Chain:   policies.Chain{Depth: in.Depth, MaxDepth: out.MaxDepth, Path: in.Path, RootTask: out.RootTask},
@@ -63,7 +61,10 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 		Now:     e.cfg.Now(),
 	})
 	e.in.decided(ctx, kinds, res)
-	span.SetAttributes(attribute.String("orchd.policy.winner", res.Winner))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("orchd.policy.set", set.Digest()), attribute.Int("orchd.candidates", len(eligible)),
+			attribute.String("orchd.policy.winner", res.Winner))
+	}
 	span.End()
 	d.PolicySet, d.Policy = res.PolicySet, res.Decisions
 	byID := make(map[string]*registry.Agent, len(eligible))

@@ -11,8 +11,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orchd/orchd/steering"
@@ -120,8 +118,11 @@ func waiting(s a2a.TaskState) bool {
 	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
 }
 
-// traced returns ctx carrying the delegation's trace.
+// traced returns ctx carrying the delegation's trace, if it has one.
 func (d *Delegation) traced(ctx context.Context) context.Context {
+	if !d.span.IsValid() {
+		return ctx
+	}
 	return trace.ContextWithSpanContext(ctx, d.span)
 }
 
@@ -136,7 +137,7 @@ func (d *Delegation) emit(ev Event) {
 	if ev.State.Terminal() && !d.rec.State.Terminal() {
 		in, ctx := d.engine.in, d.traced(d.engine.ctx)
 		in.inflight.Add(ctx, -1)
-		in.ended.Add(ctx, 1, metric.WithAttributes(attribute.String("state", string(ev.State))))
+		in.ended.Add(ctx, 1, in.attr("state", string(ev.State)))
 	}
 	d.rec.State = ev.State
 	d.rec.UpdatedAt = now

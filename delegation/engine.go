@@ -222,7 +222,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		return nil, ErrClosed
 	}
 	id := a2a.NewContextID()
-	ctx, span := e.in.tracer.Start(ctx, "orchd.delegate", trace.WithAttributes(attribute.String("orchd.delegation.id", id)))
+	ctx, span := e.in.start(ctx, "orchd.delegate")
 	var dec *Decision
 	defer func() { e.in.outcome(ctx, span, dec, err) }()
 	if err := req.validate(); err != nil {
@@ -232,7 +232,9 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 	if err != nil {
 		return nil, err
 	}
-	span.SetAttributes(attribute.String("orchd.skill", out.Skill), attribute.Int("orchd.chain.depth", out.Depth))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("orchd.delegation.id", id), attribute.String("orchd.skill", out.Skill), attribute.Int("orchd.chain.depth", out.Depth))
+	}
 	if out.RootTask == "" {
 		out.RootTask = id
 	}
@@ -349,7 +351,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
-		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI), callTimer{in: e.in, agent: a.ID}),
+		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI)),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)
@@ -386,7 +388,9 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 		callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 		defer cancel()
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+		start := time.Now()
 		res, err := d.client.SendMessage(callCtx, req)
+		e.in.called(ctx, d.rec.Downstream.Agent, "SendMessage", start, err)
 		if err != nil {
 			return nil, err
 		}
@@ -396,8 +400,10 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	// Until the agent accepts, the caller may still give up.
 	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
 	stopAfter := context.AfterFunc(ctx, cancel)
+	start := time.Now()
 	next, stop := iter.Pull2(d.client.SendStreamingMessage(streamCtx, req))
 	first, err, ok := next()
+	e.in.called(ctx, d.rec.Downstream.Agent, "SendStreamingMessage", start, err)
 	stopAfter()
 	if !ok || err != nil || ctx.Err() != nil {
 		stop()
@@ -493,7 +499,9 @@ func (d *Delegation) poll(ctx context.Context) bool {
 		case <-t.C:
 		}
 		callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+		start := time.Now()
 		task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
+		e.in.called(ctx, d.rec.Downstream.Agent, "GetTask", start, err)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -595,7 +603,9 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
 	}
 	callCtx, cancel := context.WithTimeout(ctx, e.cfg.CancelWait)
 	defer cancel()
+	start := time.Now()
 	task, err := d.client.CancelTask(callCtx, &a2a.CancelTaskRequest{ID: taskID})
+	e.in.called(ctx, d.rec.Downstream.Agent, "CancelTask", start, err)
 	if err == nil && task != nil {
 		d.apply(task)
 	}

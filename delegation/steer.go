@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orchd/orchd/steering"
 )
@@ -26,8 +26,7 @@ var ErrNotSteerable = errors.New("cannot steer")
 // order they arrive. An interrupt returns once the delegation settled
 // INPUT_REQUIRED (or CancelWait passed).
 func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *a2a.Message) (r steering.Receipt, err error) {
-	ctx, span := e.in.tracer.Start(ctx, "orchd.steer", trace.WithAttributes(
-		attribute.String("orchd.delegation.id", id), attribute.String("orchd.steering.control", string(c))))
+	ctx, span := e.in.start(ctx, "orchd.steer")
 	defer func() { e.in.steered(ctx, span, c, err) }()
 	d, ok := e.Get(id)
 	if !ok {
@@ -53,7 +52,9 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 	}
 	state, hop, taskID, contextID, modes := d.rec.State, d.rec.Downstream.Agent, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID, d.steering
 	d.mu.Unlock()
-	span.SetAttributes(attribute.String("orchd.hop", hop))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("orchd.delegation.id", id), attribute.String("orchd.steering.control", string(c)), attribute.String("orchd.hop", hop))
+	}
 	switch {
 	case state.Terminal():
 		return steering.Receipt{}, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
@@ -73,7 +74,9 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 	down.Metadata[steering.ControlKey] = string(c)
 	callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout+e.cfg.CancelWait)
 	defer cancel()
+	start := time.Now()
 	res, err := d.client.SendMessage(callCtx, &a2a.SendMessageRequest{Message: &down})
+	e.in.called(ctx, hop, "SendMessage", start, err)
 	if err != nil {
 		return steering.Receipt{}, fmt.Errorf("hop %s refused the %s: %w", hop, c, err)
 	}

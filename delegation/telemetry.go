@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -37,14 +36,68 @@ const (
 // instruments are the engine's spans and metrics. From no-op providers
 // they cost next to nothing.
 type instruments struct {
-	tracer      trace.Tracer
+	tracer trace.Tracer
+	// tracing is false for a no-op tracer provider: spans are then not
+	// started at all, sparing a context per span.
+	tracing     bool
 	delegations metric.Int64Counter
 	ended       metric.Int64Counter
 	refusals    metric.Int64Counter
-	rules       metric.Int64Counter
+	decisions   metric.Int64Counter
 	signals     metric.Int64Counter
 	inflight    metric.Int64UpDownCounter
 	downstream  metric.Float64Histogram
+
+	// Attribute sets are built once per distinct value: building one per
+	// measurement would allocate on every delegation.
+	one    attrCache[string]       // a single attribute, as "key=value"
+	calls  attrCache[callLabels]   // downstream calls
+	rules  attrCache[ruleLabels]   // policy rules
+	steers attrCache[signalLabels] // steering signals
+}
+
+// signalLabels are the attributes of orchd.steering.signals; reason is
+// left out when empty.
+type signalLabels struct{ control, outcome, reason string }
+
+// callLabels are the attributes of orchd.downstream.duration.
+type callLabels struct{ agent, method, outcome string }
+
+// ruleLabels are the attributes of orchd.policy.decisions.
+type ruleLabels struct{ policy, rule, kind string }
+
+// attrCache keeps the measurement option of each distinct attribute
+// combination, up to maxAttrSets of them; past that it builds them anew.
+type attrCache[K comparable] struct {
+	mu   sync.RWMutex
+	m    map[K]metric.MeasurementOption
+	make func(K) []attribute.KeyValue
+}
+
+const maxAttrSets = 4096
+
+func (c *attrCache[K]) get(k K) metric.MeasurementOption {
+	c.mu.RLock()
+	o, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(c.make(k)...))
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[K]metric.MeasurementOption{}
+	}
+	if len(c.m) < maxAttrSets {
+		c.m[k] = o
+	}
+	c.mu.Unlock()
+	return o
+}
+
+// attr is the option for one attribute key=value.
+func (in *instruments) attr(key, value string) metric.MeasurementOption {
+	return in.one.get(key + "=" + value)
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
@@ -57,14 +110,32 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	m := mp.Meter(instrumentation)
 	// Instrument constructors fail only for invalid names; these are
 	// constant and valid, and on error they still return usable no-ops.
-	in := &instruments{tracer: tp.Tracer(instrumentation)}
+	_, noop := tp.(tracenoop.TracerProvider)
+	in := &instruments{tracer: tp.Tracer(instrumentation), tracing: !noop}
+	in.one.make = func(kv string) []attribute.KeyValue {
+		k, v, _ := strings.Cut(kv, "=")
+		return []attribute.KeyValue{attribute.String(k, v)}
+	}
+	in.calls.make = func(l callLabels) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("agent", l.agent), attribute.String("method", l.method), attribute.String("outcome", l.outcome)}
+	}
+	in.steers.make = func(l signalLabels) []attribute.KeyValue {
+		kvs := []attribute.KeyValue{attribute.String("control", l.control), attribute.String("outcome", l.outcome)}
+		if l.reason != "" {
+			kvs = append(kvs, attribute.String("reason", l.reason))
+		}
+		return kvs
+	}
+	in.rules.make = func(l ruleLabels) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("policy", l.policy), attribute.String("rule", l.rule), attribute.String("kind", l.kind)}
+	}
 	in.delegations, _ = m.Int64Counter("orchd.delegations",
 		metric.WithDescription("Delegation requests by outcome: accepted, refused (before anything was sent), failed (no agent accepted) or invalid."))
 	in.ended, _ = m.Int64Counter("orchd.delegations.ended",
 		metric.WithDescription("Accepted delegations that ended, by final state."))
 	in.refusals, _ = m.Int64Counter("orchd.delegation.refusals",
 		metric.WithDescription("Refusals by reason: cycle, protocol, capability, policy, depth, deadline, unknown_agent, no_candidates; one per refused candidate."))
-	in.rules, _ = m.Int64Counter("orchd.policy.decisions",
+	in.decisions, _ = m.Int64Counter("orchd.policy.decisions",
 		metric.WithDescription("Policy rules that had a say in a candidate's decision (an allow or deny that matched, a rank rule that moved the rank, a default that decided), by policy, rule and kind."))
 	in.signals, _ = m.Int64Counter("orchd.steering.signals",
 		metric.WithDescription("Steers and interrupts by control and outcome (routed or refused) with the reason for refusals."))
@@ -73,6 +144,15 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	in.downstream, _ = m.Float64Histogram("orchd.downstream.duration", metric.WithUnit("s"),
 		metric.WithDescription("A2A calls to agents by agent, method and outcome: the whole call, or until the first event of a stream."))
 	return in
+}
+
+// start starts a span named name, or returns ctx and a span that records
+// nothing when tracing is off.
+func (in *instruments) start(ctx context.Context, name string) (context.Context, trace.Span) {
+	if !in.tracing {
+		return ctx, tracenoop.Span{}
+	}
+	return in.tracer.Start(ctx, name)
 }
 
 // refusalReason classifies an error that refused a request outright.
@@ -98,17 +178,21 @@ func (in *instruments) outcome(ctx context.Context, span trace.Span, dec *Decisi
 	case errors.As(err, &refused):
 		outcome = refusedOutcome
 		if len(refused.Decision.Candidates) == 0 {
-			in.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", refusedNoAgent)))
+			in.refusals.Add(ctx, 1, in.attr("reason", refusedNoAgent))
 		}
 	case refusalReason(err) != "":
 		outcome = refusedOutcome
-		in.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", refusalReason(err))))
+		in.refusals.Add(ctx, 1, in.attr("reason", refusalReason(err)))
 	case errors.As(err, new(*FailedError)):
 		outcome = "failed"
 	case err != nil:
 		outcome = "invalid"
 	}
-	in.delegations.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	in.delegations.Add(ctx, 1, in.attr("outcome", outcome))
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(attribute.String("orchd.outcome", outcome))
 	if dec != nil {
 		span.SetAttributes(attribute.Int("orchd.candidates", len(dec.Candidates)), attribute.String("orchd.chosen", dec.Chosen))
@@ -120,7 +204,6 @@ func (in *instruments) outcome(ctx context.Context, span trace.Span, dec *Decisi
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.End()
 }
 
 const refusedOutcome = "refused"
@@ -162,16 +245,15 @@ func ruleName(r policies.RuleResult) string {
 // reason) and every rule that matched a candidate.
 func (in *instruments) decided(ctx context.Context, prefiltered []string, res *policies.Result) {
 	for _, reason := range prefiltered {
-		in.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+		in.refusals.Add(ctx, 1, in.attr("reason", reason))
 	}
 	for _, pd := range res.Decisions {
 		if !pd.Allowed {
-			in.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", refusedPolicy)))
+			in.refusals.Add(ctx, 1, in.attr("reason", refusedPolicy))
 		}
 		for _, r := range pd.Rules {
 			if decided(r) {
-				in.rules.Add(ctx, 1, metric.WithAttributes(attribute.String("policy", r.Policy),
-					attribute.String("rule", ruleName(r)), attribute.String("kind", r.Kind)))
+				in.decisions.Add(ctx, 1, in.rules.get(ruleLabels{r.Policy, ruleName(r), r.Kind}))
 			}
 		}
 	}
@@ -199,44 +281,19 @@ func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	attrs := []attribute.KeyValue{attribute.String("control", string(c)), attribute.String("outcome", outcome)}
-	if reason != "" {
-		attrs = append(attrs, attribute.String("reason", reason))
+	in.signals.Add(ctx, 1, in.steers.get(signalLabels{string(c), outcome, reason}))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("orchd.outcome", outcome), attribute.String("orchd.reason", reason))
 	}
-	span.SetAttributes(attribute.String("orchd.outcome", outcome), attribute.String("orchd.reason", reason))
 	span.End()
-	in.signals.Add(ctx, 1, metric.WithAttributes(attrs...))
 }
 
-// callTimer is an a2a-go client interceptor measuring the calls to one
-// agent: unary calls whole, streams until their first event.
-type callTimer struct {
-	a2aclient.PassthroughInterceptor
-	in    *instruments
-	agent string
-}
-
-type callStartKey struct{}
-
-type callStart struct {
-	at   time.Time
-	done atomic.Bool
-}
-
-func (t callTimer) Before(ctx context.Context, req *a2aclient.Request) (context.Context, any, error) {
-	return context.WithValue(ctx, callStartKey{}, &callStart{at: time.Now()}), nil, nil
-}
-
-func (t callTimer) After(ctx context.Context, resp *a2aclient.Response) error {
-	cs, ok := ctx.Value(callStartKey{}).(*callStart)
-	if !ok || cs.done.Swap(true) {
-		return nil
-	}
+// called records one A2A call to an agent that started at start: a unary
+// call whole, a stream until its first event.
+func (in *instruments) called(ctx context.Context, agent, method string, start time.Time, err error) {
 	outcome := "ok"
-	if resp.Err != nil {
+	if err != nil {
 		outcome = "error"
 	}
-	t.in.downstream.Record(ctx, time.Since(cs.at).Seconds(), metric.WithAttributes(attribute.String("agent", t.agent),
-		attribute.String("method", resp.Method), attribute.String("outcome", outcome)))
-	return nil
+	in.downstream.Record(ctx, time.Since(start).Seconds(), in.calls.get(callLabels{agent, method, outcome}))
 }

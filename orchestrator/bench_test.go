@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -72,8 +73,9 @@ func benchClient(b *testing.B, base string) *a2aclient.Client {
 }
 
 // benchDaemon runs an orchd on its embedded defaults routing to the agent
-// at agentURL, with tel's providers when tel is set, and returns its URL.
-func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) string {
+// at agentURL, with tel's providers when tel is set, and returns its URL
+// and how to stop it.
+func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) (string, func()) {
 	b.Helper()
 	cfg, err := LoadConfig("")
 	if err != nil {
@@ -89,11 +91,13 @@ func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) string
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	b.Cleanup(stop)
 	for d.Addr() == nil || d.Registry().Len() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	return "http://" + d.Addr().String()
+	return "http://" + d.Addr().String(), stop
 }
 
 // tracingOn is telemetry that samples every span and batches them to an
@@ -146,21 +150,36 @@ func BenchmarkHop(b *testing.B) {
 	b.Cleanup(proxy.Close)
 	proxied := &a2a.AgentCard{Name: "Noop via proxy", SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(proxy.URL+"/rpc", a2a.TransportProtocolJSONRPC)}}
 
-	clients := map[string]*a2aclient.Client{
-		"direct":       benchClient(b, agent.URL),
-		"orchd":        benchClient(b, benchDaemon(b, agent.URL, nil)),
-		"orchd-traced": benchClient(b, benchDaemon(b, agent.URL, tracingOn(b))),
-	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(hc.CloseIdleConnections)
-	pc, err := a2aclient.NewFromCard(b.Context(), proxied, a2aclient.WithJSONRPCTransport(hc))
-	if err != nil {
-		b.Fatal(err)
+	// Each path gets its own orchd, stopped before the next path runs, so
+	// the delegations one keeps in memory do not tax the next one's GC.
+	daemon := func(tel *telemetry.Telemetry) func() (*a2aclient.Client, func()) {
+		return func() (*a2aclient.Client, func()) {
+			base, stop := benchDaemon(b, agent.URL, tel)
+			return benchClient(b, base), stop
+		}
 	}
-	clients["proxy"] = pc
+	paths := []struct {
+		name  string
+		start func() (*a2aclient.Client, func())
+	}{
+		{"direct", func() (*a2aclient.Client, func()) { return benchClient(b, agent.URL), func() {} }},
+		{"proxy", func() (*a2aclient.Client, func()) {
+			pc, err := a2aclient.NewFromCard(b.Context(), proxied, a2aclient.WithJSONRPCTransport(hc))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return pc, func() {}
+		}},
+		{"orchd", daemon(nil)},
+		{"orchd-traced", daemon(tracingOn(b))},
+	}
 
-	for _, name := range []string{"direct", "proxy", "orchd", "orchd-traced"} {
-		c := clients[name]
+	for _, path := range paths {
+		name := path.name
+		c, stop := path.start()
+		runtime.GC()
 		b.Run(name+"/latency", func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			for b.Loop() {
@@ -193,5 +212,6 @@ func BenchmarkHop(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 		})
+		stop()
 	}
 }
