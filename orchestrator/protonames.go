@@ -56,6 +56,9 @@ func jsonNames(body []byte) ([]byte, bool) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, false
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // trailing data: not one JSON object, leave it to the handler
+	}
 	changed := false
 	if m, ok := doc["request"]; ok {
 		// SendMessageRequest.request is the message (json_name "message").
@@ -96,7 +99,14 @@ func renameKeys(v any) bool {
 				}
 			}
 		}
+		targets := map[string]int{}
+		for _, to := range renames {
+			targets[to]++
+		}
 		for from, to := range renames {
+			if targets[to] > 1 {
+				continue // two spellings of one name: leave both for the handler to judge
+			}
 			v[to] = v[from]
 			delete(v, from)
 			changed = true

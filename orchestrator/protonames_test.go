@@ -18,6 +18,8 @@ func TestJSONNames(t *testing.T) {
 		{"data parts keep their keys", `{"message": {"content": [{"data": {"data": {"snake_key": 12345678901234567890}}}], "task_id": "t"}}`,
 			`{"message": {"content": [{"data": {"data": {"snake_key": 12345678901234567890}}}], "taskId": "t"}}`},
 		{"both spellings: the JSON name wins", `{"request": {"messageId": "a"}, "message": {"messageId": "b"}}`, ""},
+		{"two spellings of one name are left alone", `{"message": {"message_id": "a", "message__id": "b", "task_id": "t"}}`,
+			`{"message": {"message_id": "a", "message__id": "b", "taskId": "t"}}`},
 		{"JSON names already", `{"message": {"messageId": "m1"}}`, ""},
 		{"not an object", `[1, 2]`, ""},
 		{"not JSON", `{"message":`, ""},
