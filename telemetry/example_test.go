@@ -1,0 +1,55 @@
+package telemetry_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+
+	"github.com/orchd/orchd/telemetry"
+)
+
+// A program builds its telemetry once from its config and the OTEL_*
+// environment, hands the providers to the packages it runs, mounts the
+// scrape handler, and shuts the exporters down on exit.
+func ExampleNew() {
+	tel, err := telemetry.New(context.Background(), telemetry.Config{ServiceName: "my-orchestrator", Prometheus: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer tel.Shutdown(context.Background())
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", tel.MetricsHandler())
+	mux.Handle("/a2a", tel.Handler(http.NotFoundHandler(), "A2A")) // traced only when an OTLP endpoint is set
+	_ = &http.Client{Transport: tel.Transport(http.DefaultTransport)}
+
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	// Output: 200
+}
+
+// Records logged within a traced operation carry its trace_id and
+// span_id; others are left as they are.
+func ExampleLogHandler() {
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // keep the example's output stable
+			}
+			return a
+		},
+	})))
+	log.InfoContext(context.Background(), "no span here")
+	// Output: level=INFO msg="no span here"
+}
