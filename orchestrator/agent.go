@@ -118,7 +118,7 @@ func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry) {
 	handle(pathJSONRPC, "1.0", a2asrv.NewJSONRPCHandler(s.handler))
 	handle(pathREST+"/", "1.0", http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler)))
 	handle(pathJSONRPC03, "0.3", a2av0.NewJSONRPCHandler(s.handler))
-	handle(pathREST03+"/", "0.3", acceptProtoNames(http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler))))
+	handle(pathREST03+"/", "0.3", acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler)))))
 }
 
 // serveCard serves the card with Cache-Control and an ETag, answering a

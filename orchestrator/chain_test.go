@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -279,5 +280,54 @@ func TestA2AEndpoint_CancelAnswersTheCanceledTask(t *testing.T) {
 		if err != nil || got.Status.State != a2a.TaskStateCanceled {
 			t.Fatalf("cancel %d: %v, task %+v", i, err, got)
 		}
+	}
+}
+
+// TestA2AEndpoint_RESTv03ErrorsForEveryClient checks the error bodies of
+// orchd's 0.3 HTTP+JSON interface: a2a-go's google.rpc.Status for a2a-go's
+// own client, plus the JSON-RPC code and error name other 0.3 clients read.
+func TestA2AEndpoint_RESTv03ErrorsForEveryClient(t *testing.T) {
+	t.Parallel()
+	base := orchdNode(t, "solo", "none")
+	resp, err := http.Get(base + pathREST03 + "/v1/tasks/no-such-task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Error   struct {
+			Code    int `json:"code"`
+			Details []struct {
+				Reason string `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusNotFound || body.Code != -32001 || body.Type != "TaskNotFoundError" || body.Message == "" ||
+		body.Error.Code != http.StatusNotFound || len(body.Error.Details) == 0 || body.Error.Details[0].Reason != "TASK_NOT_FOUND" {
+		t.Fatalf("GET unknown task: %d %+v (%v)", resp.StatusCode, body, err)
+	}
+
+	// a2a-go's own 0.3 client still reads the error.
+	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest []*a2a.AgentInterface
+	for _, it := range card.SupportedInterfaces {
+		if it.ProtocolVersion == "0.3" && it.ProtocolBinding == a2a.TransportProtocolHTTPJSON {
+			rest = append(rest, it)
+		}
+	}
+	card.SupportedInterfaces = rest
+	c, err := a2aclient.NewFromCard(t.Context(), card, a2av0.WithRESTTransport(a2av0.RESTTransportConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: "no-such-task"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("a2a-go's 0.3 REST client: %v, want ErrTaskNotFound", err)
 	}
 }
