@@ -352,3 +352,48 @@ func checkStreamed(t *testing.T, base, id string) {
 		t.Errorf("ended %s with artifacts %q, want COMPLETED with the merged [part 1part 2part 3]", rec.State, got)
 	}
 }
+
+// delegate starts a delegation at the orchd at base and returns its record.
+func delegate(t *testing.T, base string, body map[string]any) delegation.Record {
+	t.Helper()
+	var rec delegation.Record
+	if code, msg := postJSON(t, base+"/v1/delegations", body, &rec); code != http.StatusCreated {
+		t.Fatalf("delegate %v: %d %s", body, code, msg)
+	}
+	return rec
+}
+
+// tryDelegate asks the orchd at base to delegate body and returns the
+// status, the record when it accepted, and the decision: the record's, or
+// the refusal's details (every candidate with its reasons).
+func tryDelegate(t *testing.T, base string, body map[string]any) (int, delegation.Record, *delegation.Decision) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(base+"/v1/delegations", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		delegation.Record
+		Error *struct {
+			Code    string              `json:"code"`
+			Details delegation.Decision `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("delegate %v: %d, undecodable answer: %v", body, resp.StatusCode, err)
+	}
+	if out.Error != nil {
+		return resp.StatusCode, delegation.Record{}, &out.Error.Details
+	}
+	return resp.StatusCode, out.Record, out.Record.Decision
+}
+
+// inState holds once a delegation is in state s.
+func inState(s a2a.TaskState) func(delegation.Record) bool {
+	return func(r delegation.Record) bool { return r.State == s }
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -211,33 +210,17 @@ func nodeVersionDecisions(t *testing.T, base string) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.req["text"] = "which agent?"
-			code, body := nodePost(t, base+"/v1/delegations", tc.req)
-			var dec *delegation.Decision
+			code, rec, dec := tryDelegate(t, base, tc.req)
 			if tc.chosen != "" {
-				var rec delegation.Record
 				if code != http.StatusCreated {
-					t.Fatalf("delegate: %d %s", code, body)
-				}
-				if err := json.Unmarshal(body, &rec); err != nil {
-					t.Fatal(err)
+					t.Fatalf("delegate: %d, want 201 (decision %+v)", code, dec)
 				}
 				t.Cleanup(func() { postJSON(t, base+"/v1/delegations/"+rec.ID+":cancel", nil, nil) })
-				if rec.Downstream.Agent != tc.chosen || rec.Decision == nil || rec.Decision.Chosen != tc.chosen {
-					t.Errorf("went to %q (decision %+v), want %q", rec.Downstream.Agent, rec.Decision, tc.chosen)
+				if rec.Downstream.Agent != tc.chosen || dec == nil || dec.Chosen != tc.chosen {
+					t.Errorf("went to %q (decision %+v), want %q", rec.Downstream.Agent, dec, tc.chosen)
 				}
-				dec = rec.Decision
-			} else {
-				var e struct {
-					Error struct {
-						Code    string              `json:"code"`
-						Message string              `json:"message"`
-						Details delegation.Decision `json:"details"`
-					} `json:"error"`
-				}
-				if err := json.Unmarshal(body, &e); err != nil || code != http.StatusUnprocessableEntity || e.Error.Code != "refused" {
-					t.Fatalf("delegate: %d %s, want 422 refused", code, body)
-				}
-				dec = &e.Error.Details
+			} else if code != http.StatusUnprocessableEntity {
+				t.Fatalf("delegate: %d, want 422 refused", code)
 			}
 			if dec == nil {
 				t.Fatal("no decision")
@@ -664,33 +647,11 @@ func nodeRunClient(t *testing.T, sdk nodeSDK, base, binding string) nodeClientOu
 	return out
 }
 
-// nodePost posts body as JSON and returns the status and the raw answer.
-func nodePost(t *testing.T, url string, body any) (int, []byte) {
-	t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, raw
-}
-
 // nodeDelegate delegates text to the agent with id and returns the new
 // delegation.
 func nodeDelegate(t *testing.T, base, agent, text string) delegation.Record {
 	t.Helper()
-	var rec delegation.Record
-	if code, msg := postJSON(t, base+"/v1/delegations", map[string]any{"agent": agent, "text": text}, &rec); code != http.StatusCreated {
-		t.Fatalf("delegate to %s: %d %s", agent, code, msg)
-	}
+	rec := delegate(t, base, map[string]any{"agent": agent, "text": text})
 	if rec.Downstream.Agent != agent {
 		t.Fatalf("delegated to %q, want %q", rec.Downstream.Agent, agent)
 	}

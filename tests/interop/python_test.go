@@ -102,53 +102,6 @@ func pyReceivedText(all []pyReceived, text string) []pyReceived {
 	return out
 }
 
-// pyDelegate starts a delegation at orchd and returns its record.
-func pyDelegate(t *testing.T, orchd string, body map[string]any) delegation.Record {
-	t.Helper()
-	var rec delegation.Record
-	if code, msg := postJSON(t, orchd+"/v1/delegations", body, &rec); code != http.StatusCreated {
-		t.Fatalf("delegate %v: %d %s", body, code, msg)
-	}
-	return rec
-}
-
-// pyTryDelegate asks orchd to delegate, returning the status, the record
-// when accepted, and each refused candidate's reasons when refused.
-func pyTryDelegate(t *testing.T, orchd string, body map[string]any) (int, delegation.Record, map[string][]string) {
-	t.Helper()
-	raw, _ := json.Marshal(body)
-	resp, err := http.Post(orchd+"/v1/delegations", "application/json", bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		delegation.Record
-		Error struct {
-			Code    string `json:"code"`
-			Details struct {
-				Candidates []struct {
-					Agent   string   `json:"agent"`
-					Reasons []string `json:"reasons"`
-				} `json:"candidates"`
-			} `json:"details"`
-		} `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	reasons := map[string][]string{}
-	for _, c := range out.Error.Details.Candidates {
-		reasons[c.Agent] = c.Reasons
-	}
-	return resp.StatusCode, out.Record, reasons
-}
-
-// pyInState holds once a delegation is in state s.
-func pyInState(s a2a.TaskState) func(delegation.Record) bool {
-	return func(r delegation.Record) bool { return r.State == s }
-}
-
 // pyPeerTask reads a task straight from a Python agent over A2A 1.0
 // JSON-RPC, returning its state.
 func pyPeerTask(t *testing.T, rpcURL string, id a2a.TaskID) string {
@@ -274,7 +227,13 @@ func TestPythonAgents(t *testing.T) {
 			{skill: "steer", requires: []string{"steerable", "interruptible", "streaming"}},
 		} {
 			body := map[string]any{"text": "decide", "skill": tc.skill, "protocol": tc.protocol, "requires": tc.requires}
-			code, rec, reasons := pyTryDelegate(t, orchd, body)
+			code, rec, dec := tryDelegate(t, orchd, body)
+			reasons := map[string][]string{}
+			if dec != nil {
+				for _, c := range dec.Candidates {
+					reasons[c.Agent] = c.Reasons
+				}
+			}
 			if tc.reason == "" {
 				if code != http.StatusCreated || rec.Downstream.Agent != "py-"+tc.skill {
 					t.Errorf("%v: %d to %q (reasons %v), want 201 to py-%s", body, code, rec.Downstream.Agent, reasons, tc.skill)
@@ -282,7 +241,7 @@ func TestPythonAgents(t *testing.T) {
 				switch {
 				case code != http.StatusCreated:
 				case tc.skill == "complete":
-					waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCompleted))
+					waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateCompleted))
 				default:
 					postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
 				}
@@ -333,7 +292,7 @@ func TestPythonAgents(t *testing.T) {
 		if len(p.Protocols) != 1 || p.Protocols[0].Version != "0.3" || !p.ClientCompatible {
 			t.Fatalf("profile protocols %+v compatible %v, want one 0.3 protocol orchd speaks", p.Protocols, p.ClientCompatible)
 		}
-		rec := pyDelegate(t, orchd, map[string]any{"text": "old wire", "agent": "py-complete-v03"})
+		rec := delegate(t, orchd, map[string]any{"text": "old wire", "agent": "py-complete-v03"})
 		rec = waitDelegation(t, orchd, rec.ID, func(r delegation.Record) bool { return r.State.Terminal() })
 		if got := artifactTexts(rec.Artifacts); rec.State != a2a.TaskStateCompleted || !slices.Equal(got, []string{"done: old wire"}) {
 			t.Errorf("delegation %s (%s) with artifacts %q, want COMPLETED with [done: old wire]", rec.State, rec.Error, got)
@@ -346,8 +305,8 @@ func TestPythonAgents(t *testing.T) {
 
 	t.Run("Complete", func(t *testing.T) {
 		t.Parallel()
-		rec := pyDelegate(t, orchd, map[string]any{"text": "the report", "skill": "complete"})
-		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCompleted))
+		rec := delegate(t, orchd, map[string]any{"text": "the report", "skill": "complete"})
+		rec = waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateCompleted))
 		if got := artifactTexts(rec.Artifacts); !slices.Equal(got, []string{"done: the report"}) {
 			t.Errorf("artifacts %q, want [done: the report]", got)
 		}
@@ -358,7 +317,7 @@ func TestPythonAgents(t *testing.T) {
 
 	t.Run("StreamMirrorsEvents", func(t *testing.T) {
 		t.Parallel()
-		rec := pyDelegate(t, orchd, map[string]any{"text": "stream it", "skill": "stream"})
+		rec := delegate(t, orchd, map[string]any{"text": "stream it", "skill": "stream"})
 		checkStreamed(t, orchd, rec.ID)
 		calls := pyReceivedText(pyReceivedBy(t, peers["stream"]), "stream it")
 		if len(calls) != 1 || calls[0].Method != "SendStreamingMessage" {
@@ -368,17 +327,17 @@ func TestPythonAgents(t *testing.T) {
 
 	t.Run("InputRequired", func(t *testing.T) {
 		t.Parallel()
-		rec := pyDelegate(t, orchd, map[string]any{"text": "when?", "skill": "ask"})
+		rec := delegate(t, orchd, map[string]any{"text": "when?", "skill": "ask"})
 		evs := events(t, orchd, rec.ID, func(ev delegation.Event) bool { return ev.State == a2a.TaskStateInputRequired })
 		if last := evs[len(evs)-1]; last.Message == nil || testagent.Text(last.Message) != "which year?" {
 			t.Errorf("INPUT_REQUIRED event with message %+v, want the agent's question %q", last.Message, "which year?")
 		}
-		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateInputRequired))
+		rec = waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateInputRequired))
 		var after delegation.Record
 		if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+"/messages", map[string]any{"text": "1999"}, &after); code != http.StatusOK {
 			t.Fatalf("answer: %d %s", code, msg)
 		}
-		done := waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCompleted))
+		done := waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateCompleted))
 		if got := artifactTexts(done.Artifacts); !slices.Equal(got, []string{"answer: 1999"}) {
 			t.Errorf("artifacts %q, want [answer: 1999]", got)
 		}
@@ -396,13 +355,13 @@ func TestPythonAgents(t *testing.T) {
 
 	t.Run("CancelPropagates", func(t *testing.T) {
 		t.Parallel()
-		rec := pyDelegate(t, orchd, map[string]any{"text": "take your time", "skill": "slow"})
+		rec := delegate(t, orchd, map[string]any{"text": "take your time", "skill": "slow"})
 		rec = waitDelegation(t, orchd, rec.ID, func(r delegation.Record) bool { return r.State == a2a.TaskStateWorking })
 		start := time.Now()
 		if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil); code != http.StatusOK {
 			t.Fatalf("cancel: %d %s", code, msg)
 		}
-		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCanceled))
+		rec = waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateCanceled))
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("cancel took %v, want it prompt", took)
 		}
@@ -420,8 +379,8 @@ func TestPythonAgents(t *testing.T) {
 
 	t.Run("Steering", func(t *testing.T) {
 		t.Parallel()
-		rec := pyDelegate(t, orchd, map[string]any{"text": "walk", "skill": "steer"})
-		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateWorking))
+		rec := delegate(t, orchd, map[string]any{"text": "walk", "skill": "steer"})
+		rec = waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateWorking))
 		for i, text := range []string{"go left", "faster"} {
 			var r steering.Receipt
 			if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+":steer", map[string]any{"text": text}, &r); code != http.StatusOK {
@@ -479,18 +438,18 @@ func TestPythonAgents(t *testing.T) {
 		if code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+"/messages", map[string]any{"text": "carry on"}, nil); code != http.StatusOK {
 			t.Fatalf("resume: %d %s", code, msg)
 		}
-		waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateWorking))
+		waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateWorking))
 		if got := pyPeerTask(t, peers["steer"]+"/a2a/jsonrpc", rec.Downstream.TaskID); got != "TASK_STATE_WORKING" {
 			t.Errorf("the peer's task is %s after resuming, want TASK_STATE_WORKING", got)
 		}
 		postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
-		waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCanceled))
+		waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateCanceled))
 	})
 
 	t.Run("SteeringRefused", func(t *testing.T) {
 		t.Parallel()
-		rec := pyDelegate(t, orchd, map[string]any{"text": "no steering here", "skill": "slow"})
-		rec = waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateWorking))
+		rec := delegate(t, orchd, map[string]any{"text": "no steering here", "skill": "slow"})
+		rec = waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateWorking))
 		for _, tc := range []struct{ control, mode string }{{"steer", "steerable"}, {"interrupt", "interruptible"}} {
 			code, msg := postJSON(t, orchd+"/v1/delegations/"+rec.ID+":"+tc.control, map[string]any{"text": "turn"}, nil)
 			want := fmt.Sprintf("hop py-slow does not advertise the %s mode of %s", tc.mode, steering.URI)
@@ -505,7 +464,7 @@ func TestPythonAgents(t *testing.T) {
 			t.Errorf("after the refusals the delegation is %s, want still WORKING", now.State)
 		}
 		postJSON(t, orchd+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
-		waitDelegation(t, orchd, rec.ID, pyInState(a2a.TaskStateCanceled))
+		waitDelegation(t, orchd, rec.ID, inState(a2a.TaskStateCanceled))
 	})
 }
 
