@@ -18,6 +18,13 @@ import (
 // the mode. Nothing was delivered anywhere.
 var ErrNotSteerable = errors.New("cannot steer")
 
+// errNotAdvertised is ErrNotSteerable for a hop whose card lacks the mode,
+// as the metrics tell it apart from a delegation that is not WORKING.
+type errNotAdvertised struct{}
+
+func (errNotAdvertised) Error() string { return ErrNotSteerable.Error() }
+func (errNotAdvertised) Unwrap() error { return ErrNotSteerable }
+
 // Steer passes a steer or interrupt to the downstream task of a WORKING
 // delegation, if the hop's pinned card advertises the mode, and returns
 // the receipt: this engine's acceptance first, then every hop below. A
@@ -61,7 +68,7 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 	case state != a2a.TaskStateWorking:
 		return steering.Receipt{}, fmt.Errorf("%w: delegation %q is %s; only WORKING work can be steered or interrupted", ErrNotSteerable, id, state)
 	case !modes.Allows(c):
-		return steering.Receipt{}, fmt.Errorf("%w: hop %s does not advertise the %s mode of %s", ErrNotSteerable, hop, modeName(c), steering.URI)
+		return steering.Receipt{}, fmt.Errorf("%w: hop %s does not advertise the %s mode of %s", errNotAdvertised{}, hop, modeName(c), steering.URI)
 	}
 
 	down := *msg

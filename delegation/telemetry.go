@@ -3,7 +3,6 @@ package delegation
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +49,7 @@ type instruments struct {
 
 	// Attribute sets are built once per distinct value: building one per
 	// measurement would allocate on every delegation.
-	one    attrCache[string]       // a single attribute, as "key=value"
+	one    attrCache[[2]string]    // a single attribute: key, value
 	calls  attrCache[callLabels]   // downstream calls
 	rules  attrCache[ruleLabels]   // policy rules
 	steers attrCache[signalLabels] // steering signals
@@ -97,7 +96,7 @@ func (c *attrCache[K]) get(k K) metric.MeasurementOption {
 
 // attr is the option for one attribute key=value.
 func (in *instruments) attr(key, value string) metric.MeasurementOption {
-	return in.one.get(key + "=" + value)
+	return in.one.get([2]string{key, value})
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
@@ -112,9 +111,8 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	// constant and valid, and on error they still return usable no-ops.
 	_, noop := tp.(tracenoop.TracerProvider)
 	in := &instruments{tracer: tp.Tracer(instrumentation), tracing: !noop}
-	in.one.make = func(kv string) []attribute.KeyValue {
-		k, v, _ := strings.Cut(kv, "=")
-		return []attribute.KeyValue{attribute.String(k, v)}
+	in.one.make = func(kv [2]string) []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String(kv[0], kv[1])}
 	}
 	in.calls.make = func(l callLabels) []attribute.KeyValue {
 		return []attribute.KeyValue{attribute.String("agent", l.agent), attribute.String("method", l.method), attribute.String("outcome", l.outcome)}
@@ -271,7 +269,7 @@ func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.
 			reason = "ended"
 		case errors.Is(err, ErrBadRequest):
 			reason = "bad_request"
-		case errors.Is(err, ErrNotSteerable) && strings.Contains(err.Error(), "does not advertise"):
+		case errors.As(err, new(errNotAdvertised)):
 			reason = "mode_not_advertised"
 		case errors.Is(err, ErrNotSteerable):
 			reason = "not_working"

@@ -168,8 +168,9 @@ rules:
   - name: prefer-steerable
     rank: 'agent.supports("steerable") ? 10 : 0'
 `)
+	plain := testagent.Start(t, testagent.Options{Name: "P", Skill: "plain", Streaming: true}, testagent.Hang())
 	cfg := loadDefaults(t)
-	cfg.Agents = []registry.Spec{{ID: "w", URL: work.URL}}
+	cfg.Agents = []registry.Spec{{ID: "w", URL: work.URL}, {ID: "p", URL: plain.URL}}
 	cfg.Policies.Paths = []string{policy}
 	base := startDaemon(t, cfg)
 
@@ -188,20 +189,32 @@ rules:
 	if code := call(t, "POST", base+"/v1/delegations/"+r.ID+":cancel", "", nil); code != 200 {
 		t.Fatalf("cancel = %d", code)
 	}
+	var p delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "wait", "skill": "plain"}`, &p); code != 201 {
+		t.Fatalf("delegate to the plain agent = %d", code)
+	}
+	waitFor(t, base, p.ID, a2a.TaskStateWorking)
+	if code := call(t, "POST", base+"/v1/delegations/"+p.ID+":steer", `{"text": "turn"}`, nil); code != 409 {
+		t.Fatalf("steer to a hop without the mode = %d, want 409", code)
+	}
+	if code := call(t, "POST", base+"/v1/delegations/"+p.ID+":cancel", "", nil); code != 200 {
+		t.Fatalf("cancel the plain delegation = %d", code)
+	}
 	after := scrape(t, base)
 
 	for _, tc := range []struct {
 		series string
 		delta  float64
 	}{
-		{`orchd_delegations_total{outcome="accepted"}`, 1},
+		{`orchd_delegations_total{outcome="accepted"}`, 2},
 		{`orchd_delegations_total{outcome="refused"}`, 1},
 		{`orchd_delegation_refusals_total{reason="capability"}`, 1},
-		{`orchd_delegations_ended_total{state="TASK_STATE_CANCELED"}`, 1},
+		{`orchd_delegations_ended_total{state="TASK_STATE_CANCELED"}`, 2},
 		{`orchd_policy_decisions_total{kind="rank",policy="steerable-first",rule="prefer-steerable"}`, 1},
 		{`orchd_steering_signals_total{control="steer",outcome="routed"}`, 1},
+		{`orchd_steering_signals_total{control="steer",outcome="refused",reason="mode_not_advertised"}`, 1},
 		{`orchd_registry_card_fetches_total{kind="initial",outcome="fetched"}`, 0},
-		{`orchd_registry_card_cache_total{result="hit"}`, 2},
+		{`orchd_registry_card_cache_total{result="hit"}`, 3},
 		{`orchd_downstream_duration_seconds_count{agent="w",method="SendStreamingMessage",outcome="ok"}`, 1},
 		{`orchd_delegations_inflight`, 0},
 	} {
