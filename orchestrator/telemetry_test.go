@@ -58,16 +58,22 @@ func TestTelemetry_OneTraceAcrossABC(t *testing.T) {
 	}
 	waitFor(t, a, r.ID, a2a.TaskStateCompleted)
 
-	// Spans end asynchronously with the streams; wait for C's delegate span.
+	// Spans of streamed calls end when their streams do, a little after
+	// the delegation completed: wait for every span the checks need.
+	want := []string{"a:orchd POST /v1/delegations", "b:A2A SendStreamingMessage", "c:A2A SendStreamingMessage"}
+	for _, hop := range []string{"a", "b", "c"} {
+		want = append(want, hop+":orchd.delegate", hop+":orchd.policy.evaluate", hop+":HTTP POST")
+	}
 	var spans []sdktrace.ReadOnlySpan
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		spans = rec.Ended()
-		if slices.ContainsFunc(spans, func(s sdktrace.ReadOnlySpan) bool { return service(s) == "c" && s.Name() == "orchd.delegate" }) {
+		have := names(spans)
+		if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(have, w) }) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("C recorded no delegate span; spans: %v", names(spans))
+			t.Fatalf("spans %v, want all of %v", have, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
