@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/registry"
 )
 
 // Start runs a daemon built from cfg on 127.0.0.1 until the test ends. It
@@ -34,4 +35,21 @@ func Start(t testing.TB, cfg orchestrator.Config) string {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return "http://" + d.Addr().String()
+}
+
+// Node runs a daemon on the embedded defaults named self in delegation
+// chains, listing skills on its card and registering agents, until the
+// test ends; it returns the daemon's base URL.
+func Node(t testing.TB, self string, skills []string, agents ...registry.Spec) string {
+	t.Helper()
+	cfg, err := orchestrator.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Delegation.Self = self
+	for _, s := range skills {
+		cfg.Agent.Skills = append(cfg.Agent.Skills, orchestrator.SkillConfig{ID: s})
+	}
+	cfg.Agents = agents
+	return Start(t, cfg)
 }

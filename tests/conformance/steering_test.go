@@ -46,21 +46,6 @@ type steeringTrace struct {
 	} `json:"cases"`
 }
 
-// orchdAt runs an orchd daemon named self until the test ends.
-func orchdAt(t *testing.T, self string, skills []string, agents ...registry.Spec) string {
-	t.Helper()
-	cfg, err := orchestrator.LoadConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Delegation.Self = self
-	for _, s := range skills {
-		cfg.Agent.Skills = append(cfg.Agent.Skills, orchestrator.SkillConfig{ID: s})
-	}
-	cfg.Agents = agents
-	return orchdtest.Start(t, cfg)
-}
-
 func post(t *testing.T, url string, in, out any) (int, string) {
 	t.Helper()
 	b, _ := json.Marshal(in)
@@ -105,8 +90,8 @@ func TestSteering(t *testing.T) {
 				specs = append(specs, registry.Spec{ID: name, URL: agents[name].URL})
 				skills = append(skills, a.Skill)
 			}
-			b := orchdAt(t, "b", skills, specs...)
-			a := orchdAt(t, "a", skills, registry.Spec{ID: "b", URL: b})
+			b := orchdtest.Node(t, "b", skills, specs...)
+			a := orchdtest.Node(t, "a", skills, registry.Spec{ID: "b", URL: b})
 
 			var rec delegation.Record
 			if code, msg := post(t, a+"/v1/delegations", tc.Delegate, &rec); code != 201 {

@@ -21,9 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/delegation"
-	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/orchestrator"
-	"github.com/orchd/orchd/registry"
 )
 
 // TestMain fails the package on goroutines left running after its tests:
@@ -170,22 +168,6 @@ func startPeers(t *testing.T, dir string, argv ...string) map[string]string {
 		t.Fatalf("%v printed %q, want one JSON object of URLs: %v", argv, line, err)
 	}
 	return urls
-}
-
-// orchdWith runs an orchd (orchdtest.Start) with the given agents
-// registered and optional skills on its card.
-func orchdWith(t *testing.T, self string, skills []string, agents ...registry.Spec) string {
-	t.Helper()
-	cfg, err := orchestrator.LoadConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Delegation.Self = self
-	for _, s := range skills {
-		cfg.Agent.Skills = append(cfg.Agent.Skills, orchestrator.SkillConfig{ID: s})
-	}
-	cfg.Agents = agents
-	return orchdtest.Start(t, cfg)
 }
 
 // postJSON calls orchd's HTTP API with body as JSON (no body when nil),

@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -82,7 +83,7 @@ func TestNodeAgents(t *testing.T) {
 			specs = append(specs, registry.Spec{ID: sdk.id(b), URL: urls[sdk.name][b]})
 		}
 	}
-	base := orchdWith(t, "orchd", nil, specs...)
+	base := orchdtest.Node(t, "orchd", nil, specs...)
 
 	t.Run("versions", func(t *testing.T) {
 		t.Parallel()
@@ -428,7 +429,7 @@ func TestNodeClient(t *testing.T) {
 	reply := testagent.Start(t, testagent.Options{Name: "reply", Skill: "reply"}, testagent.Reply("hi there"))
 	ask := testagent.Start(t, testagent.Options{Name: "ask", Skill: "ask", Streaming: true}, testagent.Ask())
 	hang := testagent.Start(t, testagent.Options{Name: "hang", Skill: "hang", Streaming: true}, testagent.Hang())
-	base := orchdWith(t, "orchd", []string{"work", "reply", "ask", "hang"},
+	base := orchdtest.Node(t, "orchd", []string{"work", "reply", "ask", "hang"},
 		registry.Spec{ID: "work", URL: work.URL}, registry.Spec{ID: "reply", URL: reply.URL},
 		registry.Spec{ID: "ask", URL: ask.URL}, registry.Spec{ID: "hang", URL: hang.URL})
 

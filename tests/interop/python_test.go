@@ -18,6 +18,7 @@ import (
 
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -56,7 +57,7 @@ func pythonAgents(t *testing.T) (orchd string, peers map[string]string) {
 		}
 		specs = append(specs, registry.Spec{ID: "py-" + b, URL: peers[b]})
 	}
-	return orchdWith(t, "orchd", nil, specs...), peers
+	return orchdtest.Node(t, "orchd", nil, specs...), peers
 }
 
 // pyReceived is what a Python agent recorded of each call that reached it
@@ -541,7 +542,7 @@ func TestPythonClient(t *testing.T) {
 	reply := testagent.Start(t, testagent.Options{Name: "go-reply", Skill: "reply"}, testagent.Reply("pong"))
 	hang := testagent.Start(t, testagent.Options{Name: "go-hang", Skill: "hang", Streaming: true}, testagent.Hang())
 	steer := testagent.Start(t, testagent.Options{Name: "go-steer", Skill: "steer", Streaming: true, Steering: true}, testagent.Steerable())
-	orchd := orchdWith(t, "orchd", []string{"work", "reply", "hang", "steer"},
+	orchd := orchdtest.Node(t, "orchd", []string{"work", "reply", "hang", "steer"},
 		registry.Spec{ID: "go-work", URL: work.URL}, registry.Spec{ID: "go-reply", URL: reply.URL},
 		registry.Spec{ID: "go-hang", URL: hang.URL}, registry.Spec{ID: "go-steer", URL: steer.URL})
 

@@ -17,6 +17,8 @@ import express from 'express';
 import { A2AError, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 
+import { listen, runAgents } from '../js-shared/peers.mjs';
+
 // stdout carries only the line of URLs.
 console.log = console.info = console.debug = (...args) => console.error(...args);
 
@@ -288,11 +290,7 @@ function cardFor(behaviour, base) {
 
 async function start(behaviour) {
   const app = express();
-  const server = await new Promise((resolve, reject) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
-    s.on('error', reject);
-  });
-  const base = `http://127.0.0.1:${server.address().port}`;
+  const { server, base } = await listen(app);
   const card = cardFor(behaviour, base);
   const store = new InMemoryTaskStore();
   const executor = new Executor(behaviour);
@@ -307,22 +305,4 @@ async function start(behaviour) {
   return { base, server };
 }
 
-const behaviours = ['complete', 'stream', 'ask', 'slow', 'steer'];
-const started = await Promise.all(behaviours.map(start));
-const urls = Object.fromEntries(behaviours.map((b, i) => [b, started[i].base]));
-
-function stop(why) {
-  console.error(`${PREFIX} agents: stopping (${why})`);
-  for (const { server } of started) {
-    server.closeAllConnections?.();
-    server.close();
-  }
-  process.exit(0);
-}
-process.on('SIGTERM', () => stop('SIGTERM'));
-process.on('SIGINT', () => stop('SIGINT'));
-process.stdin.on('end', () => stop('stdin closed'));
-process.stdin.on('error', () => stop('stdin error'));
-process.stdin.resume();
-
-process.stdout.write(`${JSON.stringify(urls)}\n`);
+await runAgents(PREFIX, start);

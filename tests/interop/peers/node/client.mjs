@@ -14,6 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { Role, taskStateToJSON } from '@a2a-js/sdk';
 import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory } from '@a2a-js/sdk/client';
 
+import { recordingFetch } from '../js-shared/peers.mjs';
+
 console.log = console.info = console.debug = (...args) => console.error(...args);
 
 const base = process.argv[2];
@@ -25,33 +27,7 @@ if (!base) {
 // calls records every request the SDK makes.
 const calls = [];
 
-async function recordingFetch(input, init = {}) {
-  const url = new URL(typeof input === 'string' ? input : input.url);
-  const headers = new Headers(init.headers);
-  let method = '';
-  try {
-    method = JSON.parse(init.body ?? '{}').method ?? '';
-  } catch {
-    // not JSON-RPC
-  }
-  const call = { path: url.pathname, version: headers.get('A2A-Version') ?? '', method };
-  calls.push(call);
-  const res = await fetch(input, init);
-  call.status = res.status;
-  if (!(res.headers.get('content-type') ?? '').includes('text/event-stream')) {
-    const body = await res.clone().json().catch(() => undefined);
-    if (body?.error) {
-      // JSON-RPC: {"error": {"code": -32001}}; HTTP+JSON: google.rpc.Status
-      // with the A2A reason in an ErrorInfo detail.
-      call.errorCode = body.error.code;
-      const reason = body.error.details?.find?.((d) => d?.reason)?.reason;
-      if (reason) {
-        call.errorReason = reason;
-      }
-    }
-  }
-  return res;
-}
+const fetchImpl = recordingFetch(calls);
 
 function textPart(text) {
   return { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' };
@@ -106,8 +82,8 @@ const out = { sdk: '@a2a-js/sdk 1.x' };
 // The binding to use: JSONRPC (default) or HTTP+JSON.
 const binding = process.argv[3] ?? 'JSONRPC';
 const transport = binding === 'HTTP+JSON'
-  ? new RestTransportFactory({ fetchImpl: recordingFetch })
-  : new JsonRpcTransportFactory({ fetchImpl: recordingFetch });
+  ? new RestTransportFactory({ fetchImpl })
+  : new JsonRpcTransportFactory({ fetchImpl });
 const factory = new ClientFactory({ transports: [transport] });
 const client = await factory.createFromUrl(base);
 const card = await client.getAgentCard();
