@@ -21,9 +21,14 @@ const DefaultMaxDepth = 8
 
 // Chain is the delegation chain context carried by the extension.
 type Chain struct {
-	// Path lists the ids of the orchestrators the work has passed
-	// through, root first.
+	// Path lists the identities of the orchestrators the work has passed
+	// through, root first. Cycles are found by comparing identities, which
+	// are unique per orchd (see docs/delegation.md).
 	Path []string `json:"path"`
+	// Names are the display names (card names) of the orchestrators in
+	// Path, index for index, for messages a person reads. It may be empty
+	// or shorter when an orchestrator sent none; identities still decide.
+	Names []string `json:"names,omitempty"`
 	// Depth is how many hops the work has taken to reach the receiver:
 	// 1 for an agent the root delegated to.
 	Depth int `json:"depth"`
@@ -77,6 +82,7 @@ func ChainFrom(metadata map[string]any) (Chain, bool, error) {
 		}
 	}
 	field("path", func(v any) error { c.Path, err = stringList(v); return err })
+	field("names", func(v any) error { c.Names, err = stringList(v); return err })
 	field("requires", func(v any) error { c.Requires, err = stringList(v); return err })
 	field("depth", func(v any) error { c.Depth, err = integer(v); return err })
 	field("maxDepth", func(v any) error { c.MaxDepth, err = integer(v); return err })
@@ -96,6 +102,9 @@ func ChainFrom(metadata map[string]any) (Chain, bool, error) {
 	}
 	if c.Depth < 0 || c.MaxDepth < 0 {
 		return Chain{}, true, errors.New("delegation extension metadata: negative depth")
+	}
+	if len(c.Names) > len(c.Path) {
+		return Chain{}, true, fmt.Errorf("delegation extension metadata: %d names for a path of %d", len(c.Names), len(c.Path))
 	}
 	return c, true, nil
 }
@@ -150,6 +159,9 @@ func (c Chain) Attach(m *a2a.Message) {
 		m.Metadata = map[string]any{}
 	}
 	v := map[string]any{"path": anyList(c.Path), "depth": c.Depth, "maxDepth": c.MaxDepth}
+	if len(c.Names) > 0 {
+		v["names"] = anyList(c.Names)
+	}
 	if !c.Deadline.IsZero() {
 		v["deadline"] = c.Deadline.Format(time.RFC3339Nano)
 	}
@@ -173,28 +185,61 @@ func anyList(ss []string) []any {
 	return out
 }
 
-// Enter checks that self may take part in the chain and returns the chain
-// as self passes it on: self appended to the path and the depth of the
+// Enter checks that the orchestrator with identity self (and display name
+// name) may take part in the chain and returns the chain as it passes it
+// on: self appended to the path, name to the names, and the depth of the
 // next hop. It refuses a cycle (self already in the path) and a next hop
 // beyond MaxDepth, naming the path.
-func (c Chain) Enter(self string) (Chain, error) {
+func (c Chain) Enter(self, name string) (Chain, error) {
 	if c.MaxDepth == 0 {
 		c.MaxDepth = DefaultMaxDepth
 	}
-	if slices.Contains(c.Path, self) {
-		return Chain{}, fmt.Errorf("%w: %s is already in the path %s", ErrCycle, self, c.pathString(self))
-	}
 	next := c
 	next.Path = append(slices.Clone(c.Path), self)
+	next.Names = append(c.paddedNames(), name)
 	next.Depth = c.Depth + 1
 	next.Requires = slices.Clone(c.Requires)
+	if slices.Contains(c.Path, self) {
+		return Chain{}, fmt.Errorf("%w: %s is already in the path %s", ErrCycle, hopName(self, name), next.PathString())
+	}
 	if next.Depth > c.MaxDepth {
 		return Chain{}, fmt.Errorf("%w: another hop from %s would be hop %d of at most %d (path %s)",
-			ErrTooDeep, self, next.Depth, c.MaxDepth, strings.Join(next.Path, " → "))
+			ErrTooDeep, hopName(self, name), next.Depth, c.MaxDepth, next.PathString())
 	}
 	return next, nil
 }
 
-func (c Chain) pathString(self string) string {
-	return strings.Join(append(slices.Clone(c.Path), self), " → ")
+// paddedNames returns a copy of Names as long as Path, "" where a hop sent
+// no name.
+func (c Chain) paddedNames() []string {
+	names := make([]string, len(c.Path), len(c.Path)+1)
+	copy(names, c.Names)
+	return names
+}
+
+// PathString writes the path for people: each hop's name with its
+// identity ("gateway (orchd-1f2e…) → research (orchd-9a8b…)").
+func (c Chain) PathString() string {
+	var b strings.Builder
+	for i, id := range c.Path {
+		if i > 0 {
+			b.WriteString(" → ")
+		}
+		name := ""
+		if i < len(c.Names) {
+			name = c.Names[i]
+		}
+		b.WriteString(hopName(id, name))
+	}
+	return b.String()
+}
+
+// hopName writes an orchestrator of a chain for people: its display name
+// with its identity, or the identity alone when the two are the same or
+// there is no name.
+func hopName(id, name string) string {
+	if name == "" || name == id {
+		return id
+	}
+	return name + " (" + id + ")"
 }

@@ -12,7 +12,7 @@ import (
 
 func TestChain_AttachAndReadBack(t *testing.T) {
 	t.Parallel()
-	c := Chain{Path: []string{"a", "b"}, Depth: 2, MaxDepth: 5, Deadline: time.Date(2026, 6, 1, 12, 0, 0, 5, time.UTC),
+	c := Chain{Path: []string{"a", "b"}, Names: []string{"gateway", "hub"}, Depth: 2, MaxDepth: 5, Deadline: time.Date(2026, 6, 1, 12, 0, 0, 5, time.UTC),
 		Skill: "research", Requires: []string{"steerable"}, RootTask: "t-1"}
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("x"))
 	c.Attach(m)
@@ -26,7 +26,7 @@ func TestChain_AttachAndReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, ok, err := ChainFrom(got.Metadata)
-	if err != nil || !ok || !slices.Equal(back.Path, c.Path) || back.Depth != 2 || back.MaxDepth != 5 || !back.Deadline.Equal(c.Deadline) ||
+	if err != nil || !ok || !slices.Equal(back.Path, c.Path) || !slices.Equal(back.Names, c.Names) || back.Depth != 2 || back.MaxDepth != 5 || !back.Deadline.Equal(c.Deadline) ||
 		back.Skill != "research" || !slices.Equal(back.Requires, c.Requires) || back.RootTask != "t-1" {
 		t.Errorf("read back %+v, %v, %v", back, ok, err)
 	}
@@ -52,6 +52,8 @@ func TestChain_MalformedMetadata(t *testing.T) {
 		{map[string]any{"path": "a"}, "path: want a list of strings"},
 		{map[string]any{"deadline": "tomorrow"}, "deadline"},
 		{map[string]any{"depth": -1.0}, "negative depth"},
+		{map[string]any{"path": []any{"a"}, "names": []any{"x", "y"}}, "2 names for a path of 1"},
+		{map[string]any{"names": "x"}, "names: want a list of strings"},
 	}
 	for _, tt := range tests {
 		_, ok, err := ChainFrom(map[string]any{ExtensionURI: tt.v})
@@ -61,10 +63,50 @@ func TestChain_MalformedMetadata(t *testing.T) {
 	}
 }
 
+func TestChain_Enter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		in      Chain
+		self    string
+		display string
+		path    []string
+		names   []string
+		err     string
+	}{
+		{name: "root", in: Chain{}, self: "orchd-1", display: "gateway", path: []string{"orchd-1"}, names: []string{"gateway"}},
+		{name: "second hop", in: Chain{Path: []string{"orchd-1"}, Names: []string{"gateway"}, Depth: 1},
+			self: "orchd-2", display: "hub", path: []string{"orchd-1", "orchd-2"}, names: []string{"gateway", "hub"}},
+		{name: "a hop that sent no names", in: Chain{Path: []string{"old"}, Depth: 1},
+			self: "orchd-2", display: "hub", path: []string{"old", "orchd-2"}, names: []string{"", "hub"}},
+		{name: "cycle by identity, names differ", in: Chain{Path: []string{"orchd-1", "orchd-2"}, Names: []string{"gateway", "hub"}, Depth: 2},
+			self: "orchd-1", display: "renamed", err: "delegation cycle: renamed (orchd-1) is already in the path gateway (orchd-1) → hub (orchd-2) → renamed (orchd-1)"},
+		{name: "same display name, different identities", in: Chain{Path: []string{"orchd-1"}, Names: []string{"orchd"}, Depth: 1},
+			self: "orchd-2", display: "orchd", path: []string{"orchd-1", "orchd-2"}, names: []string{"orchd", "orchd"}},
+		{name: "too deep", in: Chain{Path: []string{"a"}, Depth: 1, MaxDepth: 1}, self: "b", display: "b",
+			err: "another hop from b would be hop 2 of at most 1 (path a → b)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.in.Enter(tt.self, tt.display)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Enter = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got.Path, tt.path) || !slices.Equal(got.Names, tt.names) || got.Depth != tt.in.Depth+1 {
+				t.Errorf("Enter = %+v, %v", got, err)
+			}
+		})
+	}
+}
+
 // FuzzChainFrom checks that no metadata makes ChainFrom panic and that what
 // it accepts attaches and reads back the same.
 func FuzzChainFrom(f *testing.F) {
 	f.Add(`{"path":["a"],"depth":1,"maxDepth":8,"skill":"s","requires":["x"],"rootTask":"t","deadline":"2026-01-01T00:00:00Z"}`)
+	f.Add(`{"path":["a","b"],"names":["gateway"],"depth":2}`)
 	f.Add(`{"depth":1e300}`)
 	f.Add(`[1,2]`)
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -82,7 +124,7 @@ func FuzzChainFrom(f *testing.F) {
 		var md map[string]any
 		_ = json.Unmarshal(b, &md)
 		back, _, err := ChainFrom(md)
-		if err != nil || back.Depth != c.Depth || !slices.Equal(back.Path, c.Path) {
+		if err != nil || back.Depth != c.Depth || !slices.Equal(back.Path, c.Path) || !slices.Equal(back.Names, c.Names) {
 			t.Fatalf("round trip of %+v gave %+v, %v", c, back, err)
 		}
 	})

@@ -44,6 +44,7 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 		if err != nil {
 			return nil, nil, err
 		}
+		reasons, why = e.unhealthy(a, reasons, why)
 		if len(reasons) > 0 {
 			refused = append(refused, Candidate{Agent: a.ID, Reasons: reasons})
 			kinds = append(kinds, why...)
@@ -86,15 +87,18 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 }
 
 // prefilter returns why an agent cannot take the work whatever the
-// policies say: it is already in the chain, orchd cannot speak its
+// policies say: it is an orchestrator already in the chain (by the
+// identity its card advertises), orchd cannot speak its
 // protocol, or it lacks a required capability. Each reason comes with its
 // kind (refusedCycle, refusedProtocol or refusedCapability).
 func prefilter(a *registry.Agent, req *Request, in, out Chain, self string) (reasons, kinds []string, err error) {
 	refuse := func(kind, reason string) {
 		reasons, kinds = append(reasons, reason), append(kinds, kind)
 	}
-	if a.ID == self || slices.Contains(in.Path, a.ID) {
-		refuse(refusedCycle, fmt.Sprintf("%s is already in the delegation path %s", a.ID, strings.Join(out.Path, " → ")))
+	// A chained orchestrator is recognised by the identity its card
+	// advertises, never by the id this registry gave it.
+	if id, name := advertisedIdentity(a); id != "" && (id == self || slices.Contains(in.Path, id)) {
+		refuse(refusedCycle, fmt.Sprintf("%s is already in the delegation path %s", hopName(id, name), out.PathString()))
 	}
 	if !a.ClientCompatible {
 		refuse(refusedProtocol, "protocol: "+a.IncompatibleReason)

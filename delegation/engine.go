@@ -36,16 +36,32 @@ type PolicySource interface {
 
 // Config tunes the engine. Zero fields take the documented defaults.
 type Config struct {
-	// Self is this orchestrator's id in delegation chains. Default "orchd".
+	// Self is this orchestrator's identity in delegation chains: unique
+	// among the orchestrators a chain may pass through, since cycles are
+	// found by comparing identities. Default "orchd", which suits only a
+	// lone orchestrator; the daemon generates one per state directory.
 	Self string
+	// Name is this orchestrator's display name in chains (its card name),
+	// shown beside Self in messages. Default Self.
+	Name string
 	// MaxDepth bounds chains started here. Default 8.
 	MaxDepth int
 	// MaxAttempts bounds how many candidates are tried when agents fail
 	// before accepting the work. Default 3.
 	MaxAttempts int
-	// CallTimeout bounds each unary A2A call (send without streaming, get
-	// task, cancel). Default 30s.
+	// CallTimeout bounds each A2A call to an agent: a unary call (send
+	// without streaming, get task), and the opening of a stream until the
+	// agent's first event. Default 30s.
 	CallTimeout time.Duration
+	// SilenceTimeout is how long a stream may bring no event before orchd
+	// asks the agent for the task (GetTask, bounded by CallTimeout): an
+	// agent that answers is alive, however long it works; five failed
+	// asks in a row, PollInterval apart, fail the delegation. Default 1m.
+	SilenceTimeout time.Duration
+	// MaxDuration caps every delegation started here: its deadline is at
+	// most its start plus MaxDuration, and that deadline travels down the
+	// chain like a caller's. 0 means no cap.
+	MaxDuration time.Duration
 	// CancelWait is how long a cancel waits for the agent to confirm
 	// before the delegation fails instead. Default 10s.
 	CancelWait time.Duration
@@ -75,6 +91,9 @@ func (c Config) withDefaults() Config {
 	if c.Self == "" {
 		c.Self = "orchd"
 	}
+	if c.Name == "" {
+		c.Name = c.Self
+	}
 	if c.MaxDepth <= 0 {
 		c.MaxDepth = DefaultMaxDepth
 	}
@@ -83,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 30 * time.Second
+	}
+	if c.SilenceTimeout <= 0 {
+		c.SilenceTimeout = time.Minute
 	}
 	if c.CancelWait <= 0 {
 		c.CancelWait = 10 * time.Second
@@ -147,9 +169,11 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	clients, _ := lru.New[string, cachedClient](1024) // only a non-positive size fails
-	return &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
+	e := &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
 		in:  newInstruments(cfg.TracerProvider, cfg.MeterProvider),
 		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, clients: clients}
+	e.in.observe = e.observe // every call's outcome feeds the agent's breaker
+	return e
 }
 
 // Close stops following every delegation and waits for the goroutines to
@@ -180,7 +204,7 @@ func (e *Engine) chains(req Request) (Chain, Chain, error) {
 	if req.Chain != nil {
 		in = *req.Chain
 	}
-	out, err := in.Enter(e.cfg.Self)
+	out, err := in.Enter(e.cfg.Self, e.cfg.Name)
 	if err != nil {
 		return Chain{}, Chain{}, err
 	}
@@ -376,6 +400,9 @@ func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Messa
 		return nil, err
 	}
 	d.client, d.streaming = c, card.Capabilities.Streaming
+	if err := e.reg.Admit(a.ID); err != nil {
+		return nil, err
+	}
 	return d.send(ctx, msg)
 }
 
@@ -650,6 +677,7 @@ func retryable(err error) bool {
 	var netErr net.Error
 	msg := err.Error()
 	return errors.Is(err, a2a.ErrVersionNotSupported) ||
+		errors.Is(err, registry.ErrBreakerOpen) ||
 		errors.Is(err, a2a.ErrInternalError) ||
 		errors.Is(err, a2a.ErrServerError) ||
 		errors.Is(err, syscall.ECONNREFUSED) ||

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 	"github.com/orchd/orchd/telemetry"
 )
@@ -43,29 +45,72 @@ const cardMaxAge = 300
 // a2aServer is orchd as an A2A agent: its card and its endpoints, all
 // backed by one a2a-go request handler whose executor delegates.
 type a2aServer struct {
-	cfg     AgentConfig
+	cfg AgentConfig
+	// self is this orchd's identity, advertised in the delegation
+	// extension's card params.
+	self    string
+	agents  routable
 	handler a2asrv.RequestHandler
 	// card is the served card JSON and its ETag, set once the listen
-	// address is known.
+	// address is known and rebuilt when the agents behind it change.
 	card atomic.Pointer[servedCard]
+	// cardMu serializes rebuilds of the card.
+	cardMu sync.Mutex
+}
+
+// routable is where orchd's card finds the skills it can route to:
+// *registry.Registry.
+type routable interface {
+	List() []*registry.Agent
+	Generation() uint64
 }
 
 type servedCard struct {
 	json []byte
 	etag string
+	// base is the URL the card's interfaces start with; gen is the
+	// registry generation its skills were taken from.
+	base string
+	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *a2aServer {
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *a2aServer {
 	exec := newExecutor(engine, stopping, log)
 	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
 		a2asrv.WithCallInterceptors(spanNamer{}, versionCheck{}, steerRoute{x: exec, tasks: tasks}, earlyDelegation{x: exec}))
-	return &a2aServer{cfg: cfg, handler: h}
+	return &a2aServer{cfg: cfg, self: self, agents: agents, handler: h}
 }
 
 // setCard builds the card for base, the URL this orchd is reached at.
 func (s *a2aServer) setCard(ctx context.Context, base string) error {
-	base = strings.TrimRight(base, "/")
+	s.cardMu.Lock()
+	defer s.cardMu.Unlock()
+	return s.buildCard(ctx, strings.TrimRight(base, "/"), s.agents.Generation())
+}
+
+// currentCard returns the served card, rebuilt first when the registry's
+// agents changed since it was built, so the skills it lists stay those
+// orchd can route to now.
+func (s *a2aServer) currentCard(ctx context.Context) (*servedCard, error) {
+	c := s.card.Load()
+	if c == nil || c.gen == s.agents.Generation() {
+		return c, nil
+	}
+	s.cardMu.Lock()
+	defer s.cardMu.Unlock()
+	if c = s.card.Load(); c.gen == s.agents.Generation() {
+		return c, nil
+	}
+	if err := s.buildCard(ctx, c.base, s.agents.Generation()); err != nil {
+		return nil, err
+	}
+	return s.card.Load(), nil
+}
+
+// buildCard builds and stores the card for base from the configuration
+// and the agents of registry generation gen. Callers hold cardMu.
+func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) error {
 	card := &a2a.AgentCard{
 		Name:        s.cfg.Name,
 		Description: s.cfg.Description,
@@ -79,15 +124,31 @@ func (s *a2aServer) setCard(ctx context.Context, base string) error {
 		Capabilities: a2a.AgentCapabilities{
 			Streaming: true,
 			Extensions: []a2a.AgentExtension{
-				{URI: delegation.ExtensionURI, Description: "orchd delegation chain context: path, depth, deadline, skill and inherited requirements"},
+				delegation.CardExtension(s.self, s.cfg.Name),
 				orchdSteering.Extension(),
 			},
 		},
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
-		Skills:             []a2a.AgentSkill{},
+		Skills:             cardSkills(s.cfg.Skills, s.agents.List()),
 	}
-	for _, sk := range s.cfg.Skills {
+	producer := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
+	b, err := producer.CardJSON(ctx)
+	if err != nil {
+		return fmt.Errorf("agent card: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	s.card.Store(&servedCard{json: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, base: base, gen: gen})
+	return nil
+}
+
+// cardSkills lists the skills orchd's card offers: the configured ones,
+// then every skill of the registered agents orchd can talk to, once per
+// skill id, so an orchd chained behind another is found by skill.
+func cardSkills(configured []SkillConfig, agents []*registry.Agent) []a2a.AgentSkill {
+	skills := []a2a.AgentSkill{}
+	seen := map[string]bool{}
+	for _, sk := range configured {
 		name := sk.Name
 		if name == "" {
 			name = sk.ID
@@ -96,35 +157,61 @@ func (s *a2aServer) setCard(ctx context.Context, base string) error {
 		if tags == nil {
 			tags = []string{}
 		}
-		card.Skills = append(card.Skills, a2a.AgentSkill{ID: sk.ID, Name: name, Description: sk.Description, Tags: tags})
+		seen[sk.ID] = true
+		skills = append(skills, a2a.AgentSkill{ID: sk.ID, Name: name, Description: sk.Description, Tags: tags})
 	}
-	producer := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
-	b, err := producer.CardJSON(ctx)
-	if err != nil {
-		return fmt.Errorf("agent card: %w", err)
+	routed := map[string]int{} // skill id → index in skills
+	for _, a := range agents {
+		if !a.ClientCompatible {
+			continue
+		}
+		for _, sk := range a.Skills {
+			if seen[sk.ID] {
+				continue
+			}
+			if i, ok := routed[sk.ID]; ok {
+				skills[i].Description += ", " + a.ID
+				for _, t := range sk.Tags {
+					if !slices.Contains(skills[i].Tags, t) {
+						skills[i].Tags = append(skills[i].Tags, t)
+					}
+				}
+				continue
+			}
+			name := sk.Name
+			if name == "" {
+				name = sk.ID
+			}
+			routed[sk.ID] = len(skills)
+			skills = append(skills, a2a.AgentSkill{ID: sk.ID, Name: name,
+				Description: "Routed by this orchd to: " + a.ID, Tags: append([]string{}, sk.Tags...)})
+		}
 	}
-	sum := sha256.Sum256(b)
-	s.card.Store(&servedCard{json: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`})
-	return nil
+	return skills
 }
 
-// routes adds the card and the A2A endpoints to mux, traced by tel.
-func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry) {
+// routes adds the card and the A2A endpoints to mux, traced by tel, their
+// request bodies bounded by limits.
+func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits *bodyLimits) {
 	ext := []string{delegation.ExtensionURI, steering.URI}
 	handle := func(path, version string, h http.Handler) {
 		mux.Handle(path, tel.Handler(served(version, ext, h), "A2A"))
 	}
 	mux.HandleFunc("GET "+a2asrv.WellKnownAgentCardPath, s.serveCard)
-	handle(pathJSONRPC, "1.0", a2asrv.NewJSONRPCHandler(s.handler))
-	handle(pathREST+"/", "1.0", http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler)))
-	handle(pathJSONRPC03, "0.3", a2av0.NewJSONRPCHandler(s.handler))
-	handle(pathREST03+"/", "0.3", acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler)))))
+	handle(pathJSONRPC, "1.0", limits.jsonRPC(a2asrv.NewJSONRPCHandler(s.handler)))
+	handle(pathREST+"/", "1.0", limits.rest(http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler))))
+	handle(pathJSONRPC03, "0.3", limits.jsonRPC(a2av0.NewJSONRPCHandler(s.handler)))
+	handle(pathREST03+"/", "0.3", limits.rest03(acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler))))))
 }
 
 // serveCard serves the card with Cache-Control and an ETag, answering a
 // matching If-None-Match with 304.
 func (s *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
-	c := s.card.Load()
+	c, err := s.currentCard(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	if c == nil {
 		http.Error(w, "agent card not ready", http.StatusServiceUnavailable)
 		return

@@ -81,7 +81,7 @@ func TestChain_CycleRefused(t *testing.T) {
 	}
 	failed := waitFor(t, a, rec.ID, a2a.TaskStateRejected)
 	if !strings.Contains(failed.Error, "hop b") || !strings.Contains(failed.Error, "TASK_STATE_REJECTED") ||
-		!strings.Contains(failed.Error, "a is already in the delegation path a → b") {
+		!strings.Contains(failed.Error, "orchd a (a) is already in the delegation path orchd a (a) → orchd b (b)") {
 		t.Errorf("error = %q", failed.Error)
 	}
 }

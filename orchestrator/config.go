@@ -30,6 +30,11 @@ func DefaultsYAML() []byte { return bytes.Clone(defaultsYAML) }
 type Config struct {
 	// Listen is the HTTP API's address. Default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
+	// StateDir is where this orchd keeps what outlives its process, its
+	// identity first, locked while the daemon runs. Empty means one per
+	// listen address under the user's state directory (DefaultStateDir);
+	// a daemon on an ephemeral port (":0") then keeps no state.
+	StateDir string `yaml:"stateDir"`
 	// Registry tunes card discovery and caching.
 	Registry RegistryConfig `yaml:"registry"`
 	// Agents are registered at start-up. One that cannot be reached yet
@@ -43,6 +48,9 @@ type Config struct {
 	Agent AgentConfig `yaml:"agent"`
 	// Telemetry configures metrics and traces.
 	Telemetry TelemetryConfig `yaml:"telemetry"`
+	// HTTP bounds what clients send: body sizes, JSON depth, read and
+	// idle timeouts.
+	HTTP HTTPConfig `yaml:"http"`
 }
 
 // TelemetryConfig is the config file's telemetry section. Traces are
@@ -89,8 +97,9 @@ type SkillConfig struct {
 // DelegationConfig is the config file's delegation section; each field
 // sets the delegation.Config field of the same name.
 type DelegationConfig struct {
-	// Self is this orchd's id in delegation chains; give each orchd in a
-	// chain its own.
+	// Self is this orchd's identity in delegation chains, unique among
+	// orchds. Empty (the default) means the identity generated once and
+	// kept in the state directory.
 	Self string `yaml:"self"`
 	// MaxDepth bounds chains started here.
 	MaxDepth int `yaml:"maxDepth"`
@@ -137,7 +146,7 @@ func (c *Config) PolicyOptions() policies.Options {
 // are documented; docs/registry.md lists them with their YAML keys.
 type RegistryConfig struct {
 	// AllowNetworks lists CIDRs card fetches may reach although they are
-	// loopback, private, link-local or multicast.
+	// special-purpose (loopback, private, link-local, multicast...).
 	AllowNetworks []string `yaml:"allowNetworks"`
 	// AllowHosts lists host names card fetches may reach wherever they
 	// resolve.
@@ -250,6 +259,14 @@ func decodeConfig(name string, b []byte, cfg *Config) error {
 func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("config: listen %q: %w", c.Listen, err)
+	}
+	if c.Delegation.Self != "" {
+		if err := checkIdentity(c.Delegation.Self); err != nil {
+			return fmt.Errorf("config: delegation.self: %w", err)
+		}
+	}
+	if err := c.HTTP.validate(); err != nil {
+		return err
 	}
 	for i, a := range c.Agents {
 		if _, err := registry.NormalizeURL(a.URL); err != nil {

@@ -36,6 +36,11 @@ type Daemon struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 
+	// self is this orchd's identity in chains; stateDir is where it is
+	// kept, "" when the daemon keeps no state.
+	self     string
+	stateDir string
+
 	mu       sync.Mutex
 	listener net.Listener
 }
@@ -59,6 +64,10 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			}
 		}()
 	}
+	stateDir, self, err := identity(cfg)
+	if err != nil {
+		return nil, err
+	}
 	engine, err := policies.NewEngine(cfg.Policies.Paths, cfg.PolicyOptions(), log.With("component", "policies"))
 	if err != nil {
 		return nil, fmt.Errorf("load policies: %w", err)
@@ -75,22 +84,53 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	dcfg := cfg.DelegationConfig()
+	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	dcfg.HTTPClient = &http.Client{Transport: tel.Transport(transport)}
 	dcfg.TracerProvider, dcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
 	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(0), dcfg, log.With("component", "delegation"))
 	stopping := make(chan struct{})
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, stopping: stopping,
-		telemetry: tel, ownTelemetry: own,
-		agent: newA2AServer(cfg.Agent, delegations, stopping, log.With("component", "a2a"))}
+		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir,
+		agent: newA2AServer(cfg.Agent, self, reg, delegations, stopping, log.With("component", "a2a"))}
 	mux := http.NewServeMux()
-	d.agent.routes(mux, tel)
+	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
+	d.agent.routes(mux, tel, limits)
 	if h := tel.MetricsHandler(); h != nil {
 		mux.Handle("GET /metrics", h)
 	}
-	mux.Handle("/", tel.Handler(newAPI(reg, engine, delegations, stopping, log.With("component", "api")), "orchd"))
+	mux.Handle("/", tel.Handler(limits.api(newAPI(reg, engine, delegations, stopping, log.With("component", "api"))), "orchd"))
 	d.handler = mux
 	return d, nil
 }
+
+// identity returns the daemon's state directory and its identity in
+// delegation chains: delegation.self when configured, else the one kept
+// in the state directory (generated on first start). A daemon with no
+// state directory (an ephemeral port and no stateDir) gets a new identity
+// each start.
+func identity(cfg Config) (stateDir, self string, err error) {
+	stateDir = cfg.StateDir
+	if stateDir == "" {
+		if stateDir, err = DefaultStateDir(cfg.Listen); err != nil {
+			return "", "", err
+		}
+	}
+	switch {
+	case cfg.Delegation.Self != "":
+		self = cfg.Delegation.Self
+	case stateDir == "":
+		self = newIdentity()
+	default:
+		if self, err = loadIdentity(stateDir); err != nil {
+			return "", "", fmt.Errorf("identity: %w", err)
+		}
+	}
+	return stateDir, self, nil
+}
+
+// Identity returns this orchd's identity in delegation chains, as its card
+// advertises it.
+func (d *Daemon) Identity() string { return d.self }
 
 // Delegations returns the daemon's delegation engine.
 func (d *Daemon) Delegations() *delegation.Engine { return d.delegations }
@@ -131,6 +171,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer d.registry.Close()
 	defer d.delegations.Close()
 	defer d.stop()
+	if d.stateDir != "" {
+		lock, err := lockStateDir(d.stateDir)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+	}
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
@@ -164,14 +211,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		watchers.Go(func() { d.policies.Watch(watchCtx, time.Duration(d.cfg.Policies.ReloadInterval)) })
 	}
 
-	srv := &http.Server{
-		Handler:           d.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
-	}
+	srv := d.cfg.HTTP.server(d.handler, d.log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	d.log.Info("orchd serving", "addr", ln.Addr().String(), "agents", d.registry.Len(), "pending", len(d.registry.Pending()))
+	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir,
+		"agents", d.registry.Len(), "pending", len(d.registry.Pending()))
 
 	select {
 	case err := <-errc:

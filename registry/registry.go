@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orchd/orchd/capability"
@@ -61,6 +62,8 @@ type Registry struct {
 	byExt   map[string][]*Agent
 	list    []*Agent // sorted by id; nil when it must be rebuilt
 	pending map[string]*pendingAgent
+	// gen counts changes of the set of agents or of their profiles.
+	gen atomic.Uint64
 
 	inflightMu sync.Mutex
 	inflight   map[string]bool // bases being refreshed in the background
@@ -180,7 +183,7 @@ func (r *Registry) register(spec Spec, base string, e *entry) (*Agent, error) {
 	if id == "" {
 		id = r.freeID(slug(e.profile.Name))
 	}
-	a := &Agent{base: base, Healthy: true}
+	a := &Agent{base: base, Healthy: true, Breaker: Breaker{State: BreakerClosed}}
 	a.Profile = withID(e.profile, id)
 	a.setCacheState(e, r.cfg)
 	delete(r.pending, base)
@@ -298,7 +301,7 @@ func (r *Registry) Inspect(ctx context.Context, url string) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", base, err)
 	}
-	a := &Agent{base: base, Healthy: e.failures < r.cfg.UnhealthyAfter, Failures: e.failures}
+	a := &Agent{base: base, Healthy: e.failures < r.cfg.UnhealthyAfter, Failures: e.failures, Breaker: Breaker{State: BreakerClosed}}
 	if e.err != nil {
 		a.LastError = e.err.Error()
 	}
@@ -321,10 +324,11 @@ func (r *Registry) apply(id string, e *entry, fetchErr error) (*Agent, error) {
 	if fetchErr != nil {
 		next.Failures++
 		next.LastError = fetchErr.Error()
-		next.Healthy = next.Failures < r.cfg.UnhealthyAfter
 		next.nextCheck = now.Add(r.cfg.backoff(next.Failures))
+		r.refreshed(&next, fetchErr, now)
+		next.setHealth(&r.cfg)
 		r.cache.in.cache.Add(context.Background(), 1, cacheStale) // the last good card stays in use
-		if old.Healthy && !next.Healthy {
+		if next.Failures == r.cfg.UnhealthyAfter {
 			r.log.Error("agent marked unhealthy; serving its last good card", "id", id, "failures", next.Failures, "error", fetchErr)
 		} else {
 			r.log.Warn("agent card refresh failed; serving its last good card", "id", id, "failures", next.Failures, "error", fetchErr)
@@ -332,8 +336,10 @@ func (r *Registry) apply(id string, e *entry, fetchErr error) (*Agent, error) {
 		r.replace(old, &next)
 		return &next, fetchErr
 	}
-	next.Failures, next.LastError, next.Healthy = 0, "", true
+	next.Failures, next.LastError = 0, ""
 	next.setCacheState(e, r.cfg)
+	r.refreshed(&next, nil, now)
+	next.setHealth(&r.cfg)
 	if e.profile.Digest != old.Digest {
 		next.Profile = withID(e.profile, id)
 		if d := capability.Diff(old.Profile, next.Profile); !d.Empty() {
@@ -446,6 +452,11 @@ func (r *Registry) Pending() []Pending {
 	return out
 }
 
+// Generation changes whenever an agent is added or removed or its profile
+// changes (not on health or cache updates alone), so a view derived from
+// the agents, such as the skills a card offers, knows when to rebuild.
+func (r *Registry) Generation() uint64 { return r.gen.Load() }
+
 func byID(a, b *Agent) int { return strings.Compare(a.ID, b.ID) }
 
 // indexKeys lists, per secondary index, the keys an agent is filed under.
@@ -464,6 +475,7 @@ func (r *Registry) indexKeys(a *Agent, fn func(m map[string][]*Agent, key string
 // index adds a to every index. Callers hold mu for writing. Index slices
 // are copied on write, so slices handed to readers never change.
 func (r *Registry) index(a *Agent) {
+	r.gen.Add(1)
 	r.byID[a.ID] = a
 	r.byURL[a.base] = a
 	r.list = nil
@@ -475,6 +487,7 @@ func (r *Registry) index(a *Agent) {
 
 // unindex removes a from every index. Callers hold mu for writing.
 func (r *Registry) unindex(a *Agent) {
+	r.gen.Add(1)
 	delete(r.byID, a.ID)
 	delete(r.byURL, a.base)
 	r.list = nil

@@ -12,7 +12,7 @@ import (
 )
 
 func newServeCmd(g *globals) *cobra.Command {
-	var configPath, listen string
+	var configPath, listen, stateDir string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon",
@@ -29,6 +29,9 @@ they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
 			}
 			if listen != "" {
 				cfg.Listen = listen
+			}
+			if stateDir != "" {
+				cfg.StateDir = stateDir
 			}
 			d, err := orchestrator.New(cfg, log)
 			if err != nil {
@@ -56,5 +59,6 @@ they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML config file, read on top of the embedded defaults")
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address, overriding the config (default 127.0.0.1:8080)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "state directory (identity, locked while serving), overriding the config (default one per listen address under the user's state directory)")
 	return cmd
 }
