@@ -9,7 +9,8 @@
 // [Inbox] the executor reads signals from.
 //
 //	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Tasks: store})
-//	handler := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()))
+//	handler := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
+//		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
 //	mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
 //	card.Capabilities.Extensions = append(card.Capabilities.Extensions, st.Extension())
 //
@@ -25,5 +26,7 @@
 // queued for the executor, in order (each task numbers its signals 1, 2,
 // …); a retried message (same message id) is acknowledged again but
 // delivered once; a signal that arrives while the executor is finishing is
-// refused, never accepted and dropped.
+// refused, never accepted and dropped; an interrupt is acknowledged once
+// a2a-go has released the execution, so the next message resumes the task
+// (this needs [Steering.ExecutorInterceptor]).
 package steering

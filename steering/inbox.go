@@ -28,6 +28,9 @@ type Inbox struct {
 	// Close.
 	ready chan struct{}
 	done  chan struct{}
+	// released is closed once a2a-go has let go of the execution; nil
+	// when the agent does not register ExecutorInterceptor.
+	released <-chan struct{}
 }
 
 // Ready is signaled when signals are waiting; call Take.
@@ -122,8 +125,8 @@ func (in *Inbox) deliver(c Control, m *a2a.Message) (Receipt, error) {
 	return r, nil
 }
 
-// settle waits for the executor to close the inbox after an interrupt, up
-// to timeout, then for the task's new state to reach the store.
+// settle waits for the executor to close the inbox after an interrupt,
+// then for a2a-go to release the execution, together up to timeout.
 func (in *Inbox) settle(ctx context.Context, timeout time.Duration) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -134,7 +137,17 @@ func (in *Inbox) settle(ctx context.Context, timeout time.Duration) {
 	case <-ctx.Done():
 		return
 	}
-	// The executor's last event is stored asynchronously by a2a-go.
+	if in.released != nil {
+		// The final event is stored before the release.
+		select {
+		case <-in.released:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return
+	}
+	// Without ExecutorInterceptor there is no sign of the release: wait
+	// for the executor's last event, which a2a-go stores asynchronously.
 	for {
 		st, err := in.s.cfg.Tasks.Get(ctx, in.task)
 		if err != nil || st.Task.Status.State != a2a.TaskStateWorking {

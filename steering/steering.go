@@ -125,7 +125,8 @@ type Config struct {
 	// it. Required.
 	Tasks taskstore.Store
 	// SettleTimeout bounds how long an interrupt waits for the executor to
-	// stop before it is acknowledged anyway. Default 10s.
+	// stop, and a2a-go to release the execution, before it is acknowledged
+	// anyway. Default 10s.
 	SettleTimeout time.Duration
 }
 
@@ -134,6 +135,9 @@ type Steering struct {
 	cfg     Config
 	mu      sync.Mutex
 	inboxes map[a2a.TaskID]*Inbox
+	// running holds, from ExecutorInterceptor until Open, the Done channel
+	// of the context a2a-go runs each execution in.
+	running map[*a2asrv.ExecutorContext]<-chan struct{}
 	// numbering remembers closed inboxes' counters and seen message ids,
 	// so a task resumed after an interrupt keeps numbering its signals
 	// and recognizing retries; bounded, oldest forgotten first.
@@ -154,7 +158,7 @@ func New(cfg Config) *Steering {
 		cfg.SettleTimeout = 10 * time.Second
 	}
 	n, _ := lru.New[a2a.TaskID, numbering](4096) // only a non-positive size fails
-	return &Steering{cfg: cfg, inboxes: map[a2a.TaskID]*Inbox{}, numbering: n}
+	return &Steering{cfg: cfg, inboxes: map[a2a.TaskID]*Inbox{}, running: map[*a2asrv.ExecutorContext]<-chan struct{}{}, numbering: n}
 }
 
 // Extension returns the card declaration for the configured modes.
@@ -197,9 +201,51 @@ func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
 		in.seq, in.seen = prev.seq, prev.seen
 	}
 	s.mu.Lock()
+	in.released = s.running[ec]
+	delete(s.running, ec)
 	s.inboxes[ec.TaskID] = in
 	s.mu.Unlock()
 	return in
+}
+
+// ExecutorInterceptor returns the a2asrv.ExecutorContextInterceptor that
+// lets an interrupt be acknowledged only once the next message to the task
+// can resume it. Register it with a2asrv.WithExecutorContextInterceptor.
+//
+// a2a-go refuses a message to a task whose execution it still holds ("task
+// execution is already in progress"). It lets go in steps: it stores the
+// executor's final event, sends push notifications, marks the execution
+// as ending (from then on a new message waits for it to end and starts a
+// new execution), and only then ends the context the executor runs in.
+// The interceptor hands that context's end to the inbox the executor
+// opens, and an interrupt is acknowledged after it. Without the
+// interceptor an interrupt is acknowledged once the task's new state is
+// stored, and a message sent at once may still be refused.
+func (s *Steering) ExecutorInterceptor() a2asrv.ExecutorContextInterceptor { return executions{s} }
+
+type executions struct{ s *Steering }
+
+var _ a2asrv.ExecutorContextInterceptor = executions{}
+
+// Intercept records the context of an execution for the inbox its executor
+// opens; the record is dropped when the context ends, if no inbox took it.
+func (e executions) Intercept(ctx context.Context, ec *a2asrv.ExecutorContext) (context.Context, error) {
+	done := ctx.Done()
+	// A cancelation (no message) opens no inbox, and its context may never
+	// end.
+	if ec == nil || ec.Message == nil || done == nil {
+		return ctx, nil
+	}
+	s := e.s
+	s.mu.Lock()
+	s.running[ec] = done
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		delete(s.running, ec)
+		s.mu.Unlock()
+	})
+	return ctx, nil
 }
 
 // closed forgets a closed inbox, keeping its numbering.
@@ -283,7 +329,8 @@ func modeName(c Control) string {
 // Accept checks a steering message, delivers it to the task's executor and
 // returns the acknowledgement: the task, with the message in its history
 // and the receipt in its metadata. An interrupt is acknowledged once the
-// executor stopped (or SettleTimeout passed).
+// executor stopped and a2a-go released the execution (see
+// ExecutorInterceptor), or SettleTimeout passed.
 func (s *Steering) Accept(ctx context.Context, cc *a2asrv.CallContext, m *a2a.Message, c Control) (*a2a.Task, error) {
 	if err := Check(cc, m, c, s.cfg.Modes); err != nil {
 		return nil, err
@@ -320,8 +367,7 @@ func (s *Steering) notRunning(ctx context.Context, id a2a.TaskID) error {
 		fmt.Sprintf("task %s is WORKING but its executor is not taking steering signals now (it is finishing, or it reads no inbox)", id))
 }
 
-// ack builds the acknowledgement Task, waiting briefly for an interrupted
-// task's new state to reach the store.
+// ack builds the acknowledgement Task from the stored task.
 func (s *Steering) ack(ctx context.Context, m *a2a.Message, r Receipt) (*a2a.Task, error) {
 	st, err := s.cfg.Tasks.Get(ctx, m.TaskID)
 	if err != nil {

@@ -1,8 +1,10 @@
 package steering_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"iter"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aext"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"go.uber.org/goleak"
 
@@ -102,13 +105,16 @@ func textOf(m *a2a.Message) string {
 	return strings.Join(s, " ")
 }
 
-// agent serves a worker with the given modes on 127.0.0.1.
-func agent(t *testing.T, modes steering.Modes) (*worker, *a2a.AgentCard) {
+// agent serves a worker with the given modes on 127.0.0.1, with any extra
+// handler options.
+func agent(t *testing.T, modes steering.Modes, extra ...a2asrv.RequestHandlerOption) (*worker, *a2a.AgentCard) {
 	t.Helper()
 	store := taskstore.NewInMemory(nil)
 	st := steering.New(steering.Config{Modes: modes, Name: "worker", Tasks: store, SettleTimeout: 5 * time.Second})
 	w := &worker{st: st}
-	handler := a2asrv.NewHandler(w, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()))
+	opts := append([]a2asrv.RequestHandlerOption{a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
+		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor())}, extra...)
+	handler := a2asrv.NewHandler(w, opts...)
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -131,11 +137,12 @@ func client(t *testing.T, card *a2a.AgentCard, activate bool) *a2aclient.Client 
 	return c
 }
 
-// start begins a task and returns its id once it is WORKING.
-func start(t *testing.T, c *a2aclient.Client) a2a.TaskID {
+// start begins a task, with push notifications to hook if it is not nil,
+// and returns its id once it is WORKING.
+func start(t *testing.T, c *a2aclient.Client, hook *a2a.PushConfig) a2a.TaskID {
 	t.Helper()
 	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("research")),
-		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true, PushConfig: hook}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +179,7 @@ func TestSteer_DeliveredInOrderOnceAndAcknowledged(t *testing.T) {
 	t.Parallel()
 	w, card := agent(t, steering.Modes{Steerable: true, Interruptible: true})
 	c := client(t, card, true)
-	id := start(t, c)
+	id := start(t, c, nil)
 
 	var acks []*a2a.Task
 	for i, text := range []string{"narrow to 2025", "use primary sources", "prefer green"} {
@@ -241,7 +248,7 @@ func TestInterrupt_SettlesAndResumes(t *testing.T) {
 	t.Parallel()
 	_, card := agent(t, steering.Modes{Interruptible: true})
 	c := client(t, card, true)
-	id := start(t, c)
+	id := start(t, c, nil)
 	ack, err := signal(t, c, id, steering.Interrupt, "stop, the premise changed", "")
 	if err != nil {
 		t.Fatal(err)
@@ -278,11 +285,86 @@ func TestInterrupt_SettlesAndResumes(t *testing.T) {
 	}
 }
 
+// TestInterrupt_AcknowledgedOnceReleased holds a2a-go after it stored the
+// interrupted state but before it released the execution (it is sending
+// the push notification of that state): the interrupt must not be
+// acknowledged meanwhile, and once it is, a message sent at once resumes
+// the task.
+func TestInterrupt_AcknowledgedOnceReleased(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	var holdOnce, releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil || !bytes.Contains(body, []byte(a2a.TaskStateInputRequired)) {
+			return
+		}
+		holdOnce.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+	}))
+	t.Cleanup(hook.Close)
+	_, card := agent(t, steering.Modes{Interruptible: true},
+		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{AllowPrivateNetworks: true, Timeout: 10 * time.Second})))
+	t.Cleanup(letGo) // before the servers close, which wait for held requests
+	c := client(t, card, true)
+	id := start(t, c, &a2a.PushConfig{URL: hook.URL})
+
+	type answer struct {
+		ack *a2a.Task
+		err error
+	}
+	acked := make(chan answer, 1)
+	go func() {
+		ack, err := signal(t, c, id, steering.Interrupt, "stop", "")
+		acked <- answer{ack, err}
+	}()
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no push notification of the interrupted state")
+	}
+	select {
+	case a := <-acked:
+		t.Fatalf("interrupt answered while a2a-go still held the execution (error %v)", a.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	letGo()
+	var a answer
+	select {
+	case a = <-acked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("interrupt not acknowledged after a2a-go released the execution")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.ack.Status.State != a2a.TaskStateInputRequired || a.ack.Metadata[steering.InterruptedKey] != true {
+		t.Errorf("interrupt ack: state %s, metadata %v", a.ack.Status.State, a.ack.Metadata)
+	}
+	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
+		Parts: a2a.ContentParts{a2a.NewTextPart("go on")}}, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatalf("resume right after the acknowledgement: %v", err)
+	}
+	if res.(*a2a.Task).ID != id {
+		t.Errorf("resumed a different task")
+	}
+	if _, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSteer_Refusals(t *testing.T) {
 	t.Parallel()
 	_, card := agent(t, steering.Modes{Interruptible: true})
 	c := client(t, card, true)
-	id := start(t, c)
+	id := start(t, c, nil)
 	tests := []struct {
 		name    string
 		c       *a2aclient.Client
