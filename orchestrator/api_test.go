@@ -179,7 +179,7 @@ func TestAPI_Agents(t *testing.T) {
 		{"bad id", "POST", "/v1/agents", `{"url":"` + bad.URL + `","id":"a:b"}`, 400, "invalid_argument", `invalid agent id "a:b"`},
 		{"bad card", "POST", "/v1/agents", `{"url":"` + bad.URL + `"}`, 422, "invalid_card", "capabilities.streaming: want boolean, got string"},
 		{"unreachable", "POST", "/v1/agents", `{"url":"` + down2.URL + `"}`, 502, "card_unreachable", "HTTP 503"},
-		{"blocked", "POST", "/v1/agents", `{"url":"http://10.255.255.1"}`, 403, "blocked_address", "private address"},
+		{"blocked", "POST", "/v1/agents", `{"url":"http://10.255.255.1"}`, 403, "blocked_address", "10.255.255.1 is in 10.0.0.0/8 (private)"},
 		{"bad verb", "POST", "/v1/agents/research:explode", "", 404, "not_found", ":refresh"},
 		{"refresh unknown", "POST", "/v1/agents/nope:refresh", "", 404, "not_found", `"nope"`},
 		{"delete unknown", "DELETE", "/v1/agents/nope", "", 404, "not_found", `"nope"`},

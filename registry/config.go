@@ -11,7 +11,8 @@ import (
 
 // Config tunes the registry. Every field's zero value selects the default
 // documented on it, so Config{} is a safe, strict configuration: it refuses
-// card URLs that resolve to loopback or private addresses.
+// card URLs that resolve to loopback, private or other special-purpose
+// addresses.
 type Config struct {
 	// Timeout bounds one card fetch, redirects included. Default 10s.
 	Timeout time.Duration
@@ -21,8 +22,12 @@ type Config struct {
 	// negative value follows none.
 	MaxRedirects int
 	// AllowNetworks lists CIDR prefixes (or single addresses) card fetches
-	// may reach even though they are loopback, private, link-local or
-	// multicast. Empty allows none of those.
+	// may reach even though they are special-purpose (loopback, private,
+	// link-local, multicast and the rest of the IANA special-purpose
+	// registries). Empty allows none of those. An entry in IPv4-mapped form
+	// means its IPv4 network. An address carrying an IPv4 address (NAT64,
+	// 6to4, IPv4-compatible) needs both it and the IPv4 address allowed or
+	// public.
 	AllowNetworks []string
 	// AllowHosts lists host names card fetches may reach whatever they
 	// resolve to.
@@ -82,6 +87,12 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// MeterProvider records the card cache's metrics; nil records nothing.
 	MeterProvider metric.MeterProvider
+
+	// dialFence, when set, runs on every connection the SSRF guard allows,
+	// before it is made; an error refuses it. Tests set it to refuse all
+	// but loopback, so a guard that wrongly lets an address through cannot
+	// send traffic off the machine.
+	dialFence func(address string) error
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.

@@ -19,7 +19,9 @@
 //
 // Fetching is guarded: bodies are size-limited, requests time out,
 // redirects are bounded and may not downgrade https to http, and every
-// connection's resolved address is checked so a card URL cannot reach
-// loopback, private, link-local or multicast addresses unless
+// connection's resolved address is checked before it connects so a card URL
+// cannot reach loopback, private, link-local, multicast or any other
+// special-purpose address from the IANA registries (via code.dny.dev/ssrf),
+// nor one wrapped in NAT64, 6to4 or IPv4-compatible IPv6, unless
 // [Config.AllowNetworks] or [Config.AllowHosts] lets it.
 package registry

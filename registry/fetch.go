@@ -52,6 +52,7 @@ func NewTransport(cfg Config) (*http.Transport, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.fence = cfg.dialFence
 	dialer := &net.Dialer{Timeout: cfg.Timeout, ControlContext: g.control}
 	return &http.Transport{
 		Proxy:               nil, // a proxy would dial on our behalf and bypass the guard

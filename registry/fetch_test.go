@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +78,7 @@ func TestFetch_SSRFGuard(t *testing.T) {
 	}
 	t.Cleanup(strict.Close)
 	_, err = strict.Inspect(t.Context(), s.URL)
-	if !errors.Is(err, ErrBlockedAddress) || !strings.Contains(err.Error(), "127.0.0.1 is a loopback address") {
+	if !errors.Is(err, ErrBlockedAddress) || !strings.Contains(err.Error(), "127.0.0.1 is in 127.0.0.0/8 (loopback)") {
 		t.Errorf("default config reached loopback: err = %v", err)
 	}
 
@@ -96,45 +95,6 @@ func TestFetch_SSRFGuard(t *testing.T) {
 	}
 	if _, err := New(Config{AllowNetworks: []string{"not-a-cidr"}}, nil); err == nil {
 		t.Error("New accepted a malformed allowNetworks entry")
-	}
-}
-
-func TestGuard_Check(t *testing.T) {
-	t.Parallel()
-	g, err := newGuard([]string{"10.1.0.0/16", "192.168.7.7"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		ip      string
-		blocked string
-	}{
-		{"93.184.216.34", ""},
-		{"2606:2800:220:1::1", ""},
-		{"127.0.0.1", "loopback"},
-		{"::1", "loopback"},
-		{"::ffff:127.0.0.1", "loopback"},
-		{"10.0.0.1", "private"},
-		{"10.1.2.3", ""},
-		{"172.16.0.1", "private"},
-		{"192.168.7.7", ""},
-		{"192.168.7.8", "private"},
-		{"fd00::1", "private"},
-		{"169.254.169.254", "link-local"},
-		{"fe80::1", "link-local"},
-		{"224.0.0.1", "multicast"},
-		{"ff02::1", "multicast"},
-		{"239.1.1.1", "multicast"},
-		{"0.0.0.0", "unspecified"},
-	}
-	for _, tt := range tests {
-		err := g.check(netip.MustParseAddr(tt.ip))
-		switch {
-		case tt.blocked == "" && err != nil:
-			t.Errorf("%s: refused: %v", tt.ip, err)
-		case tt.blocked != "" && (err == nil || !strings.Contains(err.Error(), tt.blocked)):
-			t.Errorf("%s: err = %v, want %s", tt.ip, err, tt.blocked)
-		}
 	}
 }
 
