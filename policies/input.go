@@ -26,7 +26,8 @@ type Chain struct {
 	Depth int `json:"depth" yaml:"depth"`
 	// MaxDepth is the most hops the chain allows.
 	MaxDepth int `json:"maxDepth" yaml:"maxDepth"`
-	// Path lists the agent ids from the root to here.
+	// Path lists the identities of the orchestrators the work passed
+	// through, from the root to here.
 	Path []string `json:"path" yaml:"path"`
 	// RootTask is the id of the task at the root of the chain.
 	RootTask string `json:"rootTask" yaml:"rootTask"`
