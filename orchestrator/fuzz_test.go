@@ -1,10 +1,13 @@
 package orchestrator
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -34,9 +37,19 @@ func FuzzLoadConfig(f *testing.F) {
 }
 
 // FuzzJSONNames checks the proto-name rewriting of 0.3 HTTP+JSON request
-// bodies, which come from any client: no input panics, a rewritten body is
-// JSON, a second pass changes nothing, and free-form values survive as
-// sent.
+// bodies, which come from any client. No input panics, and a body it
+// rewrites
+//   - is still JSON, which encoding/json (as the handler uses it) decodes
+//     exactly when it decoded the body as sent: numbers pass through as
+//     written, so one out of float64's range (2.5e700) fails both;
+//   - holds the same keys, compared without underscores or case (so the
+//     proto and the JSON name of a field match), and the same values,
+//     numbers compared as written;
+//   - keeps every free-form value (metadata, a data part's data) exactly
+//     as sent;
+//   - is left alone by a second pass.
+//
+// testdata/fuzz/FuzzJSONNames holds inputs that once failed here.
 func FuzzJSONNames(f *testing.F) {
 	f.Add([]byte(`{"request": {"message_id": "m1", "role": "ROLE_USER", "content": [{"text": "hi"}], "metadata": {"a_b": 1}}}`))
 	f.Add([]byte(`{"message": {"messageId": "m1", "content": [{"data": {"data": {"x_y": [1, 2.5e300]}}}]}, "configuration": {"history_length": 3}}`))
@@ -47,49 +60,82 @@ func FuzzJSONNames(f *testing.F) {
 		if !changed {
 			return
 		}
-		var doc map[string]any
-		if err := json.Unmarshal(out, &doc); err != nil {
-			t.Fatalf("rewrote %q into invalid JSON %q: %v", body, out, err)
+		if !json.Valid(out) {
+			t.Fatalf("rewrote %q into invalid JSON %q", body, out)
 		}
-		if keys(out) != keys(body) {
-			t.Fatalf("rewriting %q into %q lost or added keys", body, out)
+		if sent, rewritten := decodes(body), decodes(out); sent != rewritten {
+			t.Fatalf("encoding/json decodes %q: %v, but its rewrite %q: %v", body, sent, out, rewritten)
+		}
+		sent, sentFree := contents(exactly(t, body))
+		got, gotFree := contents(exactly(t, out))
+		if !slices.Equal(sent, got) {
+			t.Fatalf("rewriting %q into %q changed what it holds:\n sent %q\n got  %q", body, out, sent, got)
+		}
+		if !slices.Equal(sentFree, gotFree) {
+			t.Fatalf("rewriting %q into %q changed free-form values:\n sent %q\n got  %q", body, out, sentFree, gotFree)
 		}
 		if again, changed := jsonNames(out); changed {
 			t.Fatalf("a second pass changed %q into %q", out, again)
 		}
-		var in map[string]any
-		if err := json.Unmarshal(body, &in); err == nil {
-			if m, ok := in["request"].(map[string]any); ok && in["message"] == nil {
-				in = m
-				doc, _ = doc["message"].(map[string]any)
-			}
-			if md, ok := in["metadata"]; ok && doc != nil && !reflect.DeepEqual(md, doc["metadata"]) {
-				t.Fatalf("metadata changed: %v → %v", md, doc["metadata"])
-			}
-		}
 	})
 }
 
-// keys counts the object keys in a JSON document, or -1 if it is not JSON.
-func keys(b []byte) int {
+// decodes reports whether encoding/json decodes b, as the 0.3 handler
+// would.
+func decodes(b []byte) bool {
 	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return -1
+	return json.Unmarshal(b, &v) == nil
+}
+
+// exactly decodes b with numbers kept as written.
+func exactly(t *testing.T, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %q: %v", b, err)
 	}
-	var count func(any) int
-	count = func(v any) int {
-		n := 0
+	return v
+}
+
+// contents lists, sorted, what v holds apart from its shape: every key,
+// spelled without underscores or case (the proto and the JSON name of a
+// field look alike then, and request stands for message), and every scalar
+// value, numbers as written. Apart from those it lists every free-form
+// value (a metadata or data field outside another free-form value) as
+// canonical JSON.
+func contents(v any) (items, free []string) {
+	var walk func(v any, inFree bool)
+	walk = func(v any, inFree bool) {
 		switch v := v.(type) {
 		case map[string]any:
-			for _, c := range v {
-				n += 1 + count(c)
+			for k, c := range v {
+				freeHere := !inFree && (k == "metadata" || k == "data")
+				if freeHere {
+					b, err := json.Marshal(c)
+					if err != nil {
+						b = []byte("unmarshalable: " + err.Error())
+					}
+					free = append(free, k+" "+string(b))
+				}
+				k = strings.ToLower(strings.ReplaceAll(k, "_", ""))
+				if k == "request" {
+					k = "message"
+				}
+				items = append(items, "key "+k)
+				walk(c, inFree || freeHere)
 			}
 		case []any:
 			for _, c := range v {
-				n += count(c)
+				walk(c, inFree)
 			}
+		default:
+			items = append(items, fmt.Sprintf("%T %v", v, v))
 		}
-		return n
 	}
-	return count(v)
+	walk(v, false)
+	slices.Sort(items)
+	slices.Sort(free)
+	return items, free
 }
