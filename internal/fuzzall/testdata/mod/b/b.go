@@ -1,0 +1,2 @@
+// Package b has no tests.
+package b
