@@ -28,5 +28,5 @@
 // delivered once; a signal that arrives while the executor is finishing is
 // refused, never accepted and dropped; an interrupt is acknowledged once
 // a2a-go has released the execution, so the next message resumes the task
-// (this needs [Steering.ExecutorInterceptor]).
+// (this needs [Steering.ExecutorInterceptor]), and so is a retry of it.
 package steering

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
@@ -24,6 +23,9 @@ type Inbox struct {
 	closed bool
 	seq    int64
 	seen   map[string]Receipt // by message id
+	// base is seq when the inbox opened: the signals this execution took
+	// are numbered above it.
+	base int64
 	// ready has a token while the queue is not empty; done is closed by
 	// Close.
 	ready chan struct{}
@@ -123,42 +125,4 @@ func (in *Inbox) deliver(c Control, m *a2a.Message) (Receipt, error) {
 	}
 	in.notify()
 	return r, nil
-}
-
-// settle waits for the executor to close the inbox after an interrupt,
-// then for a2a-go to release the execution, together up to timeout.
-func (in *Inbox) settle(ctx context.Context, timeout time.Duration) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-in.done:
-	case <-t.C:
-		return
-	case <-ctx.Done():
-		return
-	}
-	if in.released != nil {
-		// The final event is stored before the release.
-		select {
-		case <-in.released:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		return
-	}
-	// Without ExecutorInterceptor there is no sign of the release: wait
-	// for the executor's last event, which a2a-go stores asynchronously.
-	for {
-		st, err := in.s.cfg.Tasks.Get(ctx, in.task)
-		if err != nil || st.Task.Status.State != a2a.TaskStateWorking {
-			return
-		}
-		select {
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		case <-time.After(200 * time.Microsecond):
-		}
-	}
 }

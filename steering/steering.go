@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -135,18 +136,21 @@ type Steering struct {
 	cfg     Config
 	mu      sync.Mutex
 	inboxes map[a2a.TaskID]*Inbox
-	// running holds, from ExecutorInterceptor until Open, the Done channel
-	// of the context a2a-go runs each execution in.
-	running map[*a2asrv.ExecutorContext]<-chan struct{}
+	// execs follows a2a-go's executions for ExecutorInterceptor.
+	execs *Executions
 	// numbering remembers closed inboxes' counters and seen message ids,
 	// so a task resumed after an interrupt keeps numbering its signals
 	// and recognizing retries; bounded, oldest forgotten first.
 	numbering *lru.Cache[a2a.TaskID, numbering]
 }
 
+// numbering is what a closed inbox leaves: its counter, the receipts by
+// message id (never written again: an inbox opened later copies them), and
+// when a2a-go let go of its execution.
 type numbering struct {
-	seq  int64
-	seen map[string]Receipt
+	seq      int64
+	seen     map[string]Receipt
+	released <-chan struct{}
 }
 
 // New returns steering for an agent.
@@ -158,7 +162,7 @@ func New(cfg Config) *Steering {
 		cfg.SettleTimeout = 10 * time.Second
 	}
 	n, _ := lru.New[a2a.TaskID, numbering](4096) // only a non-positive size fails
-	return &Steering{cfg: cfg, inboxes: map[a2a.TaskID]*Inbox{}, running: map[*a2asrv.ExecutorContext]<-chan struct{}{}, numbering: n}
+	return &Steering{cfg: cfg, inboxes: map[a2a.TaskID]*Inbox{}, execs: NewExecutions(), numbering: n}
 }
 
 // Extension returns the card declaration for the configured modes.
@@ -198,11 +202,11 @@ func Echo(next http.Handler) http.Handler {
 func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
 	in := &Inbox{s: s, task: ec.TaskID, ready: make(chan struct{}, 1), done: make(chan struct{}), seen: map[string]Receipt{}}
 	if prev, ok := s.numbering.Get(ec.TaskID); ok {
-		in.seq, in.seen = prev.seq, prev.seen
+		in.seq, in.base, in.seen = prev.seq, prev.seq, maps.Clone(prev.seen)
 	}
+	// a2a-go intercepted this execution just before it called Execute.
+	in.released = s.execs.Released(ec.TaskID)
 	s.mu.Lock()
-	in.released = s.running[ec]
-	delete(s.running, ec)
 	s.inboxes[ec.TaskID] = in
 	s.mu.Unlock()
 	return in
@@ -213,44 +217,17 @@ func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
 // can resume it. Register it with a2asrv.WithExecutorContextInterceptor.
 //
 // a2a-go refuses a message to a task whose execution it still holds ("task
-// execution is already in progress"). It lets go in steps: it stores the
-// executor's final event, sends push notifications, marks the execution
-// as ending (from then on a new message waits for it to end and starts a
-// new execution), and only then ends the context the executor runs in.
-// The interceptor hands that context's end to the inbox the executor
-// opens, and an interrupt is acknowledged after it. Without the
-// interceptor an interrupt is acknowledged once the task's new state is
-// stored, and a message sent at once may still be refused.
-func (s *Steering) ExecutorInterceptor() a2asrv.ExecutorContextInterceptor { return executions{s} }
-
-type executions struct{ s *Steering }
-
-var _ a2asrv.ExecutorContextInterceptor = executions{}
-
-// Intercept records the context of an execution for the inbox its executor
-// opens; the record is dropped when the context ends, if no inbox took it.
-func (e executions) Intercept(ctx context.Context, ec *a2asrv.ExecutorContext) (context.Context, error) {
-	done := ctx.Done()
-	// A cancelation (no message) opens no inbox, and its context may never
-	// end.
-	if ec == nil || ec.Message == nil || done == nil {
-		return ctx, nil
-	}
-	s := e.s
-	s.mu.Lock()
-	s.running[ec] = done
-	s.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		delete(s.running, ec)
-		s.mu.Unlock()
-	})
-	return ctx, nil
-}
+// execution is already in progress"), and still holds it for a while
+// after it stored the final event. The interceptor, an [Executions], hands
+// the end of the execution's context, which comes once a2a-go let go, to
+// the inbox the executor opens, and an interrupt is acknowledged after it.
+// Without the interceptor an interrupt is acknowledged once the task's new
+// state is stored, and a message sent at once may still be refused.
+func (s *Steering) ExecutorInterceptor() a2asrv.ExecutorContextInterceptor { return s.execs }
 
 // closed forgets a closed inbox, keeping its numbering.
 func (s *Steering) closed(in *Inbox, seq int64, seen map[string]Receipt) {
-	s.numbering.Add(in.task, numbering{seq: seq, seen: seen})
+	s.numbering.Add(in.task, numbering{seq: seq, seen: seen, released: in.released})
 	s.mu.Lock()
 	if s.inboxes[in.task] == in {
 		delete(s.inboxes, in.task)
@@ -330,24 +307,90 @@ func modeName(c Control) string {
 // returns the acknowledgement: the task, with the message in its history
 // and the receipt in its metadata. An interrupt is acknowledged once the
 // executor stopped and a2a-go released the execution (see
-// ExecutorInterceptor), or SettleTimeout passed.
+// ExecutorInterceptor), or SettleTimeout passed. A retry (a message id
+// seen before) is acknowledged as a duplicate, a retried interrupt once
+// the task settled, like the first.
 func (s *Steering) Accept(ctx context.Context, cc *a2asrv.CallContext, m *a2a.Message, c Control) (*a2a.Task, error) {
 	if err := Check(cc, m, c, s.cfg.Modes); err != nil {
 		return nil, err
 	}
 	in := s.inbox(m.TaskID)
 	receipt, err := in.deliver(c, m)
-	if err != nil {
-		if errors.Is(err, errNotRunning) {
+	switch {
+	case errors.Is(err, errNotRunning):
+		prev, ok := s.retried(m)
+		if !ok {
 			return nil, s.notRunning(ctx, m.TaskID)
 		}
+		receipt = prev.seen[m.ID]
+		receipt.Duplicate = true
+		if receipt.Control == Interrupt {
+			s.settle(ctx, m.TaskID, nil, prev.released)
+		}
+	case err != nil:
 		return nil, err
+	case receipt.Control == Interrupt && (!receipt.Duplicate || receipt.Seq > in.base):
+		// A new interrupt, or a retry of one this execution took.
+		s.settle(ctx, m.TaskID, in.done, in.released)
 	}
 	receipt.Hops = []Hop{{Agent: s.cfg.Name, Seq: receipt.Seq}}
-	if c == Interrupt && !receipt.Duplicate {
-		in.settle(ctx, s.cfg.SettleTimeout)
-	}
 	return s.ack(ctx, m, receipt)
+}
+
+// retried returns what the task's last closed inbox left, when it took a
+// signal with m's id.
+func (s *Steering) retried(m *a2a.Message) (numbering, bool) {
+	if m.ID == "" {
+		return numbering{}, false
+	}
+	prev, ok := s.numbering.Get(m.TaskID)
+	if !ok {
+		return numbering{}, false
+	}
+	_, ok = prev.seen[m.ID]
+	return prev, ok
+}
+
+// settle waits, after an interrupt, for the executor to close the task's
+// inbox (done; nil when it has), then for a2a-go to let go of the
+// execution (released), together up to SettleTimeout. Without
+// ExecutorInterceptor released is nil and there is no sign of that: it
+// waits for the executor's last event, which a2a-go stores
+// asynchronously.
+func (s *Steering) settle(ctx context.Context, task a2a.TaskID, done, released <-chan struct{}) {
+	t := time.NewTimer(s.cfg.SettleTimeout)
+	defer t.Stop()
+	if done != nil {
+		select {
+		case <-done:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	if released != nil {
+		// The final event is stored before the release.
+		select {
+		case <-released:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return
+	}
+	for {
+		st, err := s.cfg.Tasks.Get(ctx, task)
+		if err != nil || st.Task.Status.State != a2a.TaskStateWorking {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
 }
 
 // notRunning explains why a task has no open inbox.

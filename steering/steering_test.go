@@ -27,11 +27,16 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // worker is a steerable a2a-go executor: it works until a steer says
-// "finish" or it is interrupted, and records every steer it took.
+// "finish" or it is interrupted, and records every steer it took. With
+// hold set, it reports each interrupt it takes on interrupted and stops
+// only once hold is closed.
 type worker struct {
 	st   *steering.Steering
 	mu   sync.Mutex
 	took []steering.Signal
+
+	hold        <-chan struct{}
+	interrupted chan<- struct{}
 }
 
 func (w *worker) record(s steering.Signal) {
@@ -67,6 +72,13 @@ func (w *worker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.S
 				sig := sigs[i]
 				w.record(sig)
 				if sig.Control == steering.Interrupt {
+					if w.hold != nil {
+						w.interrupted <- struct{}{}
+						select {
+						case <-w.hold:
+						case <-ctx.Done():
+						}
+					}
 					// Signals acknowledged meanwhile must be handled too.
 					for _, late := range inbox.Close() {
 						w.record(late)
@@ -109,9 +121,16 @@ func textOf(m *a2a.Message) string {
 // handler options.
 func agent(t *testing.T, modes steering.Modes, extra ...a2asrv.RequestHandlerOption) (*worker, *a2a.AgentCard) {
 	t.Helper()
+	w := &worker{}
+	return w, serve(t, w, modes, extra...)
+}
+
+// serve serves w, giving it its steering.
+func serve(t *testing.T, w *worker, modes steering.Modes, extra ...a2asrv.RequestHandlerOption) *a2a.AgentCard {
+	t.Helper()
 	store := taskstore.NewInMemory(nil)
 	st := steering.New(steering.Config{Modes: modes, Name: "worker", Tasks: store, SettleTimeout: 5 * time.Second})
-	w := &worker{st: st}
+	w.st = st
 	opts := append([]a2asrv.RequestHandlerOption{a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
 		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor())}, extra...)
 	handler := a2asrv.NewHandler(w, opts...)
@@ -121,7 +140,7 @@ func agent(t *testing.T, modes steering.Modes, extra ...a2asrv.RequestHandlerOpt
 	mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
 	card := &a2a.AgentCard{Name: "Worker", SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
 		Capabilities: a2a.AgentCapabilities{Extensions: []a2a.AgentExtension{st.Extension()}}}
-	return w, card
+	return card
 }
 
 func client(t *testing.T, card *a2a.AgentCard, activate bool) *a2aclient.Client {
@@ -354,6 +373,107 @@ func TestInterrupt_AcknowledgedOnceReleased(t *testing.T) {
 	}
 	if res.(*a2a.Task).ID != id {
 		t.Errorf("resumed a different task")
+	}
+	if _, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInterrupt_RetryAcknowledgedOnceSettled retries an interrupt (same
+// message id) while the executor that took it is still stopping, and again
+// after the task settled: each retry is acknowledged as a duplicate of the
+// first, like it only once the task settled, and the interrupt is
+// delivered once; the next message resumes the task.
+func TestInterrupt_RetryAcknowledgedOnceSettled(t *testing.T) {
+	t.Parallel()
+	hold, interrupted := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(hold) }) }
+	w := &worker{hold: hold, interrupted: interrupted}
+	card := serve(t, w, steering.Modes{Interruptible: true})
+	t.Cleanup(letGo) // before the server closes, which waits for the held executor
+	c := client(t, card, true)
+	id := start(t, c, nil)
+
+	type answer struct {
+		ack *a2a.Task
+		err error
+	}
+	send := func() <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			ack, err := signal(t, c, id, steering.Interrupt, "stop", "int-1")
+			ch <- answer{ack, err}
+		}()
+		return ch
+	}
+	first := send()
+	select {
+	case <-interrupted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the executor did not take the interrupt")
+	}
+	retry := send()
+	select {
+	case a := <-retry:
+		t.Fatalf("retry answered while the executor was still stopping: %v, error %v", a.ack, a.err)
+	case a := <-first:
+		t.Fatalf("interrupt answered while the executor was still stopping: %v, error %v", a.ack, a.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	letGo()
+	for name, ch := range map[string]<-chan answer{"interrupt": first, "retry": retry} {
+		var a answer
+		select {
+		case a = <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s not acknowledged", name)
+		}
+		if a.err != nil {
+			t.Fatalf("%s: %v", name, a.err)
+		}
+		r, _ := steering.ReceiptFrom(a.ack)
+		if a.ack.Status.State != a2a.TaskStateInputRequired || a.ack.Metadata[steering.InterruptedKey] != true || r.Seq != 1 || r.Duplicate != (name == "retry") {
+			t.Errorf("%s ack: state %s, receipt %+v", name, a.ack.Status.State, r)
+		}
+	}
+	// A retry after the task settled is a duplicate too, not a refusal.
+	late, err := signal(t, c, id, steering.Interrupt, "stop", "int-1")
+	if err != nil {
+		t.Fatalf("retry after the task settled: %v", err)
+	}
+	if r, _ := steering.ReceiptFrom(late); !r.Duplicate || r.Seq != 1 || late.Status.State != a2a.TaskStateInputRequired {
+		t.Errorf("late retry ack: state %s, receipt %+v", late.Status.State, r)
+	}
+	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
+		Parts: a2a.ContentParts{a2a.NewTextPart("go on")}}, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatalf("resume right after the acknowledgements: %v", err)
+	}
+	if res.(*a2a.Task).ID != id {
+		t.Errorf("resumed a different task")
+	}
+	// Once the task works again, a retry of the old interrupt is answered
+	// at once, and does not stop the new execution.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
+		if err == nil && task.Status.State == a2a.TaskStateWorking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed task never worked: %v %v", task, err)
+		}
+	}
+	began := time.Now()
+	old, err := signal(t, c, id, steering.Interrupt, "stop", "int-1")
+	if err != nil {
+		t.Fatalf("retry while the task works again: %v", err)
+	}
+	if r, _ := steering.ReceiptFrom(old); !r.Duplicate || r.Seq != 1 || old.Status.State != a2a.TaskStateWorking || time.Since(began) > 2*time.Second {
+		t.Errorf("retry while the task works again: state %s, receipt %+v, after %v", old.Status.State, r, time.Since(began))
+	}
+	if got := w.signals(); len(got) != 1 {
+		t.Errorf("executor took %d signals, want the interrupt once", len(got))
 	}
 	if _, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id}); err != nil {
 		t.Fatal(err)
