@@ -150,7 +150,8 @@ func serveWorker(name, skill, version string, steerable bool) *httptest.Server {
 		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 		w.steer = steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: name, Tasks: store})
 		card.Capabilities.Extensions = []a2a.AgentExtension{w.steer.Extension()}
-		opts = append(opts, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(w.steer.Interceptor()))
+		opts = append(opts, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(w.steer.Interceptor()),
+			a2asrv.WithExecutorContextInterceptor(w.steer.ExecutorInterceptor()))
 	}
 	handler := a2asrv.NewHandler(w, append(opts, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if version == "0.3" {
@@ -278,7 +279,7 @@ rules:
 		{"3. a policy refusal at A, before anything is sent", delegation.Request{Text: "x", Skill: "research", Metadata: map[string]any{"tenant": "globex"}},
 			"", "tenant globex may not delegate here"},
 		{"4. a cycle: B would route back to A", delegation.Request{Text: "go round", Skill: "loop"},
-			a2a.TaskStateRejected, "a is already in the delegation path a → b"},
+			a2a.TaskStateRejected, "orchd A (a) is already in the delegation path orchd A (a) → orchd B (b)"},
 		{"5. an A2A 0.3 round trip through E", delegation.Request{Text: "old-school", Skill: "legacy"},
 			a2a.TaskStateCompleted, "E's findings"},
 	}

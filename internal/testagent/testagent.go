@@ -164,7 +164,8 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 		x.st = steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: o.Name, Tasks: store, SettleTimeout: 5 * time.Second})
 		card.Capabilities.Extensions = []a2a.AgentExtension{x.st.Extension()}
-		opts = append(opts, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(x.st.Interceptor()))
+		opts = append(opts, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(x.st.Interceptor()),
+			a2asrv.WithExecutorContextInterceptor(x.st.ExecutorInterceptor()))
 	}
 	handler := a2asrv.NewHandler(x, opts...)
 	rpc := steering.Echo(a2asrv.NewJSONRPCHandler(handler))
