@@ -25,9 +25,6 @@ import (
 //go:embed openapi.yaml
 var openAPI []byte
 
-// maxBodyBytes bounds API request bodies.
-const maxBodyBytes = 64 << 10
-
 // api serves orchd's HTTP JSON API.
 type api struct {
 	reg         *registry.Registry
@@ -232,17 +229,14 @@ func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, EvaluateResponse{Candidates: len(candidates), Result: res})
 }
 
-// decodeBody reads a bounded JSON body strictly.
+// decodeBody reads a JSON body strictly; bodyLimits bounded its size and
+// depth before the handler ran.
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); errors.Is(err, io.EOF) {
 		return nil // an empty body is an empty object
 	} else if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, code: "invalid_argument", msg: fmt.Sprintf("body is over %d bytes", maxBodyBytes)}
-		}
 		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: " + err.Error()}
 	}
 	if dec.More() {

@@ -17,21 +17,17 @@ import (
 // rewritten to the JSON names; free-form values (metadata, a data part's
 // data) are left exactly as sent. Bodies that need no rewriting, and those
 // that are not JSON objects, pass through untouched for the handler to
-// judge.
+// judge. bodyLimits has bounded the body's size and depth before.
 func acceptProtoNames(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxA2ABody+1))
+		body, err := io.ReadAll(r.Body)
 		r.Body.Close()
 		if err != nil {
 			http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if len(body) > maxA2ABody {
-			http.Error(w, "request body is over "+strconv.Itoa(maxA2ABody)+" bytes", http.StatusRequestEntityTooLarge)
 			return
 		}
 		if renamed, ok := jsonNames(body); ok {
@@ -43,9 +39,6 @@ func acceptProtoNames(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// maxA2ABody bounds the A2A request bodies acceptProtoNames reads.
-const maxA2ABody = 8 << 20
 
 // jsonNames rewrites a proto-JSON request body to the JSON field names and
 // reports whether anything changed.

@@ -1,0 +1,448 @@
+package orchestrator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
+)
+
+// HTTPConfig is the config file's http section: the limits on what a
+// client may send to any of orchd's endpoints, the A2A interfaces and the
+// HTTP API alike. A zero field means its default; docs/api.md lists them.
+type HTTPConfig struct {
+	// MaxBodyBytes bounds an A2A request body (every A2A interface). A
+	// larger one is refused before it is read. Default 8 MiB.
+	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// MaxAPIBodyBytes bounds an HTTP API request body (/v1/...). Default
+	// 64 KiB.
+	MaxAPIBodyBytes int64 `yaml:"maxAPIBodyBytes"`
+	// MaxJSONDepth bounds how deeply a request body's JSON objects and
+	// arrays nest, checked before the body is decoded. Default 64.
+	MaxJSONDepth int `yaml:"maxJSONDepth"`
+	// ReadTimeout bounds reading one request, headers and body, from its
+	// first byte. It does not bound the answer: event streams stay open.
+	// Headers alone must arrive within 10s. Default 30s.
+	ReadTimeout Duration `yaml:"readTimeout"`
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request. Default 60s.
+	IdleTimeout Duration `yaml:"idleTimeout"`
+}
+
+// The http section's defaults, used for zero fields.
+const (
+	defaultMaxBodyBytes    = 8 << 20
+	defaultMaxAPIBodyBytes = 64 << 10
+	defaultMaxJSONDepth    = 64
+	defaultReadTimeout     = 30 * time.Second
+	defaultIdleTimeout     = 60 * time.Second
+	// readHeaderTimeout bounds the arrival of a request's headers.
+	readHeaderTimeout = 10 * time.Second
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c HTTPConfig) withDefaults() HTTPConfig {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if c.MaxAPIBodyBytes == 0 {
+		c.MaxAPIBodyBytes = defaultMaxAPIBodyBytes
+	}
+	if c.MaxJSONDepth == 0 {
+		c.MaxJSONDepth = defaultMaxJSONDepth
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = Duration(defaultReadTimeout)
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = Duration(defaultIdleTimeout)
+	}
+	return c
+}
+
+// validate refuses negative limits: every input has one.
+func (c HTTPConfig) validate() error {
+	switch {
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("config: http.maxBodyBytes %d: want a positive size in bytes", c.MaxBodyBytes)
+	case c.MaxAPIBodyBytes < 0:
+		return fmt.Errorf("config: http.maxAPIBodyBytes %d: want a positive size in bytes", c.MaxAPIBodyBytes)
+	case c.MaxJSONDepth < 0:
+		return fmt.Errorf("config: http.maxJSONDepth %d: want a positive depth", c.MaxJSONDepth)
+	}
+	return nil
+}
+
+// server returns an HTTP server for handler with the section's timeouts.
+// Reading a request is bounded by ReadTimeout, but not its answer: once a
+// body has been read to its end, net/http clears the read deadline while
+// it watches the connection, so long event streams keep streaming.
+func (c HTTPConfig) server(handler http.Handler, log *slog.Logger) *http.Server {
+	c = c.withDefaults()
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: min(readHeaderTimeout, time.Duration(c.ReadTimeout)),
+		ReadTimeout:       time.Duration(c.ReadTimeout),
+		IdleTimeout:       time.Duration(c.IdleTimeout),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// bodyLimits reads request bodies whole, bounded in size, before the
+// endpoint sees them, and refuses those nested too deeply; a2a-go's
+// handlers and the API's decoder then read the checked copy.
+type bodyLimits struct {
+	maxBytes    int64
+	maxAPIBytes int64
+	maxDepth    int
+	log         *slog.Logger
+}
+
+func newBodyLimits(c HTTPConfig, log *slog.Logger) *bodyLimits {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c = c.withDefaults()
+	return &bodyLimits{maxBytes: c.MaxBodyBytes, maxAPIBytes: c.MaxAPIBodyBytes, maxDepth: c.MaxJSONDepth, log: log}
+}
+
+// jsonRPC bounds the bodies of an A2A JSON-RPC endpoint, refusing with a
+// JSON-RPC error as a2a-go writes them.
+func (l *bodyLimits) jsonRPC(next http.Handler) http.Handler {
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeJSONRPCRefusal)
+}
+
+// rest bounds the bodies of an A2A 1.0 HTTP+JSON endpoint, refusing with a
+// google.rpc.Status body as a2a-go writes them.
+func (l *bodyLimits) rest(next http.Handler) http.Handler {
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeRESTRefusal)
+}
+
+// rest03 bounds the bodies of the A2A 0.3 HTTP+JSON endpoint; its refusals
+// carry the fields every 0.3 client reads, as legacyRESTErrors adds them.
+func (l *bodyLimits) rest03(next http.Handler) http.Handler {
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeREST03Refusal)
+}
+
+// api bounds the bodies of the HTTP API, refusing with its error body.
+func (l *bodyLimits) api(next http.Handler) http.Handler {
+	return l.wrap(next, l.maxAPIBytes, "http.maxAPIBodyBytes", writeAPIRefusal)
+}
+
+// refusal is why a request body was not passed on.
+type refusal struct {
+	// status is the HTTP status REST and API answers carry.
+	status int
+	// code is the API error code.
+	code string
+	msg  string
+	// limit and setting name the limit that refused the body; empty when
+	// the body could not be read.
+	limit, setting string
+	// id is the JSON-RPC request id, when the body's prefix held one.
+	id any
+}
+
+// refusalWriter writes a refusal in one endpoint's answer shape.
+type refusalWriter func(w http.ResponseWriter, rf *refusal)
+
+// wrap reads r's body into a pooled buffer, at most limit+1 bytes of it,
+// and passes the checked copy on. A declared Content-Length over limit is
+// refused before anything is read; a longer chunked body is cut at
+// limit+1.
+func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write refusalWriter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > limit {
+			l.refuse(w, r, write, &refusal{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
+				msg:   fmt.Sprintf("request body of %d bytes is over the limit of %d bytes (%s)", r.ContentLength, limit, setting),
+				limit: strconv.FormatInt(limit, 10), setting: setting})
+			return
+		}
+		body := bodyPool.Get().(*pooledBody)
+		defer body.release()
+		err := body.readFrom(r.Body, limit, r.ContentLength)
+		n := int64(len(body.buf))
+		switch {
+		case err != nil:
+			status, code, what := http.StatusBadRequest, "invalid_argument", "read request body"
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				status, code, what = http.StatusRequestTimeout, "timeout", "request body not received in time (http.readTimeout)"
+			}
+			l.refuse(w, r, write, &refusal{status: status, code: code, msg: fmt.Sprintf("%s: %v", what, err)})
+			return
+		case n > limit:
+			l.refuse(w, r, write, &refusal{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
+				msg:   fmt.Sprintf("request body is over the limit of %d bytes (%s)", limit, setting),
+				limit: strconv.FormatInt(limit, 10), setting: setting, id: jsonRPCID(body.buf)})
+			return
+		}
+		if depth, idAt := scanJSON(body.buf); depth > l.maxDepth {
+			l.refuse(w, r, write, &refusal{status: http.StatusBadRequest, code: "invalid_argument",
+				msg:   fmt.Sprintf("request body nests JSON %d levels deep, over the limit of %d (http.maxJSONDepth)", depth, l.maxDepth),
+				limit: strconv.Itoa(l.maxDepth), setting: "http.maxJSONDepth", id: jsonRPCIDAt(body.buf, idAt)})
+			return
+		}
+		body.rd.Reset(body.buf)
+		r.Body, r.ContentLength = body, n
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse logs a refused body and answers it; the connection closes after
+// the answer, as the rest of the body may still be on its way.
+func (l *bodyLimits) refuse(w http.ResponseWriter, r *http.Request, write refusalWriter, rf *refusal) {
+	l.log.InfoContext(r.Context(), "request body refused", "method", r.Method, "path", r.URL.Path, "error", rf.msg)
+	w.Header().Set("Connection", "close")
+	write(w, rf)
+}
+
+// pooledBody is a request body read whole, reused across requests so a
+// typical one costs no allocation.
+type pooledBody struct {
+	buf []byte
+	rd  bytes.Reader
+}
+
+// maxPooledBody is the largest buffer kept for reuse; larger ones, for
+// rare large bodies, are left to the garbage collector.
+const maxPooledBody = 1 << 20
+
+var bodyPool = sync.Pool{New: func() any { return new(pooledBody) }}
+
+// readFrom reads src into the buffer until EOF or past limit: limit+1
+// bytes at most. declared is the Content-Length, at most limit, or -1 when
+// the body is chunked. The buffer doubles as it fills, from firstRead, and
+// never grows past what the body may hold, so memory follows the bytes
+// that arrived, not the bytes a client declared, and a body cut at the
+// limit holds limit+1 bytes.
+func (b *pooledBody) readFrom(src io.Reader, limit, declared int64) error {
+	ceiling := int(limit + 1)
+	if declared >= 0 {
+		ceiling = min(ceiling, int(declared)+1) // +1: room to read EOF
+	}
+	buf := b.buf[:0]
+	for len(buf) < ceiling {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), firstRead), ceiling-len(buf)))
+		}
+		n, err := src.Read(buf[len(buf):min(cap(buf), ceiling)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			b.buf = buf
+			return err
+		}
+	}
+	b.buf = buf
+	return nil
+}
+
+// firstRead is the first buffer a body is read into when it may be
+// larger.
+const firstRead = 64 << 10
+
+func (b *pooledBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
+
+// Close does nothing: the buffer goes back to the pool once the handler
+// has returned.
+func (b *pooledBody) Close() error { return nil }
+
+func (b *pooledBody) release() {
+	if cap(b.buf) > maxPooledBody {
+		return
+	}
+	b.buf = b.buf[:0]
+	b.rd.Reset(nil)
+	bodyPool.Put(b)
+}
+
+// scanJSON returns how deeply b's objects and arrays nest and where the
+// value of the top-level object's "id" member starts (-1 if it has none).
+// It does not validate b: the decoder that reads b next does. It reads each
+// byte once and allocates nothing, as it runs on every request body.
+func scanJSON(b []byte) (depth, idAt int) {
+	idAt = -1
+	d := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			d++
+			depth = max(depth, d)
+		case '}', ']':
+			d--
+		case '"':
+			start := i + 1
+			end := stringEnd(b, start)
+			if end < 0 {
+				return depth, idAt
+			}
+			i = end
+			if d == 1 && idAt < 0 && end-start == 2 && b[start] == 'i' && b[start+1] == 'd' {
+				if at := afterColon(b, end+1); at >= 0 {
+					idAt = at
+				}
+			}
+		}
+	}
+	return depth, idAt
+}
+
+// stringEnd returns the index of the quote closing the JSON string whose
+// contents start at b[start], or -1 when it does not close.
+func stringEnd(b []byte, start int) int {
+	for j := start; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		escapes := 0
+		for p := j - 1; p >= start && b[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return j
+		}
+		j++
+	}
+}
+
+// afterColon returns where the value after a member name ending before
+// b[i] starts, or -1 when no ':' follows the name (it was a value).
+func afterColon(b []byte, i int) int {
+	for i < len(b) && isJSONSpace(b[i]) {
+		i++
+	}
+	if i >= len(b) || b[i] != ':' {
+		return -1
+	}
+	for i++; i < len(b) && isJSONSpace(b[i]); i++ {
+	}
+	return i
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// jsonRPCID returns the id of the JSON-RPC request in b, or nil.
+func jsonRPCID(b []byte) any {
+	_, at := scanJSON(b)
+	return jsonRPCIDAt(b, at)
+}
+
+// jsonRPCIDAt reads the JSON-RPC id whose value starts at b[at]: a string
+// or a number as the client wrote it; anything else (or at < 0) is nil,
+// as a2a-go answers requests whose id it cannot use.
+func jsonRPCIDAt(b []byte, at int) any {
+	if at < 0 || at >= len(b) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b[at:]))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil
+	}
+	switch v := tok.(type) {
+	case string, json.Number:
+		return v
+	}
+	return nil
+}
+
+// The JSON-RPC code and A2A reason of a refused body: the request is not
+// one orchd will read.
+const (
+	jsonRPCInvalidRequest = -32600
+	reasonInvalidRequest  = "INVALID_REQUEST"
+)
+
+// errorInfo is the google.rpc.ErrorInfo detail a2a-go puts in every error
+// answer, with the limit that refused the body in its metadata.
+func (rf *refusal) errorInfo() *errordetails.Typed {
+	meta := map[string]string{"timestamp": time.Now().UTC().Format(time.RFC3339)}
+	if rf.setting != "" {
+		meta["limit"], meta["setting"] = rf.limit, rf.setting
+	}
+	return errordetails.NewErrorInfo(reasonInvalidRequest, a2a.ProtocolDomain, meta)
+}
+
+// writeJSONRPCRefusal answers as a2a-go's JSON-RPC handlers answer a
+// request they cannot read: HTTP 200 with an Invalid Request error, which
+// a2a-go's clients read as a2a.ErrInvalidRequest.
+func writeJSONRPCRefusal(w http.ResponseWriter, rf *refusal) {
+	type rpcError struct {
+		Code    int                   `json:"code"`
+		Message string                `json:"message"`
+		Data    []*errordetails.Typed `json:"data,omitempty"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		JSONRPC string   `json:"jsonrpc"`
+		ID      any      `json:"id"`
+		Error   rpcError `json:"error"`
+	}{"2.0", rf.id, rpcError{jsonRPCInvalidRequest, rf.msg, []*errordetails.Typed{rf.errorInfo()}}}, "")
+}
+
+// restRefusal is a google.rpc.Status body as a2a-go's HTTP+JSON handlers
+// write them; clients read its reason as a2a.ErrInvalidRequest.
+func restRefusal(rf *refusal) any {
+	type status struct {
+		Code    int                   `json:"code"`
+		Status  string                `json:"status"`
+		Message string                `json:"message"`
+		Details []*errordetails.Typed `json:"details"`
+	}
+	return struct {
+		Error status `json:"error"`
+	}{status{rf.status, "INVALID_ARGUMENT", rf.msg, []*errordetails.Typed{rf.errorInfo()}}}
+}
+
+func writeRESTRefusal(w http.ResponseWriter, rf *refusal) {
+	writeJSON(w, rf.status, restRefusal(rf), "")
+}
+
+func writeREST03Refusal(w http.ResponseWriter, rf *refusal) {
+	b, err := json.Marshal(restRefusal(rf))
+	if err != nil {
+		writeRESTRefusal(w, rf)
+		return
+	}
+	b = withLegacyFields(b)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(rf.status)
+	_, _ = w.Write(b)
+}
+
+// writeAPIRefusal answers with the API's error body.
+func writeAPIRefusal(w http.ResponseWriter, rf *refusal) {
+	var body ErrorBody
+	body.Error.Code, body.Error.Message = rf.code, rf.msg
+	writeJSON(w, rf.status, body, "  ")
+}
+
+// writeJSON writes v as a JSON answer with status.
+func writeJSON(w http.ResponseWriter, status int, v any, indent string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", indent)
+	_ = enc.Encode(v)
+}

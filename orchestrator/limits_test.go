@@ -1,0 +1,677 @@
+package orchestrator
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// The limits the endpoint tests run under: small, so bodies over them are
+// cheap to send.
+const (
+	testMaxBody    = 16 << 10
+	testMaxAPIBody = 8 << 10
+	testMaxDepth   = 16
+)
+
+// nested returns a JSON object n levels deep.
+func nested(n int) string {
+	return strings.Repeat(`{"a":`, n-1) + "{}" + strings.Repeat("}", n-1)
+}
+
+// refusalShape is how an endpoint answers a refused body.
+type refusalShape int
+
+const (
+	shapeJSONRPC refusalShape = iota
+	shapeREST
+	shapeREST03
+	shapeAPI
+)
+
+// limitedEndpoint is one endpoint that takes a body, with a body builder:
+// text pads the message (or URL) and meta is the message metadata's
+// "extra" value, JSON.
+type limitedEndpoint struct {
+	name, path string
+	shape      refusalShape
+	body       func(text, meta string) string
+	// ok is the status of an answer to a body within the limits.
+	ok int
+}
+
+var limitedEndpoints = []limitedEndpoint{
+	{"A2A 1.0 JSON-RPC", pathJSONRPC, shapeJSONRPC, func(text, meta string) string {
+		return `{"jsonrpc":"2.0","id":"req-7","method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"` +
+			text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}}`
+	}, 200},
+	{"A2A 1.0 HTTP+JSON", pathREST + "/message:send", shapeREST, func(text, meta string) string {
+		return `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"` + text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}`
+	}, 200},
+	{"A2A 0.3 JSON-RPC", pathJSONRPC03, shapeJSONRPC, func(text, meta string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"` +
+			text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}}`
+	}, 200},
+	{"A2A 0.3 HTTP+JSON", pathREST03 + "/v1/message:send", shapeREST03, func(text, meta string) string {
+		return `{"message":{"messageId":"m1","role":"ROLE_USER","content":[{"text":"` + text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}`
+	}, 200},
+	{"API delegations", "/v1/delegations", shapeAPI, func(text, meta string) string {
+		return `{"text":"` + text + `","skill":"echo","metadata":{"extra":` + meta + `}}`
+	}, 201},
+	{"API policy evaluate", "/v1/policy:evaluate", shapeAPI, func(text, meta string) string {
+		return `{"request":{"skill":"echo` + text + `","metadata":{"extra":` + meta + `}}}`
+	}, 200},
+	{"API agents", "/v1/agents", shapeAPI, func(text, meta string) string {
+		if strings.Count(meta, "{") > testMaxDepth { // a Spec has no free-form field: nest a wrong id
+			return `{"url":"http://127.0.0.1:1/` + text + `","id":` + meta + `}`
+		}
+		return `{"url":"http://127.0.0.1:1/` + text + `"}`
+	}, 502},
+}
+
+// startLimited runs a daemon with the test limits and an echo agent.
+func startLimited(t *testing.T, h HTTPConfig) (base string, echo *testagent.Agent) {
+	t.Helper()
+	echo = testagent.Start(t, testagent.Options{Name: "Echo", Skill: "echo"}, testagent.Reply("pong"))
+	cfg := loadDefaults(t)
+	cfg.HTTP = h
+	cfg.Agents = []registry.Spec{{ID: "echo", URL: echo.URL}}
+	return startDaemon(t, cfg), echo
+}
+
+// hideLength makes the client send a body chunked.
+type hideLength struct{ io.Reader }
+
+// TestBodyLimits_EveryEndpoint sends each endpoint a body within the
+// limits, one whose Content-Length is over the limit, one as long sent
+// chunked and one nested too deeply. The over-limit ones are refused in
+// the endpoint's own error shape naming the limit, and nothing of them
+// reaches the agent.
+func TestBodyLimits_EveryEndpoint(t *testing.T) {
+	t.Parallel()
+	base, echo := startLimited(t, HTTPConfig{MaxBodyBytes: testMaxBody, MaxAPIBodyBytes: testMaxAPIBody, MaxJSONDepth: testMaxDepth})
+	for _, ep := range limitedEndpoints {
+		limit, setting := testMaxBody, "http.maxBodyBytes"
+		if ep.shape == shapeAPI {
+			limit, setting = testMaxAPIBody, "http.maxAPIBodyBytes"
+		}
+		big := ep.body(strings.Repeat("x", limit), "null")
+		cases := []struct {
+			name    string
+			body    io.Reader
+			status  int
+			setting string
+			msg     string
+			// id is the JSON-RPC id the refusal carries.
+			id any
+		}{
+			{"within limits", strings.NewReader(ep.body("hello", nested(testMaxDepth-6))), ep.ok, "", "", nil},
+			{"Content-Length over", strings.NewReader(big), http.StatusRequestEntityTooLarge, setting,
+				fmt.Sprintf("request body of %d bytes is over the limit of %d bytes (%s)", len(big), limit, setting), nil},
+			{"chunked over", hideLength{strings.NewReader(big)}, http.StatusRequestEntityTooLarge, setting,
+				fmt.Sprintf("request body is over the limit of %d bytes (%s)", limit, setting), jsonRPCIDOf(ep)},
+			{"too deep", strings.NewReader(ep.body("hello", nested(200))), http.StatusBadRequest, "http.maxJSONDepth",
+				fmt.Sprintf("levels deep, over the limit of %d (http.maxJSONDepth)", testMaxDepth), jsonRPCIDOf(ep)},
+		}
+		for _, tc := range cases {
+			t.Run(ep.name+"/"+tc.name, func(t *testing.T) {
+				req, err := http.NewRequestWithContext(t.Context(), "POST", base+ep.path, tc.body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, chunked := tc.body.(hideLength); chunked {
+					req.ContentLength = -1
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(a2a.SvcParamVersion, "1.0")
+				if strings.Contains(ep.path, "v0.3") {
+					req.Header.Set(a2a.SvcParamVersion, "0.3")
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkRefusal(t, ep.shape, resp, b, tc.status, tc.setting, tc.msg, tc.id)
+			})
+		}
+	}
+	for _, m := range echo.Messages() {
+		if len(testagent.Text(m)) > 100 {
+			t.Errorf("the agent received an oversized message of %d bytes", len(testagent.Text(m)))
+		}
+		if depth, _ := scanJSON(mustJSON(t, m.Metadata)); depth > testMaxDepth {
+			t.Errorf("the agent received metadata %d deep", depth)
+		}
+	}
+	if n := len(echo.Messages()); n != 5 {
+		t.Errorf("the agent received %d messages, want the 5 within the limits (four A2A interfaces and the API)", n)
+	}
+}
+
+// jsonRPCIDOf is the id ep's body carries, as a refusal echoes it.
+func jsonRPCIDOf(ep limitedEndpoint) any {
+	switch ep.path {
+	case pathJSONRPC:
+		return "req-7"
+	case pathJSONRPC03:
+		return float64(7)
+	}
+	return nil
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkRefusal checks an answer: with setting empty, that it is no
+// refusal; otherwise that it is one in shape naming the limit.
+func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byte, status int, setting, msg string, id any) {
+	t.Helper()
+	if setting == "" {
+		if resp.StatusCode != status || bytes.Contains(b, []byte("limit of")) || (shape == shapeJSONRPC && bytes.Contains(b, []byte(`"error"`))) {
+			t.Fatalf("within the limits: %d %s, want %d", resp.StatusCode, b, status)
+		}
+		return
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	type errorInfo struct {
+		Type     string            `json:"@type"`
+		Reason   string            `json:"reason"`
+		Domain   string            `json:"domain"`
+		Metadata map[string]string `json:"metadata"`
+	}
+	checkInfo := func(infos []errorInfo) {
+		t.Helper()
+		if len(infos) != 1 || infos[0].Reason != "INVALID_REQUEST" || infos[0].Domain != a2a.ProtocolDomain ||
+			infos[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" || infos[0].Metadata["setting"] != setting {
+			t.Errorf("error details %+v, want an ErrorInfo INVALID_REQUEST naming %s", infos, setting)
+		}
+	}
+	switch shape {
+	case shapeJSONRPC:
+		var rpc struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   struct {
+				Code    int         `json:"code"`
+				Message string      `json:"message"`
+				Data    []errorInfo `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(b, &rpc); err != nil || resp.StatusCode != 200 || rpc.JSONRPC != "2.0" || rpc.Error.Code != -32600 || !strings.Contains(rpc.Error.Message, msg) {
+			t.Fatalf("answer %d %s (%v), want a JSON-RPC -32600 error saying %q", resp.StatusCode, b, err, msg)
+		}
+		var gotID any
+		_ = json.Unmarshal(rpc.ID, &gotID)
+		if string(rpc.ID) == "" || gotID != id {
+			t.Errorf("id %s, want %v", rpc.ID, id)
+		}
+		checkInfo(rpc.Error.Data)
+	case shapeREST, shapeREST03:
+		var st struct {
+			Code    int    `json:"code"`
+			Type    string `json:"type"`
+			Message string `json:"message"`
+			Error   struct {
+				Code    int         `json:"code"`
+				Status  string      `json:"status"`
+				Message string      `json:"message"`
+				Details []errorInfo `json:"details"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil || resp.StatusCode != status || st.Error.Code != status || st.Error.Status != "INVALID_ARGUMENT" || !strings.Contains(st.Error.Message, msg) {
+			t.Fatalf("answer %d %s (%v), want %d google.rpc.Status saying %q", resp.StatusCode, b, err, status, msg)
+		}
+		checkInfo(st.Error.Details)
+		if shape == shapeREST03 && (st.Code != -32600 || st.Type != "InvalidRequestError" || st.Message != st.Error.Message) {
+			t.Errorf("0.3 answer lacks the JSON-RPC code and type: %s", b)
+		}
+	case shapeAPI:
+		var eb ErrorBody
+		if err := json.Unmarshal(b, &eb); err != nil || resp.StatusCode != status || eb.Error.Code != "invalid_argument" || !strings.Contains(eb.Error.Message, msg) {
+			t.Fatalf("answer %d %s (%v), want %d invalid_argument saying %q", resp.StatusCode, b, err, status, msg)
+		}
+	}
+}
+
+// TestBodyLimits_A2AClientsReadTheRefusal sends over-deep and oversized
+// messages with a2a-go's clients over each A2A interface: each reads the
+// refusal as an Invalid Request error naming the limit.
+func TestBodyLimits_A2AClientsReadTheRefusal(t *testing.T) {
+	t.Parallel()
+	base, echo := startLimited(t, HTTPConfig{MaxBodyBytes: testMaxBody, MaxJSONDepth: testMaxDepth})
+	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deep any = map[string]any{}
+	for range 100 {
+		deep = map[string]any{"a": deep}
+	}
+	for _, it := range full.SupportedInterfaces {
+		t.Run(string(it.ProtocolBinding)+" "+string(it.ProtocolVersion), func(t *testing.T) {
+			card := *full
+			card.SupportedInterfaces = []*a2a.AgentInterface{it}
+			c, err := a2aclient.NewFromCard(t.Context(), &card,
+				a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				name    string
+				msg     *a2a.Message
+				setting string
+			}{
+				{"oversized", a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", testMaxBody))), "http.maxBodyBytes"},
+				{"too deep", a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi")), "http.maxJSONDepth"},
+			} {
+				tc.msg.Metadata = map[string]any{SkillMetadataKey: "echo"}
+				if tc.name == "too deep" {
+					tc.msg.Metadata["extra"] = deep
+				}
+				_, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: tc.msg})
+				if !errors.Is(err, a2a.ErrInvalidRequest) || !strings.Contains(err.Error(), tc.setting) {
+					t.Errorf("%s: %v, want ErrInvalidRequest naming %s", tc.name, err, tc.setting)
+				}
+			}
+		})
+	}
+	if n := len(echo.Messages()); n != 0 {
+		t.Errorf("the agent received %d messages", n)
+	}
+}
+
+// countingBody counts the bytes read from it.
+type countingBody struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingBody) Close() error { return nil }
+
+// endless is a body that never ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+// TestBodyLimits_ReadsNoFurtherThanTheLimit checks what the limits read of
+// a body over the limit: nothing when its Content-Length says so, and
+// limit+1 bytes of an endless chunked one; the endpoint never runs.
+func TestBodyLimits_ReadsNoFurtherThanTheLimit(t *testing.T) {
+	t.Parallel()
+	l := newBodyLimits(HTTPConfig{MaxBodyBytes: 1000}, testLogger(t))
+	var ran atomic.Bool
+	h := l.jsonRPC(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Store(true) }))
+	for _, tc := range []struct {
+		name     string
+		declared int64
+		want     int64
+	}{
+		{"Content-Length over", 1 << 30, 0},
+		{"chunked", -1, 1001},
+	} {
+		body := &countingBody{r: endless{}}
+		req := httptest.NewRequest("POST", pathJSONRPC, nil)
+		req.Body, req.ContentLength = body, tc.declared
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := body.n.Load(); got != tc.want {
+			t.Errorf("%s: read %d bytes, want %d", tc.name, got, tc.want)
+		}
+		if rec.Header().Get("Connection") != "close" || !strings.Contains(rec.Body.String(), "over the limit of 1000 bytes") {
+			t.Errorf("%s: answer %v %s", tc.name, rec.Header(), rec.Body)
+		}
+	}
+	if ran.Load() {
+		t.Error("the endpoint ran on a refused body")
+	}
+}
+
+// TestBodyLimits_SlowBodiesTimeOut trickles bodies into every kind of
+// endpoint, a byte at a time: each connection is answered and closed once
+// the read timeout has passed, however much of its body is still to come.
+func TestBodyLimits_SlowBodiesTimeOut(t *testing.T) {
+	t.Parallel()
+	const readTimeout = 500 * time.Millisecond
+	base, _ := startLimited(t, HTTPConfig{ReadTimeout: Duration(readTimeout)})
+	addr := strings.TrimPrefix(base, "http://")
+	paths := []string{pathJSONRPC, pathREST + "/message:send", pathJSONRPC03, pathREST03 + "/v1/message:send", "/v1/delegations", "/metrics"}
+	const perPath = 5
+	var wg sync.WaitGroup
+	for _, path := range paths {
+		for range perPath {
+			wg.Go(func() {
+				start := time.Now() // before the server can start its clock
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: orchd\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path); err != nil {
+					t.Error(err)
+					return
+				}
+				// Trickle the body until the server hangs up, for at most 10s.
+				stop := make(chan struct{})
+				defer close(stop)
+				go func() {
+					tick := time.NewTicker(50 * time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+							if _, err := conn.Write([]byte(" ")); err != nil {
+								return
+							}
+						}
+					}
+				}()
+				_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Errorf("%s: no answer: %v", path, err)
+					return
+				}
+				_, err = io.Copy(io.Discard, resp.Body) // to the connection's end
+				resp.Body.Close()
+				took := time.Since(start)
+				if err != nil || took < readTimeout || took > readTimeout+3*time.Second {
+					t.Errorf("%s: closed after %v (%v), want just after %v", path, took, err, readTimeout)
+				}
+				if resp.StatusCode != http.StatusRequestTimeout && !(strings.Contains(path, "jsonrpc") && resp.StatusCode == http.StatusOK) {
+					t.Errorf("%s: status %d", path, resp.StatusCode)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// TestBodyLimits_StreamsOutliveTheReadTimeout streams answers for longer
+// than the read timeout, an A2A SendStreamingMessage and the API's
+// delegation events: both stream to their end.
+func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
+	t.Parallel()
+	const readTimeout = 200 * time.Millisecond
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(4*readTimeout))
+	cfg := loadDefaults(t)
+	cfg.HTTP = HTTPConfig{ReadTimeout: Duration(readTimeout), IdleTimeout: Duration(readTimeout)}
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	card, err := (&agentcard.Resolver{}).Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(t.Context(), card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
+	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+	start := time.Now()
+	var last a2a.Event
+	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
+		if err != nil {
+			t.Fatalf("stream after %v: %v", time.Since(start), err)
+		}
+		last = ev
+	}
+	st, ok := last.(*a2a.TaskStatusUpdateEvent)
+	if !ok || st.Status.State != a2a.TaskStateCompleted || time.Since(start) < 2*readTimeout {
+		t.Errorf("A2A stream ended after %v with %T %+v, want COMPLETED after more than %v", time.Since(start), last, last, 2*readTimeout)
+	}
+
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("POST /v1/delegations = %d", code)
+	}
+	start = time.Now()
+	evs := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "")
+	if len(evs) == 0 || evs[len(evs)-1].State != a2a.TaskStateCompleted || time.Since(start) < 2*readTimeout {
+		t.Errorf("event stream ended after %v with %+v, want COMPLETED after more than %v", time.Since(start), evs, 2*readTimeout)
+	}
+}
+
+func TestScanJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		in    string
+		depth int
+		id    string // the text at idAt, or "" for none
+	}{
+		{"empty", ``, 0, ""},
+		{"scalar", `"x"`, 0, ""},
+		{"flat", `{"jsonrpc":"2.0","id":1,"method":"m"}`, 1, "1"},
+		{"id last", `{"params":{"id":"inner"},"id":"outer"}`, 2, `"outer"`},
+		{"id with spaces", "{ \"id\" :\n\t\"x\" }", 1, `"x"`},
+		{"id as a value", `{"method":"id","x":1}`, 1, ""},
+		{"nested id only", `{"params":{"id":5}}`, 2, ""},
+		{"brackets in strings", `{"a":"[[[{{{","b":["]]]"]}`, 2, ""},
+		{"escaped quotes", `{"a":"\"[[[\"","b":[[1]]}`, 3, ""},
+		{"escaped backslash ends string", `{"a":"\\","b":[[[1]]]}`, 4, ""},
+		{"three backslashes", `{"a":"\\\"[","b":[1]}`, 2, ""},
+		{"unterminated string", `{"a":[["abc`, 3, ""},
+		{"arrays", `[[[[]]],[[[[[]]]]]]`, 6, ""},
+		{"deep", nested(3000), 3000, ""},
+		{"id in an array", `[{"id":1}]`, 2, ""},
+	}
+	for _, tc := range tests {
+		depth, at := scanJSON([]byte(tc.in))
+		got := ""
+		if at >= 0 {
+			got = strings.TrimSpace(strings.SplitN(strings.SplitN(tc.in[at:], ",", 2)[0], "}", 2)[0])
+		}
+		if depth != tc.depth || got != tc.id {
+			t.Errorf("%s: scanJSON(%.40q) = depth %d, id %q; want %d, %q", tc.name, tc.in, depth, got, tc.depth, tc.id)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want any
+	}{
+		{`{"id":"a\"b"}`, `a"b`},
+		{`{"id":12,"x":1}`, json.Number("12")},
+		{`{"id":-1.5e3}`, json.Number("-1.5e3")},
+		{`{"id":null}`, nil},
+		{`{"id":{"x":1}}`, nil},
+		{`{"id":true}`, nil},
+		{`{"id":"trunc`, nil},
+		{`{"x":1}`, nil},
+	} {
+		if got := jsonRPCID([]byte(tc.in)); got != tc.want {
+			t.Errorf("jsonRPCID(%s) = %#v, want %#v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzScanJSON checks scanJSON's depth against encoding/json's reading of
+// every valid JSON document: they agree, and its top-level id, when it
+// finds one, is the one encoding/json decodes.
+func FuzzScanJSON(f *testing.F) {
+	for _, ep := range limitedEndpoints {
+		f.Add([]byte(ep.body(`a \"quoted\" [text]`, nested(5))))
+	}
+	f.Add([]byte(`[[[{"a":"\\"}]],{"id":1}]`))
+	f.Add([]byte(`{"id" : "x", "b": "\\\\\"]"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		depth, at := scanJSON(b)
+		if !json.Valid(b) {
+			return
+		}
+		want, wantID := tokenDepth(t, b)
+		if depth != want {
+			t.Fatalf("scanJSON(%q) depth = %d, encoding/json says %d", b, depth, want)
+		}
+		if got := jsonRPCIDAt(b, at); at >= 0 && fmt.Sprint(got) != fmt.Sprint(wantID) {
+			t.Fatalf("scanJSON(%q) id = %v, encoding/json says %v", b, got, wantID)
+		}
+	})
+}
+
+// tokenDepth returns b's nesting depth as encoding/json's tokens give it,
+// and the value of the last top-level "id" member when it is a string or
+// a number.
+func tokenDepth(t *testing.T, b []byte) (int, any) {
+	t.Helper()
+	var top map[string]json.RawMessage
+	var id any
+	if json.Unmarshal(b, &top) == nil {
+		if raw, ok := top["id"]; ok {
+			id = jsonRPCIDAt(raw, 0)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	depth, d := 0, 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return depth, id
+		}
+		if err != nil {
+			t.Fatalf("token: %v", err)
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			d++
+			depth = max(depth, d)
+		case json.Delim('}'), json.Delim(']'):
+			d--
+		}
+	}
+}
+
+// typicalSendMessage is a SendMessage request as orchd receives one from
+// another orchd: a text part and the delegation chain context.
+func typicalSendMessage() []byte {
+	return []byte(`{"jsonrpc":"2.0","id":"9d6c1f0e-5f4e-4a43-9c43-7d0e1b7c2a11","method":"SendMessage","params":{"message":{` +
+		`"messageId":"0b7f6a4e-3c2d-4f1a-8e9b-5a6c7d8e9f01","contextId":"c-12","role":"ROLE_USER",` +
+		`"parts":[{"text":"Survey the recent literature on steering long-running agent tasks and summarise the three most cited approaches."}],` +
+		`"metadata":{"skill":"research","https://orchd.dev/ext/delegation/v1":{"path":["a","b"],"depth":2,` +
+		`"deadline":"2026-08-01T12:00:00Z","skill":"research","requires":["streaming"],"trace":{"id":"4bf92f3577b34da6a3ce929d0e0e4736"}}},` +
+		`"extensions":["https://orchd.dev/ext/delegation/v1"]},"configuration":{"acceptedOutputModes":["text/plain"]}}}`)
+}
+
+// BenchmarkBodyLimits measures what the limits cost each request: the
+// depth scan alone, and the whole check (reading the body into a pooled
+// buffer, scanning it, passing it on) against handing the body straight
+// to the endpoint. decode is what encoding/json, as a2a-go uses it, takes
+// to decode the same body, for scale.
+func BenchmarkBodyLimits(b *testing.B) {
+	body := typicalSendMessage()
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var req struct {
+				Params a2a.SendMessageRequest `json:"params"`
+			}
+			if err := json.Unmarshal(body, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if d, _ := scanJSON(body); d != 6 {
+				b.Fatalf("depth %d", d)
+			}
+		}
+	})
+	read := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"direct", read},
+		{"limited", newBodyLimits(HTTPConfig{}, nil).jsonRPC(read)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			rd := bytes.NewReader(body)
+			rc := io.NopCloser(rd)
+			req := httptest.NewRequest("POST", pathJSONRPC, nil)
+			w := httptest.NewRecorder()
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				rd.Reset(body)
+				req.Body, req.ContentLength = rc, int64(len(body))
+				tc.h.ServeHTTP(w, req)
+			}
+		})
+	}
+}
+
+func TestHTTPConfig_Defaults(t *testing.T) {
+	t.Parallel()
+	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute)}
+	if got := loadDefaults(t).HTTP; got != want {
+		t.Errorf("defaults.yaml http = %+v, want %+v", got, want)
+	}
+	if got := (HTTPConfig{}).withDefaults(); got != want {
+		t.Errorf("zero http section = %+v, want the defaults %+v", got, want)
+	}
+	srv := HTTPConfig{ReadTimeout: Duration(time.Second)}.server(nil, slog.New(slog.DiscardHandler))
+	if srv.ReadTimeout != time.Second || srv.ReadHeaderTimeout != time.Second || srv.IdleTimeout != time.Minute || srv.WriteTimeout != 0 {
+		t.Errorf("server timeouts: read %v, header %v, idle %v, write %v", srv.ReadTimeout, srv.ReadHeaderTimeout, srv.IdleTimeout, srv.WriteTimeout)
+	}
+	for _, body := range []string{"http:\n  maxBodyBytes: -1\n", "http:\n  maxAPIBodyBytes: -5\n", "http:\n  maxJSONDepth: -1\n", "http:\n  readTimeout: -1s\n"} {
+		if _, err := LoadConfig(writeConfig(t, body)); err == nil || !strings.Contains(err.Error(), "http") && !strings.Contains(err.Error(), "duration") {
+			t.Errorf("%q: err = %v", body, err)
+		}
+	}
+	if _, err := LoadConfig(writeConfig(t, "http:\n  maxBodyBytes: 1024\n  maxJSONDepth: 8\n")); err != nil {
+		t.Errorf("valid http section: %v", err)
+	}
+}
