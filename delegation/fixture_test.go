@@ -30,7 +30,14 @@ type fixture struct {
 
 func newFixture(t testing.TB, cfg Config, policyPaths ...string) *fixture {
 	t.Helper()
-	reg, err := registry.New(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}, nil)
+	return newFixtureWith(t, registry.Config{}, cfg, policyPaths...)
+}
+
+// newFixtureWith is newFixture with the registry configured by rcfg.
+func newFixtureWith(t testing.TB, rcfg registry.Config, cfg Config, policyPaths ...string) *fixture {
+	t.Helper()
+	rcfg.AllowNetworks = []string{"127.0.0.0/8"}
+	reg, err := registry.New(rcfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

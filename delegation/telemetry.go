@@ -46,6 +46,9 @@ type instruments struct {
 	signals     metric.Int64Counter
 	inflight    metric.Int64UpDownCounter
 	downstream  metric.Float64Histogram
+	// observe, when set, is also told of every call's outcome (see
+	// Engine.observe).
+	observe func(ctx context.Context, agent string, err error)
 
 	// Attribute sets are built once per distinct value: building one per
 	// measurement would allocate on every delegation.
@@ -132,7 +135,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	in.ended, _ = m.Int64Counter("orchd.delegations.ended",
 		metric.WithDescription("Accepted delegations that ended, by final state."))
 	in.refusals, _ = m.Int64Counter("orchd.delegation.refusals",
-		metric.WithDescription("Refusals by reason: cycle, protocol, capability, policy, depth, deadline, unknown_agent, no_candidates; one per refused candidate."))
+		metric.WithDescription("Refusals by reason: cycle, protocol, capability, unhealthy, policy, depth, deadline, unknown_agent, no_candidates; one per refused candidate."))
 	in.decisions, _ = m.Int64Counter("orchd.policy.decisions",
 		metric.WithDescription("Policy rules that had a say in a candidate's decision (an allow or deny that matched, a rank rule that moved the rank, a default that decided), by policy, rule and kind."))
 	in.signals, _ = m.Int64Counter("orchd.steering.signals",
@@ -287,11 +290,15 @@ func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.
 }
 
 // called records one A2A call to an agent that started at start: a unary
-// call whole, a stream until its first event.
+// call whole, a stream until its first event. It is where every call's
+// outcome is seen, so it also hands it to observe.
 func (in *instruments) called(ctx context.Context, agent, method string, start time.Time, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
 	in.downstream.Record(ctx, time.Since(start).Seconds(), in.calls.get(callLabels{agent, method, outcome}))
+	if in.observe != nil {
+		in.observe(ctx, agent, err)
+	}
 }

@@ -20,12 +20,18 @@ type Agent struct {
 	// ETag is the card's entity tag, if the server sent one.
 	ETag string `json:"etag,omitempty"`
 	// Healthy is false after Config.UnhealthyAfter failed refreshes in a
-	// row; the agent keeps its last good profile meanwhile.
+	// row (the agent keeps its last good profile meanwhile) and while its
+	// Breaker is not closed.
 	Healthy bool `json:"healthy"`
+	// UnhealthyReason says why the agent is not healthy.
+	UnhealthyReason string `json:"unhealthyReason,omitempty"`
 	// Failures counts failed refreshes in a row.
 	Failures int `json:"failures,omitempty"`
 	// LastError is the most recent refresh error.
 	LastError string `json:"lastError,omitempty"`
+	// Breaker is the circuit breaker over calls to the agent's A2A
+	// endpoint; while it is open new work is not sent to the agent.
+	Breaker Breaker `json:"breaker"`
 	// Drift lists the agent's most recent card changes, oldest first.
 	Drift []DriftRecord `json:"drift,omitempty"`
 

@@ -64,6 +64,17 @@ type Config struct {
 	// UnhealthyAfter is how many failed refreshes in a row mark an agent
 	// unhealthy. Default 3.
 	UnhealthyAfter int
+	// BreakerAfter is how many calls in a row to an agent's A2A endpoint
+	// must fail through the agent's fault to open its circuit breaker
+	// (see [Breaker]). Default 3; a negative value turns breakers off.
+	BreakerAfter int
+	// BreakerMinBackoff and BreakerMaxBackoff bound how long an open
+	// breaker refuses new work: BreakerMinBackoff the first time, doubling
+	// each time it opens again without a call succeeding in between, up to
+	// BreakerMaxBackoff. A call trying the agent again that has not ended
+	// within BreakerMaxBackoff is given up on. Defaults 1s and 1m.
+	BreakerMinBackoff time.Duration
+	BreakerMaxBackoff time.Duration
 	// DriftHistory is how many drift records each agent keeps. Default 16.
 	DriftHistory int
 	// RefreshInterval is how often the refresher looks for expired agents.
@@ -110,6 +121,8 @@ func (c Config) withDefaults() Config {
 	set(&c.MinBackoff, time.Second)
 	set(&c.MaxBackoff, 5*time.Minute)
 	set(&c.RefreshInterval, time.Second)
+	set(&c.BreakerMinBackoff, time.Second)
+	set(&c.BreakerMaxBackoff, time.Minute)
 	if c.MaxCardBytes <= 0 {
 		c.MaxCardBytes = capability.DefaultMaxBytes
 	}
@@ -125,6 +138,9 @@ func (c Config) withDefaults() Config {
 	if c.UnhealthyAfter <= 0 {
 		c.UnhealthyAfter = 3
 	}
+	if c.BreakerAfter == 0 {
+		c.BreakerAfter = 3
+	}
 	if c.DriftHistory <= 0 {
 		c.DriftHistory = 16
 	}
@@ -138,10 +154,4 @@ func (c Config) withDefaults() Config {
 }
 
 // backoff returns the wait before retry number n (n >= 1).
-func (c Config) backoff(n int) time.Duration {
-	d := c.MinBackoff
-	for i := 1; i < n && d < c.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, c.MaxBackoff)
-}
+func (c Config) backoff(n int) time.Duration { return doubling(c.MinBackoff, c.MaxBackoff, n) }

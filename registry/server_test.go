@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/orchd/orchd/internal/testclock"
 )
 
 func TestMain(m *testing.M) {
@@ -108,24 +110,9 @@ func card(name, capabilities string) string {
 }
 
 // clock is a settable time source for Config.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *clock { return testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // testLogger logs to stderr only with -v, keeping test output readable.
 func testLogger() *slog.Logger {

@@ -323,17 +323,7 @@ func Failing(reason string) Behaviour {
 // Broken serves a valid card whose A2A endpoint answers 503.
 func Broken(t testing.TB, name, skill string) *httptest.Server {
 	t.Helper()
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	card := &a2a.AgentCard{Name: name, Description: "broken", Version: "1",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Skills:              []a2a.AgentSkill{{ID: skill, Name: skill, Tags: []string{}}}}
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.HandleFunc("/rpc", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "overloaded", http.StatusServiceUnavailable)
-	})
-	return srv
+	return BrokenStatus(t, name, skill, http.StatusServiceUnavailable)
 }
 
 // Text joins a message's text parts.

@@ -1,0 +1,68 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/registry"
+)
+
+// refusedUnhealthy is the refusal reason of an agent whose circuit breaker
+// is open, as counted by orchd.delegation.refusals.
+const refusedUnhealthy = "unhealthy"
+
+// observe feeds the outcome of a call to agent's A2A endpoint to the
+// agent's circuit breaker in the registry. ctx is the context the call was
+// made for: when it ended first the failure was the caller's doing.
+func (e *Engine) observe(ctx context.Context, agent string, err error) {
+	switch {
+	case err == nil:
+		e.reg.CallSucceeded(agent)
+	case agentFault(ctx, err):
+		e.reg.CallFailed(agent, err)
+	default:
+		e.reg.CallAbandoned(agent)
+	}
+}
+
+// unhealthy adds to an agent's refusals its open circuit breaker, if it
+// is open.
+func (e *Engine) unhealthy(a *registry.Agent, reasons, kinds []string) ([]string, []string) {
+	if why := e.reg.CallRefusal(a); why != "" {
+		return append(reasons, "unhealthy: "+why), append(kinds, refusedUnhealthy)
+	}
+	return reasons, kinds
+}
+
+// agentFault reports whether a failed call counts against the agent's
+// health: the agent could not be reached, the connection broke, it did not
+// answer within the call's own timeout, or it answered with an HTTP 5xx
+// status or an A2A internal or server error. What the caller caused does
+// not count: its context ended, an HTTP 4xx status, or any other A2A error
+// (TaskNotFound, InvalidParams, …), which says the agent is there and
+// answering.
+func agentFault(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var netErr net.Error
+	switch {
+	case errors.Is(err, a2a.ErrInternalError), errors.Is(err, a2a.ErrServerError):
+		return true
+	case errors.As(err, new(*a2a.Error)):
+		return false // any other answer in A2A terms
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.As(err, &netErr):
+		return true
+	}
+	return strings.Contains(err.Error(), "unexpected HTTP status: 5")
+}
