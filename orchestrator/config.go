@@ -76,7 +76,8 @@ type AgentConfig struct {
 	Description string `yaml:"description"`
 	// URL is the base URL other agents reach this orchd at; the card's
 	// interface URLs start with it. Empty means http:// and the listen
-	// address.
+	// address, which must then name a host: with listen on every interface
+	// (0.0.0.0, ::) the daemon refuses to start until URL is set.
 	URL string `yaml:"url"`
 	// Skills are the skills the card lists: the work this orchd routes.
 	Skills []SkillConfig `yaml:"skills"`

@@ -178,6 +178,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		defer lock.Close()
 	}
+	if err := checkAdvertised(d.cfg.Listen, d.cfg.Agent.URL); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
@@ -186,6 +189,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.listener = ln
 	d.mu.Unlock()
 	d.warnLoopback()
+	d.warnExposed(ln.Addr())
 	base := d.cfg.Agent.URL
 	if base == "" {
 		base = "http://" + ln.Addr().String()

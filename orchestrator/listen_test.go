@@ -1,0 +1,136 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCheckAdvertised(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		listen, agentURL string
+		want             string // in the error; "" for none
+	}{
+		{"127.0.0.1:8080", "", ""},
+		{"[::1]:8080", "", ""},
+		{"localhost:8080", "", ""},
+		{"10.1.2.3:8080", "", ""},
+		{"0.0.0.0:8080", "", "listen 0.0.0.0:8080 binds every interface, so orchd's agent card has no address to advertise: set agent.url"},
+		{"[::]:8080", "", "set agent.url"},
+		{":8080", "", "set agent.url"},
+		{"[::ffff:0.0.0.0]:8080", "", "set agent.url"},
+		{"0.0.0.0:8080", "https://orchd.example.com", ""},
+		{"[::]:8080", "http://10.1.2.3:8080/", ""},
+		{"0.0.0.0:8080", "http://0.0.0.0:8080", `agent.url "http://0.0.0.0:8080" names no host other agents can reach`},
+		{"127.0.0.1:8080", "http://[::]:8080", "names no host"},
+		{"127.0.0.1:8080", "http://%zz", "agent.url"},
+	}
+	for _, tc := range tests {
+		err := checkAdvertised(tc.listen, tc.agentURL)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("checkAdvertised(%q, %q) = %v, want %q", tc.listen, tc.agentURL, err, tc.want)
+		}
+	}
+}
+
+// A daemon told to listen on every interface without agent.url does not
+// start, and binds nothing.
+func TestRun_RefusesWildcardListenWithoutAgentURL(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
+		cfg := loadDefaults(t)
+		cfg.Listen = listen
+		d, err := New(cfg, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err = d.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "set agent.url") {
+			t.Errorf("listen %s: Run = %v, want a refusal saying to set agent.url", listen, err)
+		}
+		if d.Addr() != nil {
+			t.Errorf("listen %s: the daemon bound %v", listen, d.Addr())
+		}
+	}
+}
+
+// syncBuffer is a log sink safe for the daemon's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const noAuthWarning = "have no authentication"
+
+// The warning about the API's missing authentication is logged for every
+// address but loopback ones; tests bind only loopback, so the other
+// addresses are given to the warning directly.
+func TestWarnExposed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		addr net.Addr
+		warn bool
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, false},
+		{&net.TCPAddr{IP: net.IPv4(127, 1, 2, 3), Port: 8080}, false},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, false},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, true},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, true}, // what 0.0.0.0 binds on a dual-stack host
+		{&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 8080}, true},
+		{&net.TCPAddr{IP: net.ParseIP("fd00::1"), Port: 8080}, true},
+		{&net.UnixAddr{Name: "/run/orchd.sock", Net: "unix"}, true},
+	} {
+		var out syncBuffer
+		d := &Daemon{log: slog.New(slog.NewTextHandler(&out, nil))}
+		d.warnExposed(tc.addr)
+		if got := strings.Contains(out.String(), noAuthWarning) && strings.Contains(out.String(), "level=WARN"); got != tc.warn {
+			t.Errorf("%v: warned %v, want %v (log %q)", tc.addr, got, tc.warn, out.String())
+		}
+	}
+
+	// A daemon on loopback does not warn.
+	var out syncBuffer
+	cfg := loadDefaults(t)
+	cfg.Listen = "127.0.0.1:0"
+	d, err := New(cfg, slog.New(slog.NewTextHandler(&out, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	for d.Addr() == nil {
+		select {
+		case err := <-done:
+			t.Fatalf("Run = %v before binding", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), noAuthWarning) || !strings.Contains(out.String(), "orchd serving") {
+		t.Errorf("a daemon on loopback logged:\n%s", out.String())
+	}
+}
