@@ -77,8 +77,11 @@ type servedCard struct {
 func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *a2aServer {
 	exec := newExecutor(engine, stopping, log)
 	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	execs := steering.NewExecutions()
+	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
-		a2asrv.WithCallInterceptors(spanNamer{}, versionCheck{}, steerRoute{x: exec, tasks: tasks}, earlyDelegation{x: exec}))
+		a2asrv.WithCallInterceptors(spanNamer{}, versionCheck{}, steer, earlyDelegation{x: exec}),
+		a2asrv.WithExecutorContextInterceptor(execs))
 	return &a2aServer{cfg: cfg, self: self, agents: agents, handler: h}
 }
 

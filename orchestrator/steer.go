@@ -20,11 +20,24 @@ import (
 // hop's pinned card advertises the mode. The acknowledgement is the
 // upstream task with the message in its history and the receipt of every
 // hop in its metadata.
+//
+// An interrupt is acknowledged once a2a-go has let go of orchd's execution
+// of the task (the one mirroring the delegation), so the caller's next
+// message resumes the task rather than meeting "task execution is already
+// in progress".
 type steerRoute struct {
 	a2asrv.PassthroughCallInterceptor
 	x     *executor
 	tasks taskstore.Store
+	// execs follows a2a-go's executions of orchd's tasks; settle bounds
+	// how long an interrupt waits for a2a-go to let go of one.
+	execs  *steering.Executions
+	settle time.Duration
 }
+
+// settleTimeout is how long an interrupt's acknowledgement waits for
+// a2a-go to let go of orchd's execution of the task.
+const settleTimeout = 10 * time.Second
 
 func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
 	msg, control, ok := steering.FromCall(cc, req)
@@ -40,6 +53,13 @@ func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	if !known {
 		return ctx, nil, s.noDelegation(ctx, msg.TaskID)
 	}
+	// The execution running now is the one the interrupt ends (a retry of
+	// an interrupt still in flight waits for the same one, as the
+	// delegation answers it once the first settled).
+	var released <-chan struct{}
+	if control == steering.Interrupt {
+		released = s.execs.Released(msg.TaskID)
+	}
 	down := *msg
 	down.TaskID, down.ContextID = "", ""
 	down.Metadata = maps.Clone(msg.Metadata)
@@ -52,8 +72,8 @@ func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	case err != nil:
 		return ctx, nil, err
 	}
-	if control == steering.Interrupt {
-		s.waitSettled(ctx, msg.TaskID)
+	if control == steering.Interrupt && s.settled(id) {
+		s.waitReleased(ctx, msg.TaskID, released)
 	}
 	st, err := s.tasks.Get(ctx, msg.TaskID)
 	if err != nil {
@@ -75,16 +95,33 @@ func (s steerRoute) noDelegation(ctx context.Context, id a2a.TaskID) error {
 		fmt.Sprintf("task %s is %s and has no delegation in progress to steer or interrupt", id, st.Task.Status.State))
 }
 
-// waitSettled waits for the upstream task to leave WORKING after an
-// interrupt (the executor mirrors the hop's INPUT_REQUIRED), so the
-// acknowledgement shows the settled state.
-func (s steerRoute) waitSettled(ctx context.Context, id a2a.TaskID) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		st, err := s.tasks.Get(ctx, id)
-		if err != nil || st.Task.Status.State != a2a.TaskStateWorking {
-			return
-		}
-		time.Sleep(200 * time.Microsecond)
+// settled reports whether the delegation stopped WORKING, as it does when
+// an interrupt took effect; then the execution mirroring it ends too. A
+// delegation still WORKING took no interrupt now: its hop did not stop,
+// or this is a retry of an interrupt from before the task resumed.
+func (s steerRoute) settled(id string) bool {
+	d, ok := s.x.engine.Get(id)
+	return !ok || d.Record().State != a2a.TaskStateWorking
+}
+
+// waitReleased waits, after an interrupt, until a2a-go has let go of the
+// task's execution that was running when the interrupt came (released;
+// nil when none was): the executor mirrors the hop's INPUT_REQUIRED,
+// a2a-go stores it and then lets go, so the acknowledgement shows the
+// settled state and the next message resumes the task. Past s.settle it
+// gives up and says so in the log; the interrupt is acknowledged anyway,
+// since every hop took it.
+func (s steerRoute) waitReleased(ctx context.Context, id a2a.TaskID, released <-chan struct{}) {
+	if released == nil {
+		return
+	}
+	t := time.NewTimer(s.settle)
+	defer t.Stop()
+	select {
+	case <-released:
+	case <-ctx.Done():
+	case <-t.C:
+		s.x.log.WarnContext(ctx, "interrupt acknowledged while orchd's execution of the task still runs; a message sent now may be refused as already in progress",
+			"task", id, "waited", s.settle)
 	}
 }

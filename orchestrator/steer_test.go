@@ -1,11 +1,20 @@
 package orchestrator
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2aext"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
@@ -128,5 +137,142 @@ func TestChain_SteerRefusedAtBForANonSteerableLeaf(t *testing.T) {
 	}
 	if !strings.Contains(rejected.Error, "d: lacks required capability steerable") || sends != 1 {
 		t.Errorf("strict delegation: %q, D calls %v", rejected.Error, d.Calls())
+	}
+}
+
+// TestInterrupt_ResumedAtOnceOverA2A interrupts an orchd task over A2A
+// (orchd → steerable C), with a retry of the interrupt sent alongside, and
+// resumes it with the very next message, again and again: once orchd
+// acknowledged the interrupt and its retry, a2a-go must have let go of
+// orchd's execution of the task, so the resume is accepted (not "task
+// execution is already in progress") and the task works again. A retry of
+// the interrupt once the task works again is answered at once, as a
+// duplicate.
+func TestInterrupt_ResumedAtOnceOverA2A(t *testing.T) {
+	t.Parallel()
+	const rounds = 10
+	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	base := orchdNode(t, "b", "research", registry.Spec{ID: "c", URL: c.URL})
+	card, err := (&agentcard.Resolver{}).Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithCallInterceptors(a2aext.NewActivator(steering.URI)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
+	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+	res, err := cl.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("send answered %T", res)
+	}
+	id := task.ID
+	t.Cleanup(func() { _, _ = cl.CancelTask(context.WithoutCancel(t.Context()), &a2a.CancelTaskRequest{ID: id}) })
+	waitTask(t, cl, id, a2a.TaskStateWorking)
+	interrupt := func(i int) (*a2a.Task, error) {
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(fmt.Sprintf("stop %d", i)))
+		m.ID, m.TaskID = fmt.Sprintf("int-%d", i), id
+		m.Metadata = map[string]any{steering.ControlKey: string(steering.Interrupt)}
+		res, err := cl.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m})
+		if err != nil {
+			return nil, err
+		}
+		ack, _ := res.(*a2a.Task)
+		if ack == nil {
+			return nil, fmt.Errorf("answered %T", res)
+		}
+		return ack, nil
+	}
+	for i := range rounds {
+		if i > 0 {
+			began := time.Now()
+			ack, err := interrupt(i - 1)
+			r, _ := steering.ReceiptFrom(ack)
+			if err != nil || !r.Duplicate || ack.Status.State != a2a.TaskStateWorking || time.Since(began) > 2*time.Second {
+				t.Fatalf("round %d: retry of the last interrupt while the task works again: %v, receipt %+v, after %v", i, err, r, time.Since(began))
+			}
+		}
+		acks, errs := make([]*a2a.Task, 2), make([]error, 2)
+		var wg sync.WaitGroup
+		for k := range acks {
+			wg.Go(func() { acks[k], errs[k] = interrupt(i) })
+		}
+		wg.Wait()
+		dups := 0
+		for k, ack := range acks {
+			if errs[k] != nil {
+				t.Fatalf("round %d: interrupt: %v", i, errs[k])
+			}
+			if ack.Status.State != a2a.TaskStateInputRequired || ack.Metadata[steering.InterruptedKey] != true {
+				t.Fatalf("round %d: interrupt acknowledged with %+v", i, ack)
+			}
+			if r, _ := steering.ReceiptFrom(ack); r.Duplicate {
+				dups++
+			}
+		}
+		if dups != 1 {
+			t.Errorf("round %d: %d of the interrupt and its retry answered as duplicates, want 1", i, dups)
+		}
+		resume := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(fmt.Sprintf("go on %d", i)))
+		resume.TaskID = id
+		res, err = cl.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: resume, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+		if err != nil {
+			t.Fatalf("round %d: resume right after the acknowledgement: %v", i, err)
+		}
+		if got, _ := res.(*a2a.Task); got == nil || got.ID != id {
+			t.Fatalf("round %d: resume answered %+v, want task %s", i, res, id)
+		}
+		waitTask(t, cl, id, a2a.TaskStateWorking)
+	}
+	if msgs := c.Messages(); len(msgs) != rounds+1 {
+		t.Errorf("C ran %d executions, want %d (the first and one per resume)", len(msgs), rounds+1)
+	}
+	if sigs := c.Signals(); len(sigs) != rounds {
+		t.Errorf("C took %d interrupts, want %d (each once)", len(sigs), rounds)
+	}
+}
+
+// waitTask waits until the A2A task is in state, for up to 10 seconds.
+func waitTask(t testing.TB, c *a2aclient.Client, id a2a.TaskID, state a2a.TaskState) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
+		if err == nil && task.Status.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: %v %v, want %s", id, task, err, state)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestInterrupt_AcknowledgedAnywayWhenNeverReleased bounds the wait for
+// a2a-go to let go of orchd's execution: past the settle time the
+// interrupt is acknowledged anyway, with a warning naming the task.
+func TestInterrupt_AcknowledgedAnywayWhenNeverReleased(t *testing.T) {
+	t.Parallel()
+	var logged bytes.Buffer
+	s := steerRoute{x: &executor{log: slog.New(slog.NewTextHandler(&logged, nil))}, settle: 20 * time.Millisecond}
+	began := time.Now()
+	s.waitReleased(t.Context(), "t-held", make(chan struct{}))
+	if took := time.Since(began); took < s.settle || took > 5*time.Second {
+		t.Errorf("waited %v, want about %v", took, s.settle)
+	}
+	if out := logged.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "task=t-held") || !strings.Contains(out, "already in progress") {
+		t.Errorf("log = %q", out)
+	}
+	released := make(chan struct{})
+	close(released)
+	logged.Reset()
+	s.settle = time.Minute
+	if s.waitReleased(t.Context(), "t-done", released); logged.Len() != 0 {
+		t.Errorf("released execution logged %q", logged.String())
 	}
 }
