@@ -86,7 +86,7 @@ func renameKeys(v any) bool {
 			if renameKeys(child) {
 				changed = true
 			}
-			if c := lowerCamel(k); c != k {
+			if c := lowerCamel(k); c != k && !reservedName(c) {
 				if _, clash := v[c]; !clash {
 					renames[k] = c
 				}
@@ -113,6 +113,11 @@ func renameKeys(v any) bool {
 	}
 	return changed
 }
+
+// reservedName reports whether a key may not be made by renaming: the
+// free-form fields, whose contents would already have been rewritten, and
+// the proto name of the message, which jsonNames renames first.
+func reservedName(k string) bool { return k == "metadata" || k == "data" || k == "request" }
 
 // lowerCamel turns a proto field name (message_id) into its JSON name
 // (messageId).
