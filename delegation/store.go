@@ -74,14 +74,26 @@ type Store interface {
 const DefaultMemoryRecords = 10_000
 
 // MemoryStore is a Store in process memory. It keeps at most a fixed
-// number of records, forgetting the oldest ended ones first, so a daemon
-// that runs for months does not grow without bound.
+// number of records, forgetting those that ended longest ago first, so a
+// daemon that runs for months does not grow without bound. Records of
+// running delegations are kept even past the bound; they can be forgotten
+// once they end. Making room costs O(1), amortised, whatever the bound.
 type MemoryStore struct {
 	mu      sync.RWMutex
-	records map[string]Record
+	records map[string]stored
 	max     int
-	// order lists record ids by creation, oldest first.
-	order []string
+	// ended queues the ids of ended records, the one that ended first at
+	// ended[head]: the order they are forgotten in. Every record in it is
+	// marked queued, so it holds each id at most once. A record put back
+	// to a running state stays queued and is skipped when its turn comes.
+	ended []string
+	head  int
+}
+
+// stored is a record and whether its id is queued in ended.
+type stored struct {
+	Record
+	queued bool
 }
 
 // NewMemoryStore returns an empty MemoryStore keeping at most max records;
@@ -90,40 +102,50 @@ func NewMemoryStore(max int) *MemoryStore {
 	if max <= 0 {
 		max = DefaultMemoryRecords
 	}
-	return &MemoryStore{records: map[string]Record{}, max: max}
+	return &MemoryStore{records: map[string]stored{}, max: max}
 }
 
 // Put implements Store.
 func (s *MemoryStore) Put(_ context.Context, r Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.records[r.ID]; !ok {
-		s.order = append(s.order, r.ID)
+	queued := s.records[r.ID].queued
+	if !queued && r.State.Terminal() {
+		s.ended = append(s.ended, r.ID)
+		queued = true
 	}
-	s.records[r.ID] = r
-	if len(s.records) > s.max {
-		s.evict()
+	s.records[r.ID] = stored{Record: r, queued: queued}
+	for len(s.records) > s.max && s.head < len(s.ended) {
+		s.evictOne()
 	}
 	return nil
 }
 
-// evict forgets the oldest ended records until the store is within its
-// bound; records of running delegations are kept. Callers hold mu.
-func (s *MemoryStore) evict() {
-	kept := s.order[:0]
-	for i, id := range s.order {
-		if len(s.records) <= s.max {
-			kept = append(kept, s.order[i:]...)
-			break
-		}
-		if s.records[id].State.Terminal() {
-			delete(s.records, id)
-			continue
-		}
-		kept = append(kept, id)
+// evictOne takes the next id off the ended queue and forgets its record,
+// unless the record runs again. Callers hold mu and check the queue is not
+// empty.
+func (s *MemoryStore) evictOne() {
+	id := s.ended[s.head]
+	s.ended[s.head] = ""
+	s.head++
+	switch {
+	case s.head == len(s.ended):
+		s.ended, s.head = s.ended[:0], 0
+	case s.head >= 64 && s.head >= len(s.ended)/2:
+		// Reuse the consumed front. The copy moves no more ids than were
+		// taken since the last one, so a Put stays O(1) amortised.
+		n := copy(s.ended, s.ended[s.head:])
+		clear(s.ended[n:])
+		s.ended, s.head = s.ended[:n], 0
 	}
-	clear(s.order[len(kept):])
-	s.order = kept
+	if st, ok := s.records[id]; ok {
+		if st.State.Terminal() {
+			delete(s.records, id)
+			return
+		}
+		st.queued = false
+		s.records[id] = st
+	}
 }
 
 // Get implements Store.
@@ -134,7 +156,7 @@ func (s *MemoryStore) Get(_ context.Context, id string) (Record, error) {
 	if !ok {
 		return Record{}, ErrNotFound
 	}
-	return r, nil
+	return r.Record, nil
 }
 
 // List implements Store.
@@ -144,7 +166,7 @@ func (s *MemoryStore) List(_ context.Context, state a2a.TaskState) ([]Record, er
 	out := make([]Record, 0, len(s.records))
 	for _, r := range s.records {
 		if state == a2a.TaskStateUnspecified || r.State == state {
-			out = append(out, r)
+			out = append(out, r.Record)
 		}
 	}
 	slices.SortFunc(out, func(a, b Record) int {

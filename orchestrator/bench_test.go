@@ -3,7 +3,9 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +26,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/telemetry"
 )
@@ -73,9 +77,10 @@ func benchClient(b *testing.B, base string) *a2aclient.Client {
 }
 
 // benchDaemon runs an orchd on its embedded defaults routing to the agent
-// at agentURL, with tel's providers when tel is set, and returns its URL
-// and how to stop it.
-func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) (string, func()) {
+// at agentURL, with tel's providers when tel is set, and returns it, its
+// URL and how to stop it. It logs as `orchd serve` does by default (text
+// records at info level, with trace ids), into io.Discard.
+func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) (*Daemon, string, func()) {
 	b.Helper()
 	cfg, err := LoadConfig("")
 	if err != nil {
@@ -84,7 +89,11 @@ func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) (strin
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Agents = []registry.Spec{{ID: "noop", URL: agentURL}}
 	cfg.Telemetry.Providers = tel
-	d, err := New(cfg, nil)
+	log, err := telemetry.NewLogger(io.Discard, "text", slog.LevelInfo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := New(cfg, log)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,7 +106,36 @@ func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) (strin
 	for d.Addr() == nil || d.Registry().Len() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	return "http://" + d.Addr().String(), stop
+	return d, "http://" + d.Addr().String(), stop
+}
+
+// fill runs delegations through c until d's delegation store holds as
+// many records as it keeps, as in a daemon that has run for a while:
+// from then on every delegation makes room by forgetting an old one.
+func fill(b *testing.B, d *Daemon, c *a2aclient.Client) {
+	b.Helper()
+	var next atomic.Int64
+	errs := make(chan error, 16)
+	var callers sync.WaitGroup
+	for range 16 {
+		callers.Go(func() {
+			for next.Add(1) <= delegation.DefaultMemoryRecords {
+				if err := send(b.Context(), c); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	callers.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	rs, err := d.Delegations().List(b.Context(), a2a.TaskStateUnspecified)
+	if err != nil || len(rs) != delegation.DefaultMemoryRecords {
+		b.Fatalf("the store holds %d records (%v), want %d", len(rs), err, delegation.DefaultMemoryRecords)
+	}
 }
 
 // tracingOn is telemetry that samples every span and batches them to an
@@ -134,9 +172,12 @@ func send(ctx context.Context, c *a2aclient.Client) error {
 // BenchmarkHop calls a no-op a2a-go agent directly, through a plain
 // httputil.ReverseProxy, and through orchd (a full delegation: choose,
 // policies, hand over, mirror the answer), in the same run. orchd runs on
-// its embedded defaults (Prometheus metrics on, no trace exporter), and
-// again as orchd-traced with every span recorded and batched to an
-// exporter that drops them: the cost of tracing.
+// its embedded defaults (Prometheus metrics on, no trace exporter) with
+// the daemon's logger, and again as orchd-traced with every span recorded
+// and batched to an exporter that drops them: the cost of tracing. Each
+// orchd's delegation store is filled before it is measured, so every
+// delegation pays for forgetting an old record, as in a daemon that has
+// run for a while.
 //
 //	go test ./orchestrator -run '^$' -bench Hop -benchtime 2000x
 //
@@ -156,8 +197,10 @@ func BenchmarkHop(b *testing.B) {
 	// the delegations one keeps in memory do not tax the next one's GC.
 	daemon := func(tel *telemetry.Telemetry) func() (*a2aclient.Client, func()) {
 		return func() (*a2aclient.Client, func()) {
-			base, stop := benchDaemon(b, agent.URL, tel)
-			return benchClient(b, base), stop
+			d, base, stop := benchDaemon(b, agent.URL, tel)
+			c := benchClient(b, base)
+			fill(b, d, c)
+			return c, stop
 		}
 	}
 	paths := []struct {

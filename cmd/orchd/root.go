@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,14 +28,11 @@ func (g *globals) logger() (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(g.logFormat) {
-	case "text":
-		return slog.New(telemetry.LogHandler(slog.NewTextHandler(g.stderr, opts))), nil
-	case "json":
-		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(g.stderr, opts))), nil
+	log, err := telemetry.NewLogger(g.stderr, g.logFormat, level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
+	return log, nil
 }
 
 // setup builds the logger and loads the configuration (the embedded

@@ -2,7 +2,8 @@
 // docs/benchmarks.md from their results: the cached registry lookup,
 // profile building, policy evaluation, a hop through orchd against a
 // direct call and a reverse proxy (with tracing off and on), steering
-// across a chain, and memory per in-flight delegation. Every ratio in the
+// across a chain, storing delegations into a full store, and memory per
+// in-flight delegation. Every ratio in the
 // report compares figures measured in the same run.
 //
 //	go run ./internal/benchreport                 # about three minutes on 2 cores
@@ -55,6 +56,7 @@ var runs = []run{
 	{"./policies", []string{"-bench", "^BenchmarkEvaluate$", "-benchmem", "-count", "5"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkHop$", "-benchtime", "5000x", "-count", "5"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkSteerChain$", "-benchtime", "500x", "-count", "3"}},
+	{"./delegation", []string{"-bench", "^BenchmarkStorePut$", "-benchmem", "-count", "5"}},
 	{"./delegation", []string{"-bench", "^BenchmarkInFlight$", "-benchtime", "1x"}},
 }
 

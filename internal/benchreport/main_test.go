@@ -35,6 +35,7 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"| orchd traced | 130 | 1,325 | 9,614 |",
 		"| direct steer (C only) | 321 | 1,030 | 1× |",
 		"| does not stream (orchd polls) | 5.2 KiB | 1 |",
+		"| 10,000 ended records | 571 | 353 | 1 | 1.5× |",
 		"tracing on costs ≤ 10% throughput against tracing off:\n  **met**",
 		"Target ≤ 2 ms p99 on loopback: steer **not met**",
 	} {
