@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orchd/orchd/steering"
+	"github.com/orchd/orchd/telemetry"
 )
 
 // Event is one entry of a delegation's event log. Seq numbers start at 1
@@ -57,6 +58,10 @@ type Delegation struct {
 	// span is the delegate span: later calls to the agent (the stream,
 	// polls, input, steering) join its trace.
 	span trace.SpanContext
+	// callerTrace is the trace context the caller sent, kept when orchd
+	// does not trace: the later calls made in the engine's context pass it
+	// on unchanged, so they stay in the caller's trace.
+	callerTrace telemetry.TraceHeaders
 
 	// op serializes the caller's operations (input, cancel) so two cannot
 	// act on the downstream task at once. Lock order: op before mu.
@@ -118,8 +123,10 @@ func waiting(s a2a.TaskState) bool {
 	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
 }
 
-// traced returns ctx carrying the delegation's trace, if it has one.
+// traced returns ctx carrying the delegation's trace, if it has one: its
+// delegate span, or the caller's trace headers when orchd does not trace.
 func (d *Delegation) traced(ctx context.Context) context.Context {
+	ctx = telemetry.WithTraceHeaders(ctx, d.callerTrace)
 	if !d.span.IsValid() {
 		return ctx
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
+	"github.com/orchd/orchd/telemetry"
 )
 
 // PolicySource gives the policies in force; *policies.Engine is one.
@@ -274,7 +275,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		if i == e.cfg.MaxAttempts {
 			break
 		}
-		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1, span: span.SpanContext(),
+		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1, span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
 			steering: steering.Modes{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
 			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
 				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}}}

@@ -45,25 +45,53 @@ func (noop) Cancel(context.Context, *a2asrv.ExecutorContext) iter.Seq2[a2a.Event
 	return func(func(a2a.Event, error) bool) {}
 }
 
-func noopAgent(b *testing.B) *httptest.Server {
+// benchTrace is the trace context the caller sends on the
+// orchd-traceparent path.
+var benchTrace = http.Header{
+	"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+	"Tracestate":  {"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"},
+	"Baggage":     {"userId=alice,serverNode=DF%2028"},
+}
+
+// benchAgent is the no-op agent's server. It counts the A2A calls it
+// serves, and those carrying benchTrace's traceparent.
+type benchAgent struct {
+	*httptest.Server
+	calls, traced atomic.Int64
+}
+
+func noopAgent(b *testing.B) *benchAgent {
 	b.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	b.Cleanup(srv.Close)
+	agent := &benchAgent{Server: srv}
 	card := &a2a.AgentCard{Name: "Noop", Description: "answers pong", Version: "1",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
 		Skills:              []a2a.AgentSkill{{ID: "noop", Name: "noop", Tags: []string{}}}}
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(noop{})))
+	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(noop{}))
+	mux.Handle("/rpc", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agent.calls.Add(1)
+		if r.Header.Get("Traceparent") == benchTrace.Get("Traceparent") {
+			agent.traced.Add(1)
+		}
+		rpc.ServeHTTP(w, r)
+	}))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	return srv
+	return agent
 }
 
 // benchClient returns an a2a-go client for the agent at base, with
-// keep-alive connections sized for parallel calls.
-func benchClient(b *testing.B, base string) *a2aclient.Client {
+// keep-alive connections sized for parallel calls, sending the headers h
+// with every call.
+func benchClient(b *testing.B, base string, h http.Header) *a2aclient.Client {
 	b.Helper()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	b.Cleanup(hc.CloseIdleConnections)
+	transport := &http.Transport{MaxIdleConnsPerHost: 64}
+	b.Cleanup(transport.CloseIdleConnections)
+	hc := &http.Client{Transport: transport}
+	if len(h) > 0 {
+		hc.Transport = withHeaders{h: h, next: transport}
+	}
 	card, err := (&agentcard.Resolver{Client: hc, CardParser: a2av0.NewAgentCardParser()}).Resolve(b.Context(), base)
 	if err != nil {
 		b.Fatal(err)
@@ -173,8 +201,10 @@ func send(ctx context.Context, c *a2aclient.Client) error {
 // httputil.ReverseProxy, and through orchd (a full delegation: choose,
 // policies, hand over, mirror the answer), in the same run. orchd runs on
 // its embedded defaults (Prometheus metrics on, no trace exporter) with
-// the daemon's logger, and again as orchd-traced with every span recorded
-// and batched to an exporter that drops them: the cost of tracing. Each
+// the daemon's logger; as orchd-traceparent, the same with a caller that
+// sends W3C trace context, which orchd passes on: the cost of passing it;
+// and as orchd-traced with every span recorded and batched to an
+// exporter that drops them: the cost of tracing. Each
 // orchd's delegation store is filled before it is measured, so every
 // delegation pays for forgetting an old record, as in a daemon that has
 // run for a while.
@@ -195,10 +225,10 @@ func BenchmarkHop(b *testing.B) {
 	b.Cleanup(hc.CloseIdleConnections)
 	// Each path gets its own orchd, stopped before the next path runs, so
 	// the delegations one keeps in memory do not tax the next one's GC.
-	daemon := func(tel *telemetry.Telemetry) func() (*a2aclient.Client, func()) {
+	daemon := func(tel *telemetry.Telemetry, h http.Header) func() (*a2aclient.Client, func()) {
 		return func() (*a2aclient.Client, func()) {
 			d, base, stop := benchDaemon(b, agent.URL, tel)
-			c := benchClient(b, base)
+			c := benchClient(b, base, h)
 			fill(b, d, c)
 			return c, stop
 		}
@@ -207,7 +237,7 @@ func BenchmarkHop(b *testing.B) {
 		name  string
 		start func() (*a2aclient.Client, func())
 	}{
-		{"direct", func() (*a2aclient.Client, func()) { return benchClient(b, agent.URL), func() {} }},
+		{"direct", func() (*a2aclient.Client, func()) { return benchClient(b, agent.URL, nil), func() {} }},
 		{"proxy", func() (*a2aclient.Client, func()) {
 			pc, err := a2aclient.NewFromCard(b.Context(), proxied, a2aclient.WithJSONRPCTransport(hc))
 			if err != nil {
@@ -215,12 +245,14 @@ func BenchmarkHop(b *testing.B) {
 			}
 			return pc, func() {}
 		}},
-		{"orchd", daemon(nil)},
-		{"orchd-traced", daemon(tracingOn(b))},
+		{"orchd", daemon(nil, nil)},
+		{"orchd-traceparent", daemon(nil, benchTrace)},
+		{"orchd-traced", daemon(tracingOn(b), nil)},
 	}
 
 	for _, path := range paths {
 		name := path.name
+		calls, traced := agent.calls.Load(), agent.traced.Load()
 		c, stop := path.start()
 		runtime.GC()
 		b.Run(name+"/latency", func(b *testing.B) {
@@ -256,5 +288,12 @@ func BenchmarkHop(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 		})
 		stop()
+		if name == "orchd-traceparent" {
+			// The caller's trace context must have reached the agent on
+			// every call, or this path measured something else.
+			if n, got := agent.calls.Load()-calls, agent.traced.Load()-traced; n == 0 || got != n {
+				b.Fatalf("%s: %d of the agent's %d calls carried the caller's traceparent", name, got, n)
+			}
+		}
 	}
 }

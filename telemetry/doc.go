@@ -7,8 +7,10 @@
 // orchd's other packages depend only on the OpenTelemetry API: they take a
 // trace.TracerProvider and a metric.MeterProvider in their configs. This
 // package is where the daemon chooses the implementations. It also offers
-// the HTTP middleware that carries W3C trace context across A2A calls and
-// a slog handler that stamps log records with trace and span ids.
+// the HTTP middleware that carries W3C trace context across A2A calls (and
+// passes a caller's trace headers on unchanged when tracing is off), the
+// daemon's logger, and a slog handler that stamps log records with trace
+// and span ids.
 //
 // The spans and metrics orchd records are listed in docs/observability.md.
 package telemetry

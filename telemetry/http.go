@@ -23,10 +23,12 @@ import (
 // Handler traces the requests h serves: it continues the trace context a
 // caller sent (W3C traceparent) and records a server span named by
 // operation and the route; NameSpan can rename it once the handler knows
-// better. Without tracing it returns h itself.
+// better. Without tracing it records nothing and only keeps the trace
+// headers a caller sent (traceparent, tracestate, baggage) in the
+// request's context, for Transport to pass on unchanged.
 func (t *Telemetry) Handler(h http.Handler, operation string) http.Handler {
 	if !t.tracing {
-		return h
+		return passTraceHeaders(h)
 	}
 	tracer := t.tracer.Tracer(instrumentation)
 	prop := t.Propagator()
@@ -101,10 +103,13 @@ type namedKey struct{}
 // Transport traces the requests rt sends and passes the trace context on
 // in their headers, so the agent called joins the caller's trace. A span
 // lasts until the response body is read to its end or closed, so a stream
-// is one span. Without tracing it returns rt itself.
+// is one span. Without tracing it records nothing and sends the caller's
+// trace headers that the request's context carries (see Handler and
+// WithTraceHeaders) as they came, so the agent called joins the caller's
+// trace all the same.
 func (t *Telemetry) Transport(rt http.RoundTripper) http.RoundTripper {
 	if !t.tracing {
-		return rt
+		return passTransport{next: rt}
 	}
 	return &transport{next: rt, tracer: t.tracer.Tracer(instrumentation), prop: t.Propagator()}
 }

@@ -55,6 +55,7 @@ var runs = []run{
 	{"./capability", []string{"-bench", "^BenchmarkBuild$", "-benchmem", "-count", "5"}},
 	{"./policies", []string{"-bench", "^BenchmarkEvaluate$", "-benchmem", "-count", "5"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkHop$", "-benchtime", "5000x", "-count", "5"}},
+	{"./telemetry", []string{"-bench", "^BenchmarkPassthrough$", "-benchmem", "-count", "5"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkSteerChain$", "-benchtime", "500x", "-count", "3"}},
 	{"./delegation", []string{"-bench", "^BenchmarkStorePut$", "-benchmem", "-count", "5"}},
 	{"./delegation", []string{"-bench", "^BenchmarkInFlight$", "-benchtime", "1x"}},

@@ -33,6 +33,9 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 	for _, want := range []string{
 		"| `Get(id)` | 16.9 | 0 | 1.9× |",
 		"| orchd traced | 130 | 1,325 | 9,614 |",
+		"| orchd, caller sends trace context | 136 | 1,750 | 8,300 |",
+		"costs no measurable\n  throughput (≥ 0.95× orchd without it): **met**",
+		"| no trace headers | 1,103 | 512 | 3 |",
 		"| direct steer (C only) | 321 | 1,030 | 1× |",
 		"| does not stream (orchd polls) | 5.2 KiB | 1 |",
 		"| 10,000 ended records | 571 | 353 | 1 | 1.5× |",

@@ -114,6 +114,8 @@ type Agent struct {
 	// methods lists the JSON-RPC methods called, in order.
 	methods []string
 	cards   atomic.Int32
+	// requests records each A2A request with its headers (headers.go).
+	requests requestLog
 }
 
 // CardFetches counts the requests for the agent's card.
@@ -188,6 +190,7 @@ func recordMethods(a *Agent, next http.Handler) http.Handler {
 		body, _ := io.ReadAll(r.Body)
 		var call struct{ Method string }
 		_ = json.Unmarshal(body, &call)
+		a.requests.add(call.Method, r.Header)
 		a.mu.Lock()
 		a.methods = append(a.methods, call.Method)
 		a.mu.Unlock()

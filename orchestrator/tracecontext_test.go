@@ -1,0 +1,235 @@
+package orchestrator
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// traceFields are the trace context headers orchd passes on.
+var traceFields = []string{"Traceparent", "Tracestate", "Baggage"}
+
+// callerTrace is a caller's trace context, with values the OTel
+// propagators would not pass on as they are: trace flags beyond sampled,
+// a tracestate over two lines, baggage with a property and spaces.
+var callerTrace = http.Header{
+	"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03"},
+	"Tracestate":  {"congo=t61rcWkgMzE", "rojo=00f067aa0ba902b7,  x@y=1"},
+	"Baggage":     {"userId=alice;private, serverNode = DF%2028,isProduction=false"},
+}
+
+// withHeaders is a caller's transport: it sends every request with h.
+type withHeaders struct {
+	h    http.Header
+	next http.RoundTripper
+}
+
+func (t withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range t.h {
+		r.Header[k] = slices.Clone(vs)
+	}
+	return t.next.RoundTrip(r)
+}
+
+// delegateVia runs one delegation of "survey" through orchd at base, with
+// the caller's requests carrying h, and returns once it completed.
+type delegateVia func(t *testing.T, base string, h http.Header)
+
+// viaAPI delegates with POST /v1/delegations.
+func viaAPI(t *testing.T, base string, h http.Header) {
+	req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/v1/delegations", strings.NewReader(`{"text": "survey", "skill": "research"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range h {
+		req.Header[k] = slices.Clone(vs)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("delegate = %d", resp.StatusCode)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var done struct {
+			Delegations []delegation.Record `json:"delegations"`
+		}
+		call(t, "GET", base+"/v1/delegations?state=completed", "", &done)
+		if len(done.Delegations) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delegation did not complete")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// viaA2A delegates with an a2a-go client over orchd's interface of the
+// given A2A version and binding, sending and waiting for the task's end
+// (streaming: reading the stream to its end).
+func viaA2A(version string, binding a2a.TransportProtocol, streaming bool) delegateVia {
+	return func(t *testing.T, base string, h http.Header) {
+		card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		card.SupportedInterfaces = slices.DeleteFunc(card.SupportedInterfaces, func(it *a2a.AgentInterface) bool {
+			return string(it.ProtocolVersion) != version || it.ProtocolBinding != binding
+		})
+		hc := &http.Client{Transport: withHeaders{h: h, next: http.DefaultTransport}}
+		c, err := a2aclient.NewFromCard(t.Context(), card,
+			a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+			a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
+			a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
+		msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+		req := &a2a.SendMessageRequest{Message: msg}
+		if streaming {
+			var last a2a.Event
+			for ev, err := range c.SendStreamingMessage(t.Context(), req) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = ev
+			}
+			if st, ok := last.(*a2a.TaskStatusUpdateEvent); !ok || st.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("the stream ended with %T %+v, want the task completed", last, last)
+			}
+			return
+		}
+		res, err := c.SendMessage(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("send answered %T %+v, want the completed task", res, res)
+		}
+	}
+}
+
+// TestTraceContext_PassesThroughWithTracingOff delegates through orchd
+// with tracing off (the default), over the HTTP API and over its A2A
+// interfaces, to agents that stream and to agents orchd polls: every call
+// the agent receives, the later ones made in the engine's context too
+// (the stream, the polls), must carry exactly the trace headers the
+// caller sent, and none when it sent none.
+func TestTraceContext_PassesThroughWithTracingOff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		via       delegateVia
+		streaming bool // the agent streams
+	}{
+		{"API, polled agent", viaAPI, false},
+		{"API, streaming agent", viaAPI, true},
+		{"A2A 1.0 JSON-RPC, polled agent", viaA2A("1.0", a2a.TransportProtocolJSONRPC, false), false},
+		{"A2A 1.0 JSON-RPC stream, streaming agent", viaA2A("1.0", a2a.TransportProtocolJSONRPC, true), true},
+		{"A2A 1.0 HTTP+JSON, polled agent", viaA2A("1.0", a2a.TransportProtocolHTTPJSON, false), false},
+		{"A2A 0.3 JSON-RPC stream, polled agent", viaA2A("0.3", a2a.TransportProtocolJSONRPC, true), false},
+		{"A2A 0.3 HTTP+JSON, streaming agent", viaA2A("0.3", a2a.TransportProtocolHTTPJSON, false), true},
+	} {
+		for _, sent := range []struct {
+			name string
+			h    http.Header
+		}{{"trace headers", callerTrace}, {"no trace headers", http.Header{}}} {
+			t.Run(tc.name+", "+sent.name, func(t *testing.T) {
+				t.Parallel()
+				agent := testagent.Start(t, testagent.Options{Name: "W", Skill: "research", Streaming: tc.streaming}, testagent.Work(60*time.Millisecond))
+				cfg := loadDefaults(t)
+				cfg.Agents = []registry.Spec{{ID: "w", URL: agent.URL}}
+				cfg.Delegation.PollInterval = Duration(10 * time.Millisecond)
+				base := startDaemon(t, cfg)
+
+				tc.via(t, base, sent.h)
+				reqs := agent.Requests()
+				var methods []string
+				for _, r := range reqs {
+					methods = append(methods, r.Method)
+					for _, f := range traceFields {
+						if got, want := r.Header[f], sent.h[f]; !slices.Equal(got, want) {
+							t.Errorf("%s: %s = %q, want %q", r.Method, f, got, want)
+						}
+					}
+				}
+				later := "SendStreamingMessage"
+				if !tc.streaming {
+					later = "GetTask"
+				}
+				if !slices.Contains(methods, later) {
+					t.Errorf("the agent got %v, want a %s among them", methods, later)
+				}
+			})
+		}
+	}
+}
+
+// TestTraceContext_TracingOnParentsOnOrchdSpans checks that with tracing
+// on the agent joins the caller's trace under orchd's own spans: the
+// traceparent it receives has the caller's trace id and the span of
+// orchd's downstream call as parent, on the polls too.
+func TestTraceContext_TracingOnParentsOnOrchdSpans(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	agent := testagent.Start(t, testagent.Options{Name: "W", Skill: "research"}, testagent.Work(60*time.Millisecond))
+	base := tracedNode(t, rec, "a", "research", registry.Spec{ID: "w", URL: agent.URL})
+	viaAPI(t, base, callerTrace)
+
+	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	var clientSpans []string
+	deadline := time.Now().Add(5 * time.Second)
+	reqs := agent.Requests()
+	for len(clientSpans) < len(reqs) {
+		clientSpans = clientSpans[:0]
+		for _, s := range rec.Ended() {
+			if s.Name() == "HTTP POST" && s.SpanContext().TraceID().String() == traceID {
+				clientSpans = append(clientSpans, s.SpanContext().SpanID().String())
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d client spans in the caller's trace for %d calls", len(clientSpans), len(reqs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, r := range reqs {
+		parts := strings.Split(r.Header.Get("Traceparent"), "-")
+		if len(parts) != 4 || parts[1] != traceID || parts[2] == callerSpan || !slices.Contains(clientSpans, parts[2]) {
+			t.Errorf("%s: traceparent %q, want trace %s with one of orchd's client spans %v as parent", r.Method, r.Header.Get("Traceparent"), traceID, clientSpans)
+		}
+	}
+	api := findSpan(t, rec.Ended(), "orchd POST /v1/delegations")
+	if api.Parent().SpanID().String() != callerSpan || !api.Parent().IsRemote() {
+		t.Errorf("orchd's API span has parent %v, want the caller's span %s", api.Parent(), callerSpan)
+	}
+}
+
+func findSpan(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	for _, s := range spans {
+		if s.Name() == name {
+			return s
+		}
+	}
+	t.Fatalf("no span %q in %v", name, names(spans))
+	return nil
+}
