@@ -44,12 +44,12 @@ func (e *Engine) unhealthy(a *registry.Agent, reasons, kinds []string) ([]string
 // health: the agent could not be reached, the connection broke, it did not
 // answer within the call's own timeout, or it answered with an HTTP 5xx
 // status or an A2A internal or server error. What the caller caused does
-// not count: its context ended, an HTTP 4xx status, or any other A2A error
-// (TaskNotFound, InvalidParams, …), which says the agent is there and
-// answering.
+// not count: its context ended, the chain's deadline passed (ErrDeadline),
+// an HTTP 4xx status, or any other A2A error (TaskNotFound, InvalidParams,
+// …), which says the agent is there and answering.
 func agentFault(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return false
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrDeadline) {
+		return false // the caller gave up, or the chain's deadline passed
 	}
 	var netErr net.Error
 	switch {

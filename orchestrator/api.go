@@ -34,11 +34,14 @@ type api struct {
 	// stopping is closed when the daemon begins to stop: event streams end
 	// then, and their clients resume elsewhere or later.
 	stopping <-chan struct{}
+	// ready lists what keeps the daemon from being ready (ready.go).
+	ready func() []string
 }
 
 // newAPI returns the API's handler.
 //
 //	GET    /healthz
+//	GET    /readyz
 //	GET    /v1/agents
 //	POST   /v1/agents              {"url": "...", "id": "..."}
 //	GET    /v1/agents/{id}
@@ -55,10 +58,11 @@ type api struct {
 //	POST   /v1/delegations/{id}:cancel
 //	POST   /v1/delegations/{id}:steer
 //	POST   /v1/delegations/{id}:interrupt
-func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) http.Handler {
-	a := &api{reg: reg, policies: engine, delegations: delegations, stopping: stopping, log: log}
+func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, stopping <-chan struct{}, ready func() []string, log *slog.Logger) http.Handler {
+	a := &api{reg: reg, policies: engine, delegations: delegations, stopping: stopping, ready: ready, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.health)
+	mux.HandleFunc("GET /readyz", a.readiness)
 	mux.HandleFunc("GET /v1/agents", a.listAgents)
 	mux.HandleFunc("POST /v1/agents", a.addAgent)
 	mux.HandleFunc("GET /v1/agents/{id}", a.getAgent)
@@ -89,7 +93,8 @@ type Health struct {
 	Status string `json:"status"`
 	// Agents counts registered agents.
 	Agents int `json:"agents"`
-	// Healthy counts registered agents whose cards refresh.
+	// Healthy counts registered agents that are healthy: their cards
+	// refresh and their circuit breakers are closed.
 	Healthy int `json:"healthy"`
 	// Pending lists configured agents not registered yet.
 	Pending []registry.Pending `json:"pending"`

@@ -175,6 +175,13 @@ type RegistryConfig struct {
 	// UnhealthyAfter is how many failed refreshes in a row mark an agent
 	// unhealthy.
 	UnhealthyAfter int `yaml:"unhealthyAfter"`
+	// BreakerAfter is how many failed calls in a row to an agent's A2A
+	// endpoint open its circuit breaker; -1 turns breakers off.
+	BreakerAfter int `yaml:"breakerAfter"`
+	// BreakerMinBackoff is how long an open breaker first refuses work.
+	BreakerMinBackoff Duration `yaml:"breakerMinBackoff"`
+	// BreakerMaxBackoff caps that as it doubles.
+	BreakerMaxBackoff Duration `yaml:"breakerMaxBackoff"`
 	// DriftHistory is how many drift records each agent keeps.
 	DriftHistory int `yaml:"driftHistory"`
 	// RefreshInterval is how often expired cards are looked for.
@@ -287,6 +294,7 @@ func (c *Config) RegistryConfig() registry.Config {
 		StaleWhileRevalidate: time.Duration(r.StaleWhileRevalidate), StaleIfError: time.Duration(r.StaleIfError),
 		MinBackoff: time.Duration(r.MinBackoff), MaxBackoff: time.Duration(r.MaxBackoff),
 		UnhealthyAfter: r.UnhealthyAfter, DriftHistory: r.DriftHistory,
+		BreakerAfter: r.BreakerAfter, BreakerMinBackoff: time.Duration(r.BreakerMinBackoff), BreakerMaxBackoff: time.Duration(r.BreakerMaxBackoff),
 		RefreshInterval: time.Duration(r.RefreshInterval), RefreshConcurrency: r.RefreshConcurrency,
 		Deprecated: r.Deprecated,
 	}

@@ -98,7 +98,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if h := tel.MetricsHandler(); h != nil {
 		mux.Handle("GET /metrics", h)
 	}
-	mux.Handle("/", tel.Handler(limits.api(newAPI(reg, engine, delegations, stopping, log.With("component", "api"))), "orchd"))
+	mux.Handle("/", tel.Handler(limits.api(newAPI(reg, engine, delegations, stopping, d.notReady, log.With("component", "api"))), "orchd"))
 	d.handler = mux
 	return d, nil
 }

@@ -281,12 +281,15 @@ func (r *Registry) callEnded(id string, ev breakerEvent, err error) {
 	if r.cfg.BreakerAfter < 0 {
 		return
 	}
-	now := r.cfg.Now()
 	r.mu.RLock()
 	a, ok := r.byID[id]
 	r.mu.RUnlock()
-	if !ok || quiet(&a.Breaker, ev, now) {
+	if !ok || quiet(&a.Breaker, ev) {
 		return
+	}
+	now := r.cfg.Now()
+	if ev == callFailed && a.Breaker.State == BreakerOpen && now.Before(a.Breaker.RetryAt) {
+		return // a call begun before the breaker opened
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -304,15 +307,12 @@ func (r *Registry) callEnded(id string, ev breakerEvent, err error) {
 	r.logBreaker(id, &a.Breaker, &next.Breaker)
 }
 
-// quiet reports, without a lock, that ev leaves b as it is at now: the
-// common case of calls to an agent that answers, and failures of calls
-// begun before its breaker opened.
-func quiet(b *Breaker, ev breakerEvent, now time.Time) bool {
+// quiet reports, without a lock or the clock, that ev leaves b as it is:
+// the common case of calls to an agent that answers.
+func quiet(b *Breaker, ev breakerEvent) bool {
 	switch ev {
 	case callSucceeded:
 		return b.closed() && b.Failures == 0 && b.Opens == 0
-	case callFailed:
-		return b.State == BreakerOpen && now.Before(b.RetryAt)
 	case callAbandoned:
 		return b.State != BreakerHalfOpen
 	}

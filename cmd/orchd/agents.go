@@ -149,10 +149,13 @@ func printProfile(w io.Writer, a *registry.Agent) error {
 	if a.ETag != "" {
 		cache += ", etag " + a.ETag
 	}
-	if !a.Healthy {
+	if !a.Healthy && a.Failures > 0 {
 		cache += fmt.Sprintf("; %d failed fetches, last: %s", a.Failures, a.LastError)
 	}
 	rows("cache", cache)
+	if b := a.Breaker; b.State == registry.BreakerOpen || b.State == registry.BreakerHalfOpen {
+		rows("breaker", fmt.Sprintf("%s: %d calls failed in a row, last: %s; retry at %s", b.State, b.Failures, b.LastError, b.RetryAt.Format(time.RFC3339)))
+	}
 	return tw.Flush()
 }
 

@@ -1,0 +1,23 @@
+package testagent
+
+import (
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+)
+
+// Client resolves the card at base and returns a real a2a-go client built
+// from it with opts, failing the test when either step fails.
+func Client(t testing.TB, base string, opts ...a2aclient.FactoryOption) *a2aclient.Client {
+	t.Helper()
+	card, err := agentcard.DefaultResolver.Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatalf("resolve card at %s: %v", base, err)
+	}
+	c, err := a2aclient.NewFromCard(t.Context(), card, opts...)
+	if err != nil {
+		t.Fatalf("client for %s: %v", base, err)
+	}
+	return c
+}
