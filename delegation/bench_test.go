@@ -129,7 +129,8 @@ func serveSlowAgent(streaming bool) {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
-// forever works on every task until the process ends.
+// forever works on every task until the process ends or the task is
+// canceled.
 type forever struct{}
 
 func (forever) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -140,8 +141,10 @@ func (forever) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 	}
 }
 
-func (forever) Cancel(context.Context, *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(func(a2a.Event, error) bool) {}
+func (forever) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
 }
 
 // parallel runs fn n times on 64 workers and fails on the first error.

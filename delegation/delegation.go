@@ -84,6 +84,8 @@ type Delegation struct {
 	// them by message id, so a retried signal is passed on once.
 	steerSeq int64
 	receipts map[string]steering.Receipt
+	// life bounds the started delegation in time (deadline.go).
+	life lifetime
 }
 
 // ID returns the delegation's id.
@@ -145,6 +147,7 @@ func (d *Delegation) emit(ev Event) {
 		in, ctx := d.engine.in, d.traced(d.engine.ctx)
 		in.inflight.Add(ctx, -1)
 		in.ended.Add(ctx, 1, in.attr("state", string(ev.State)))
+		d.endLife()
 	}
 	d.rec.State = ev.State
 	d.rec.UpdatedAt = now

@@ -181,7 +181,9 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 // end. Downstream tasks are left as they are; their records stay in the
 // store with their last known state.
 func (e *Engine) Close() {
+	e.mu.Lock() // no timer starts an owned goroutine past this point
 	e.cancel()
+	e.mu.Unlock()
 	e.wg.Wait()
 }
 
@@ -212,6 +214,7 @@ func (e *Engine) chains(req Request) (Chain, Chain, error) {
 	if !req.Deadline.IsZero() && (out.Deadline.IsZero() || req.Deadline.Before(out.Deadline)) {
 		out.Deadline = req.Deadline
 	}
+	out.Deadline = e.capped(out.Deadline)
 	if !out.Deadline.IsZero() && !e.cfg.Now().Before(out.Deadline) {
 		return Chain{}, Chain{}, fmt.Errorf("%w: it was %s", ErrDeadline, out.Deadline.Format(time.RFC3339))
 	}
@@ -353,6 +356,9 @@ type session struct {
 	first a2a.Event
 	next  func() (a2a.Event, error, bool)
 	stop  func()
+	// abort closes the stream from another goroutine, ending a next that
+	// waits (next and stop must not run concurrently).
+	abort context.CancelFunc
 }
 
 // client builds the a2a-go client for an agent's card: A2A 1.0 and 0.3
@@ -413,11 +419,12 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	e := d.engine
 	req := &a2a.SendMessageRequest{Message: msg}
 	if !d.streaming {
-		callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+		callCtx, cancel := d.callContext(ctx)
 		defer cancel()
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 		start := time.Now()
 		res, err := d.client.SendMessage(callCtx, req)
+		err = callErr(callCtx, err) // why callCtx ended: the chain's deadline is not the agent's fault
 		e.in.called(ctx, d.rec.Downstream.Agent, "SendMessage", start, err)
 		if err != nil {
 			return nil, err
@@ -425,30 +432,34 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 		return &session{first: res}, nil
 	}
 	// The stream outlives the caller's request: it belongs to the engine.
-	// Until the agent accepts, the caller may still give up.
+	// Until the agent accepts, the caller may still give up, and the wait
+	// is bounded as a unary call is.
+	openCtx, opened := d.callContext(ctx)
+	defer opened()
 	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
-	stopAfter := context.AfterFunc(ctx, cancel)
+	stopAfter := context.AfterFunc(openCtx, cancel)
 	start := time.Now()
 	next, stop := iter.Pull2(d.client.SendStreamingMessage(streamCtx, req))
 	first, err, ok := next()
-	e.in.called(ctx, d.rec.Downstream.Agent, "SendStreamingMessage", start, err)
+	e.in.called(ctx, d.rec.Downstream.Agent, "SendStreamingMessage", start, callErr(openCtx, err))
 	stopAfter()
-	if !ok || err != nil || ctx.Err() != nil {
+	if !ok || err != nil || openCtx.Err() != nil {
 		stop()
 		cancel()
 		switch {
-		case ctx.Err() != nil:
-			return nil, context.Cause(ctx)
+		case openCtx.Err() != nil:
+			return nil, context.Cause(openCtx)
 		case !ok:
 			return nil, errors.New("stream ended before the agent answered")
 		}
 		return nil, err
 	}
-	return &session{first: first, next: next, stop: func() { stop(); cancel() }}, nil
+	return &session{first: first, next: next, stop: func() { stop(); cancel() }, abort: cancel}, nil
 }
 
 // start makes an accepted delegation live and follows it.
 func (e *Engine) start(d *Delegation, s *session) {
+	d.arm()
 	e.register(d)
 	d.follow(s)
 }
@@ -477,6 +488,7 @@ func (d *Delegation) follow(s *session) {
 		if s.stop != nil {
 			defer s.stop()
 		}
+		defer d.watchSilence(ctx, s)()
 		if s.next != nil && d.stream(ctx, s) {
 			d.settled()
 			return
@@ -535,7 +547,7 @@ func (d *Delegation) poll(ctx context.Context) bool {
 			if ctx.Err() != nil {
 				return false
 			}
-			if failures++; failures >= 5 {
+			if failures++; failures >= lostAfter {
 				d.fail(fmt.Sprintf("lost track of task %s: %v", taskID, err))
 				return true
 			}
@@ -611,7 +623,8 @@ func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delega
 
 // Cancel cancels the downstream task. The delegation ends CANCELED when the
 // agent confirms, or FAILED, with the reason, when it does not within
-// CancelWait.
+// CancelWait. Once its deadline has passed it ends FAILED, as at the
+// deadline.
 func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
 	d, ok := e.Get(id)
 	if !ok {
@@ -628,6 +641,12 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
 	d.mu.Unlock()
 	if state.Terminal() {
 		return d.Record(), fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
+	}
+	if d.pastDeadline() {
+		// Past its deadline the delegation ends FAILED, however the
+		// cancel and the deadline's timer interleave.
+		d.expireLocked()
+		return d.Record(), nil
 	}
 	callCtx, cancel := context.WithTimeout(ctx, e.cfg.CancelWait)
 	defer cancel()

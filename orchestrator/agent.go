@@ -75,8 +75,8 @@ type servedCard struct {
 }
 
 func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *a2aServer {
-	exec := newExecutor(engine, stopping, log)
 	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	exec := newExecutor(engine, tasks, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),

@@ -107,20 +107,26 @@ type DelegationConfig struct {
 	// MaxAttempts bounds the candidates tried when agents fail before
 	// accepting work.
 	MaxAttempts int `yaml:"maxAttempts"`
-	// CallTimeout bounds each unary A2A call.
+	// CallTimeout bounds each A2A call, a stream's opening included.
 	CallTimeout Duration `yaml:"callTimeout"`
 	// CancelWait is how long a cancel waits for the agent's confirmation.
 	CancelWait Duration `yaml:"cancelWait"`
 	// PollInterval is how often tasks of agents that do not stream are
 	// polled.
 	PollInterval Duration `yaml:"pollInterval"`
+	// SilenceTimeout is how long a stream may stay silent before orchd
+	// asks the agent for its task.
+	SilenceTimeout Duration `yaml:"silenceTimeout"`
+	// MaxDuration caps every delegation started here; 0 means no cap.
+	MaxDuration Duration `yaml:"maxDuration"`
 }
 
 // DelegationConfig returns the delegation section as delegation.Config.
 func (c *Config) DelegationConfig() delegation.Config {
 	d := c.Delegation
 	return delegation.Config{Self: d.Self, MaxDepth: d.MaxDepth, MaxAttempts: d.MaxAttempts,
-		CallTimeout: time.Duration(d.CallTimeout), CancelWait: time.Duration(d.CancelWait), PollInterval: time.Duration(d.PollInterval)}
+		CallTimeout: time.Duration(d.CallTimeout), CancelWait: time.Duration(d.CancelWait), PollInterval: time.Duration(d.PollInterval),
+		SilenceTimeout: time.Duration(d.SilenceTimeout), MaxDuration: time.Duration(d.MaxDuration)}
 }
 
 // PoliciesConfig is the config file's policies section.

@@ -27,6 +27,9 @@ func TestLoadConfig_Defaults(t *testing.T) {
 	if cfg.Listen != "127.0.0.1:8080" || rc.Timeout != 10*time.Second || rc.MaxCardBytes != 1<<20 || len(rc.AllowNetworks) != 2 {
 		t.Errorf("defaults = %+v / %+v", cfg, rc)
 	}
+	if dc := cfg.DelegationConfig(); dc.SilenceTimeout != time.Minute || dc.MaxDuration != 0 || dc.CallTimeout != 30*time.Second {
+		t.Errorf("delegation defaults = %+v", dc)
+	}
 }
 
 func TestLoadConfig_FileOverridesDefaults(t *testing.T) {
@@ -92,6 +95,9 @@ func TestLoadConfig_Example(t *testing.T) {
 	}
 	if len(cfg.Policies.Paths) != 2 || cfg.PolicyOptions().CostLimit != 100_000 {
 		t.Errorf("example policies = %+v", cfg.Policies)
+	}
+	if dc := cfg.DelegationConfig(); dc.MaxDuration != time.Hour || dc.SilenceTimeout != 2*time.Minute || dc.CallTimeout != 10*time.Second || dc.CancelWait != 10*time.Second {
+		t.Errorf("example delegation = %+v", dc)
 	}
 	// The example's policy paths are relative to the repository root.
 	for _, p := range cfg.Policies.Paths {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
@@ -43,12 +44,20 @@ type executor struct {
 	// mirroring marks upstream tasks whose execution is mirroring its
 	// delegation: that execution reports a cancel's outcome itself.
 	mirroring map[a2a.TaskID]bool
+	// tasks is the handler's task store; parked, watches and canceling
+	// track tasks waiting for input whose delegation may end meanwhile
+	// (waiting.go).
+	tasks     taskstore.Store
+	parked    map[a2a.TaskID]*delegation.Delegation
+	watches   map[a2a.TaskID]*watch
+	canceling map[a2a.TaskID]bool
 }
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
-func newExecutor(engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *executor {
-	return &executor{engine: engine, log: log, stopping: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{}}
+func newExecutor(engine *delegation.Engine, tasks taskstore.Store, stopping <-chan struct{}, log *slog.Logger) *executor {
+	return &executor{engine: engine, log: log, stopping: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{},
+		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}}
 }
 
 // Execute delegates a new task, or hands the caller's message to the
@@ -56,6 +65,7 @@ func newExecutor(engine *delegation.Engine, stopping <-chan struct{}, log *slog.
 // task ends or waits again.
 func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		x.unwatch(ec.TaskID)
 		x.mu.Lock()
 		id, known := x.byTask[ec.TaskID]
 		x.mu.Unlock()
@@ -74,6 +84,14 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			after = live.Record().LastEvent
 			var err error
 			if d, err = x.engine.Send(ctx, id, inputFrom(ec.Message)); err != nil {
+				if rec := live.Record(); rec.State.Terminal() {
+					// It ended while the task waited (its deadline passed).
+					x.mu.Lock()
+					delete(x.byTask, ec.TaskID)
+					x.mu.Unlock()
+					yield(a2a.NewStatusUpdateEvent(ec, rec.State, endMessage(ec, rec)), nil)
+					return
+				}
 				yield(status(ec, a2a.TaskStateInputRequired, "orchd could not pass the input on: "+err.Error()), nil)
 				return
 			}
@@ -234,7 +252,11 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 			if !yield(status, nil) {
 				return
 			}
-			if ev.State.Terminal() || ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired {
+			if ev.State.Terminal() {
+				return
+			}
+			if ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired {
+				x.park(ec, d)
 				return
 			}
 		}
@@ -261,6 +283,8 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		// that execution ends the task with the outcome, and by the time
 		// the cancel returns it may have done so and closed the queue.
 		x.mu.Lock()
+		x.unwatchLocked(ec.TaskID)
+		x.canceling[ec.TaskID] = true // until Cleanup
 		id, known := x.byTask[ec.TaskID]
 		running := x.mirroring[ec.TaskID]
 		x.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"iter"
 	"net/http"
@@ -57,7 +58,16 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			defer inbox.Close()
 			ctx = context.WithValue(ctx, steeredKey{}, steered{inbox: inbox, record: x.record})
 		}
-		x.do(ctx, ec, yield)
+		open := true
+		x.do(ctx, ec, func(ev a2a.Event, err error) bool {
+			open = open && yield(ev, err)
+			return open
+		})
+		if open && x.stopped.Err() != nil {
+			// An execution the agent's stop cut short ends with an error:
+			// a2a-go waits for a final event or an error otherwise.
+			yield(nil, errors.New("agent stopped"))
+		}
 	}
 }
 
@@ -111,11 +121,48 @@ type Agent struct {
 	*httptest.Server
 	exec *executor
 	mu   sync.Mutex
-	// methods lists the JSON-RPC methods called, in order.
+	// methods lists the JSON-RPC methods called, in order; called is
+	// closed and replaced at each call.
 	methods []string
+	called  chan struct{}
 	cards   atomic.Int32
+	// frozen makes the A2A endpoint answer nothing (see Freeze); stopped
+	// ends when the agent stops.
+	frozen  atomic.Bool
+	stopped context.Context
 	// requests records each A2A request with its headers (headers.go).
 	requests requestLog
+}
+
+// Freeze makes the agent hang as a stuck process does: from now on it
+// takes A2A requests and answers none of them until the caller gives up or
+// the agent stops. Streams already open stay open; with a behaviour that
+// has stopped sending (Hang) they are silent.
+func (a *Agent) Freeze() { a.frozen.Store(true) }
+
+// WaitCalls waits until the agent has been called with method n times,
+// failing the test after 10 seconds.
+func (a *Agent) WaitCalls(t testing.TB, method string, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		a.mu.Lock()
+		got, called := 0, a.called
+		for _, m := range a.methods {
+			if m == method {
+				got++
+			}
+		}
+		a.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-called:
+		case <-timeout:
+			t.Fatalf("agent got %d %s calls in 10s, want %d (calls %v)", got, method, n, a.Calls())
+		}
+	}
 }
 
 // CardFetches counts the requests for the agent's card.
@@ -160,7 +207,7 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: o.Skill, Name: o.Skill, Tags: []string{o.Skill}}},
 	}
-	ta := &Agent{Server: srv, exec: x}
+	ta := &Agent{Server: srv, exec: x, called: make(chan struct{}), stopped: stopped}
 	var opts []a2asrv.RequestHandlerOption
 	if o.Steering {
 		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
@@ -184,7 +231,8 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 	return ta
 }
 
-// recordMethods notes each JSON-RPC call's method before serving it.
+// recordMethods notes each JSON-RPC call's method before serving it, and
+// serves nothing while the agent is frozen.
 func recordMethods(a *Agent, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -193,7 +241,16 @@ func recordMethods(a *Agent, next http.Handler) http.Handler {
 		a.requests.add(call.Method, r.Header)
 		a.mu.Lock()
 		a.methods = append(a.methods, call.Method)
+		close(a.called)
+		a.called = make(chan struct{})
 		a.mu.Unlock()
+		if a.frozen.Load() {
+			select {
+			case <-r.Context().Done():
+			case <-a.stopped.Done():
+			}
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
@@ -249,7 +306,8 @@ func Ask() Behaviour {
 	}
 }
 
-// Hang works until canceled.
+// Hang accepts the work and never finishes it: it creates a task, reports
+// WORKING once and then sends nothing until the task is canceled.
 func Hang() Behaviour {
 	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
