@@ -14,20 +14,21 @@ import (
 	"github.com/orchd/orchd/registry"
 )
 
-// BenchmarkDeadline measures deadline enforcement: 100 delegations to an
-// agent whose tasks never finish, running in a separate process, each with
-// a deadline 300ms after it was delegated. It reports how long after its
-// deadline each delegation was FAILED (its downstream task canceled
-// first), and orchd's goroutines before, while the delegations run, and
-// once they have expired.
+// BenchmarkDeadline measures deadline enforcement: one delegation, then
+// 100 at once, to an agent whose tasks never finish, running in a separate
+// process, each with a deadline 300ms after it was delegated. It reports
+// how long after its deadline each delegation was FAILED (its downstream
+// task canceled first), and orchd's goroutines before, while the
+// delegations run, and once they have expired.
 //
 //	go test ./delegation -run '^$' -bench Deadline -benchtime 1x -count 3
 func BenchmarkDeadline(b *testing.B) {
-	const n = 100
 	for _, tc := range []struct {
 		name      string
+		n         int
 		streaming bool
-	}{{"polled-100", false}, {"streamed-100", true}} {
+	}{{"polled-1", 1, false}, {"streamed-1", 1, true}, {"polled-100", 100, false}, {"streamed-100", 100, true}} {
+		n := tc.n
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				url := slowAgentProcess(b, tc.streaming)

@@ -2,9 +2,9 @@
 // docs/benchmarks.md from their results: the cached registry lookup,
 // profile building, policy evaluation, a hop through orchd against a
 // direct call and a reverse proxy (with tracing off and on), steering
-// across a chain, storing delegations into a full store, and memory per
-// in-flight delegation. Every ratio in the
-// report compares figures measured in the same run.
+// across a chain, storing delegations into a full store, memory per
+// in-flight delegation, and how soon delegations past their deadline end.
+// Every ratio in the report compares figures measured in the same run.
 //
 //	go run ./internal/benchreport                 # about three minutes on 2 cores
 //	go run ./internal/benchreport -o report.md    # somewhere else
@@ -59,6 +59,7 @@ var runs = []run{
 	{"./orchestrator", []string{"-bench", "^BenchmarkSteerChain$", "-benchtime", "500x", "-count", "3"}},
 	{"./delegation", []string{"-bench", "^BenchmarkStorePut$", "-benchmem", "-count", "5"}},
 	{"./delegation", []string{"-bench", "^BenchmarkInFlight$", "-benchtime", "1x"}},
+	{"./delegation", []string{"-bench", "^BenchmarkDeadline$", "-benchtime", "1x", "-count", "3"}},
 }
 
 func main() {

@@ -38,6 +38,8 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"| no trace headers | 1,103 | 512 | 3 |",
 		"| direct steer (C only) | 321 | 1,030 | 1× |",
 		"| does not stream (orchd polls) | 5.2 KiB | 1 |",
+		"| streamed-100 | 12.5–29.6 ms | 46.9–66.8 ms | 5 | 405 | 5 |",
+		"left running:\n**met**",
 		"| 10,000 ended records | 571 | 353 | 1 | 1.5× |",
 		"tracing on costs ≤ 10% throughput against tracing off:\n  **met**",
 		"Target ≤ 2 ms p99 on loopback: steer **not met**",
