@@ -174,7 +174,19 @@ func TestDelegate_BreakerCountsOnlyTheAgentsFailures(t *testing.T) {
 		a := testagent.Start(t, testagent.Options{Name: "A", Skill: "s"}, testagent.Reply("x"))
 		return a.URL, a.Stop
 	}
+	// silent agents take the work and never answer.
+	silent := func(streaming bool) func(t *testing.T) (string, func()) {
+		return func(t *testing.T) (string, func()) {
+			a := testagent.Start(t, testagent.Options{Name: "A", Skill: "s", Streaming: streaming},
+				func(ctx context.Context, _ *a2asrv.ExecutorContext, _ func(a2a.Event, error) bool) { <-ctx.Done() })
+			return a.URL, func() {}
+		}
+	}
 	now := func() Request { return Request{Text: "x", Agent: "b"} }
+	soon := func() Request {
+		return Request{Text: "x", Agent: "b", Deadline: time.Now().Add(150 * time.Millisecond)}
+	}
+	quick := Config{CallTimeout: 100 * time.Millisecond}
 	tests := []struct {
 		name string
 		// agent serves a card; after runs once it is registered.
@@ -188,9 +200,12 @@ func TestDelegate_BreakerCountsOnlyTheAgentsFailures(t *testing.T) {
 		{"503", broken(http.StatusServiceUnavailable), Config{}, now, t.Context(), "503 Service Unavailable", true},
 		{"500", broken(http.StatusInternalServerError), Config{}, now, t.Context(), "500 Internal Server Error", true},
 		{"connection refused", stopped, Config{}, now, t.Context(), "connection refused", true},
+		{"no answer within callTimeout", silent(false), quick, now, t.Context(), "did not answer within callTimeout", true},
+		{"no first event within callTimeout", silent(true), quick, now, t.Context(), "did not answer within callTimeout", true},
 		{"404", broken(http.StatusNotFound), Config{}, now, t.Context(), "404 Not Found", false},
 		{"429", broken(http.StatusTooManyRequests), Config{}, now, t.Context(), "429 Too Many Requests", false},
 		{"canceled by the caller", stopped, Config{}, now, canceled, "context canceled", false},
+		{"the chain's deadline came first", silent(false), Config{}, soon, t.Context(), "delegation deadline passed", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
