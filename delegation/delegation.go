@@ -86,6 +86,8 @@ type Delegation struct {
 	receipts map[string]steering.Receipt
 	// life bounds the started delegation in time (deadline.go).
 	life lifetime
+	// listed is set once the ended delegation was handed to Engine.ended.
+	listed bool
 }
 
 // ID returns the delegation's id.

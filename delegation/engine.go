@@ -480,7 +480,15 @@ func (d *Delegation) follow(s *session) {
 	d.mu.Lock()
 	d.stopFollow, d.followDone = cancel, done
 	d.mu.Unlock()
-	e.wg.Add(1)
+	if !e.track() {
+		// Closed meanwhile: nothing follows the task, as after Close.
+		if s.stop != nil {
+			s.stop()
+		}
+		cancel()
+		close(done)
+		return
+	}
 	go func() {
 		defer e.wg.Done()
 		defer close(done)
@@ -560,19 +568,28 @@ func (d *Delegation) poll(ctx context.Context) bool {
 	}
 }
 
-// settled runs when the downstream task ended or waits for input.
+// settled runs when the downstream task ended or waits for input. Several
+// paths may see the same end (the follower, a cancel, the silence probe);
+// the first to see it ended hands the delegation to Engine.ended, once.
 func (d *Delegation) settled() {
 	d.mu.Lock()
-	ended := d.rec.State.Terminal()
+	first := d.rec.State.Terminal() && !d.listed
+	if first {
+		d.listed = true
+	}
 	d.mu.Unlock()
-	if ended {
+	if first {
 		d.engine.ended(d.rec.ID)
 	}
 }
 
 // Send gives the caller's message to a delegation waiting for input; the
-// same downstream task receives it.
+// same downstream task receives it. Once the engine is closed it fails
+// with ErrClosed and sends nothing.
 func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delegation, error) {
+	if e.ctx.Err() != nil {
+		return nil, ErrClosed // nothing would follow the task after the input
+	}
 	d, ok := e.Get(id)
 	if !ok {
 		if _, err := e.store.Get(ctx, id); err == nil {

@@ -313,3 +313,65 @@ func TestDelegate_DeadlineTravelsAndIsEnforced(t *testing.T) {
 		t.Errorf("past deadline: err = %v", err)
 	}
 }
+
+// TestEngine_EndedDelegationTakesOneSlot checks that an ended delegation
+// counts once toward KeepFinished, however many paths see it end: a
+// cancel, the follower and the silence probe may all report the same end,
+// and a delegation counted twice pushed a more recent one out early.
+func TestEngine_EndedDelegationTakesOneSlot(t *testing.T) {
+	t.Parallel()
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	quick := testagent.Start(t, testagent.Options{Name: "Quick", Skill: "quick"}, testagent.Reply("done"))
+	f := newFixture(t, Config{KeepFinished: 2})
+	f.add(t, "slow", slow.URL)
+	f.add(t, "quick", quick.URL)
+
+	canceled, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, canceled, a2a.TaskStateWorking)
+	if r, err := f.engine.Cancel(t.Context(), canceled.ID()); err != nil || r.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel: %v, %s", err, r.State)
+	}
+	canceled.settled() // another path seeing the same end
+	f.engine.mu.RLock()
+	finished := slices.Clone(f.engine.finished)
+	f.engine.mu.RUnlock()
+	if !slices.Equal(finished, []string{canceled.ID()}) {
+		t.Errorf("ended delegations listed %q, want the canceled one once", finished)
+	}
+
+	done, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, done, a2a.TaskStateCompleted)
+	for _, d := range []*Delegation{canceled, done} {
+		if _, ok := f.engine.Get(d.ID()); !ok {
+			t.Errorf("%s (%s) was forgotten with 2 ended delegations and KeepFinished 2", d.ID(), d.Record().State)
+		}
+	}
+}
+
+// TestSend_AfterCloseSendsNothing checks that input for a waiting
+// delegation is refused once the engine is closed: nothing would follow
+// the downstream task after it, as Close stopped following.
+func TestSend_AfterCloseSendsNothing(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Asker", Skill: "ask"}, testagent.Ask())
+	f := newFixture(t, Config{})
+	f.add(t, "asker", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateInputRequired)
+	f.engine.Close()
+	if _, err := f.engine.Send(t.Context(), d.ID(), textMessage("1999")); !errors.Is(err, ErrClosed) {
+		t.Errorf("send after close: err = %v, want ErrClosed", err)
+	}
+	if n := len(agent.Messages()); n != 1 {
+		t.Errorf("the agent got %d messages, want only the first", n)
+	}
+}
