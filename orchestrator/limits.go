@@ -106,6 +106,9 @@ type bodyLimits struct {
 	maxBytes    int64
 	maxAPIBytes int64
 	maxDepth    int
+	// readTimeout is the server's, named in the refusal of a body that
+	// did not arrive within it.
+	readTimeout time.Duration
 	log         *slog.Logger
 }
 
@@ -114,7 +117,8 @@ func newBodyLimits(c HTTPConfig, log *slog.Logger) *bodyLimits {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c = c.withDefaults()
-	return &bodyLimits{maxBytes: c.MaxBodyBytes, maxAPIBytes: c.MaxAPIBodyBytes, maxDepth: c.MaxJSONDepth, log: log}
+	return &bodyLimits{maxBytes: c.MaxBodyBytes, maxAPIBytes: c.MaxAPIBodyBytes, maxDepth: c.MaxJSONDepth,
+		readTimeout: time.Duration(c.ReadTimeout), log: log}
 }
 
 // jsonRPC bounds the bodies of an A2A JSON-RPC endpoint, refusing with a
@@ -147,8 +151,9 @@ type refusal struct {
 	// code is the API error code.
 	code string
 	msg  string
-	// limit and setting name the limit that refused the body; empty when
-	// the body could not be read.
+	// limit and setting name the limit that refused the body (the read
+	// timeout for a body that did not arrive in time); empty when the
+	// body could not be read for another reason.
 	limit, setting string
 	// id is the JSON-RPC request id, when the body's prefix held one.
 	id any
@@ -179,12 +184,14 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 		n := int64(len(body.buf))
 		switch {
 		case err != nil:
-			status, code, what := http.StatusBadRequest, "invalid_argument", "read request body"
+			rf := &refusal{status: http.StatusBadRequest, code: "invalid_argument", msg: "read request body: " + err.Error()}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				status, code, what = http.StatusRequestTimeout, "timeout", "request body not received in time (http.readTimeout)"
+				rf.status, rf.code = http.StatusRequestTimeout, "timeout"
+				rf.msg = "request body not received in time (http.readTimeout): " + err.Error()
+				rf.limit, rf.setting = l.readTimeout.String(), "http.readTimeout"
 			}
-			l.refuse(w, r, write, &refusal{status: status, code: code, msg: fmt.Sprintf("%s: %v", what, err)})
+			l.refuse(w, r, write, rf)
 			return
 		case n > limit:
 			l.refuse(w, r, write, &refusal{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",

@@ -419,7 +419,7 @@ func TestBodyLimits_SlowBodiesTimeOut(t *testing.T) {
 					t.Errorf("%s: no answer: %v", path, err)
 					return
 				}
-				_, err = io.Copy(io.Discard, resp.Body) // to the connection's end
+				b, err := io.ReadAll(resp.Body) // to the connection's end
 				resp.Body.Close()
 				took := time.Since(start)
 				if err != nil || took < readTimeout || took > readTimeout+3*time.Second {
@@ -427,6 +427,15 @@ func TestBodyLimits_SlowBodiesTimeOut(t *testing.T) {
 				}
 				if resp.StatusCode != http.StatusRequestTimeout && !(strings.Contains(path, "jsonrpc") && resp.StatusCode == http.StatusOK) {
 					t.Errorf("%s: status %d", path, resp.StatusCode)
+				}
+				// Like the other refusals, an A2A one names the limit in its
+				// ErrorInfo; the API's says timeout.
+				want := `"metadata":{"limit":"500ms","setting":"http.readTimeout"`
+				if strings.HasPrefix(path, "/v1/") || path == "/metrics" {
+					want = `"code": "timeout"`
+				}
+				if !bytes.Contains(b, []byte(want)) || !bytes.Contains(b, []byte("(http.readTimeout)")) {
+					t.Errorf("%s: answer %s, want it to contain %s", path, b, want)
 				}
 			})
 		}
