@@ -508,12 +508,32 @@ func TestSteer_Refusals(t *testing.T) {
 	if _, err := signal(t, c, id, steering.Interrupt, "stop", ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cancelInterrupted(t, c, id)
 	if _, err := signal(t, c, id, steering.Interrupt, "stop", ""); !errors.Is(err, a2a.ErrUnsupportedOperation) || !strings.Contains(err.Error(), "TASK_STATE_CANCELED") {
 		t.Errorf("interrupt of a canceled task: err = %v", err)
+	}
+}
+
+// cancelInterrupted cancels a task whose interrupt was just acknowledged.
+// The acknowledgement comes once a2a-go let go of the execution, which
+// makes a message resume the task at once; but a2a-go forgets the
+// execution a moment later, and a cancel landing in between joins the
+// ending execution and fails ("queue is closed", or "task cannot be
+// canceled" in INPUT_REQUIRED). So the cancel is retried, for a second at
+// most.
+func cancelInterrupted(t *testing.T, c *a2aclient.Client, id a2a.TaskID) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		task, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id})
+		if err == nil {
+			if task.Status.State != a2a.TaskStateCanceled {
+				t.Fatalf("cancel: task %s", task.Status.State)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cancel after the interrupt settled: %v", err)
+		}
 	}
 }
 
