@@ -224,25 +224,31 @@ func (e *callTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 // after SilenceTimeout without one it asks the agent for the task.
 type silence struct {
 	d *Delegation
-	// ctx is the follower's: it ends when following stops.
-	ctx context.Context
+	// ctx is the follower's: it ends when following stops; stopFollower
+	// ends it.
+	ctx          context.Context
+	stopFollower context.CancelFunc
 
-	mu     sync.Mutex
-	timer  *time.Timer
+	mu    sync.Mutex
+	timer *time.Timer
+	// events counts the stream's events, so a probe can tell the stream
+	// spoke while it waited for the agent's answer.
+	events uint64
 	failed int
 	done   bool
 }
 
 // watchSilence watches the stream of a followed session, if it has one,
 // and ties the stream to ctx: it is closed when following stops, even while
-// the follower waits on it. The returned func ends the watch.
-func (d *Delegation) watchSilence(ctx context.Context, s *session) (stop func()) {
+// the follower waits on it. stop is the follower's: a probe that finds the
+// task settled ends it. The returned func ends the watch.
+func (d *Delegation) watchSilence(ctx context.Context, stop context.CancelFunc, s *session) (unwatch func()) {
 	if s.next == nil {
 		return func() {}
 	}
 	e := d.engine
 	unabort := context.AfterFunc(ctx, s.abort)
-	w := &silence{d: d, ctx: ctx}
+	w := &silence{d: d, ctx: ctx, stopFollower: stop}
 	w.mu.Lock()
 	w.timer = time.AfterFunc(e.cfg.SilenceTimeout, func() { e.owned(w.probe) })
 	w.mu.Unlock()
@@ -262,6 +268,7 @@ func (d *Delegation) watchSilence(ctx context.Context, s *session) (stop func())
 func (w *silence) heard() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.events++
 	w.failed = 0
 	if !w.done {
 		w.timer.Reset(w.d.engine.cfg.SilenceTimeout)
@@ -278,54 +285,43 @@ func (w *silence) stop() {
 // probe asks the agent for the task of a silent stream. An answer is
 // applied (it may show the task settled while the stream said nothing);
 // lostAfter failures in a row, PollInterval apart, fail the delegation.
-// Either way a settled task stops the follower waiting on the stream.
+// Either way a settled task stops the follower waiting on the stream. When
+// the stream spoke while the agent was asked, the outcome is dropped: the
+// stream is alive, and its events are newer than the answer.
 func (w *silence) probe() {
 	d, e := w.d, w.d.engine
-	d.mu.Lock()
-	taskID, agent := d.rec.Downstream.TaskID, d.rec.Downstream.Agent
-	d.mu.Unlock()
-	callCtx, cancel := context.WithTimeout(w.ctx, e.cfg.CallTimeout)
-	defer cancel()
-	start := time.Now()
-	task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
-	e.in.called(w.ctx, agent, "GetTask", start, err)
-	if w.ctx.Err() != nil {
-		return // following stopped meanwhile
-	}
 	w.mu.Lock()
-	if w.done {
-		w.mu.Unlock()
-		return
-	}
-	if err != nil {
-		if w.failed++; w.failed < lostAfter {
-			w.timer.Reset(e.cfg.PollInterval)
-			w.mu.Unlock()
-			return
-		}
-		w.done = true
-		w.mu.Unlock()
-		d.fail(fmt.Sprintf("agent went silent: no stream event for %s, then %d GetTask calls in a row failed, the last with: %v",
-			e.cfg.SilenceTimeout, lostAfter, callErr(callCtx, err)))
-		d.stopFollowing()
-		d.settled()
-		return
-	}
-	w.failed = 0
-	w.timer.Reset(e.cfg.SilenceTimeout)
+	seen := w.events
 	w.mu.Unlock()
-	if d.apply(task) {
-		d.stopFollowing()
-		d.settled()
-	}
-}
-
-// stopFollowing tells the follower to stop without waiting for it.
-func (d *Delegation) stopFollowing() {
 	d.mu.Lock()
-	stop := d.stopFollow
+	taskID := d.rec.Downstream.TaskID
 	d.mu.Unlock()
-	if stop != nil {
-		stop()
+	task, err := d.getTask(w.ctx, taskID)
+	// The outcome is applied under mu: an event the stream brings
+	// meanwhile waits in heard and is applied after it.
+	w.mu.Lock()
+	if w.done || w.ctx.Err() != nil || w.events != seen {
+		w.mu.Unlock()
+		return
+	}
+	var settled bool
+	switch {
+	case err == nil:
+		w.failed = 0
+		w.timer.Reset(e.cfg.SilenceTimeout)
+		settled = d.apply(task)
+	case w.failed+1 < lostAfter:
+		w.failed++
+		w.timer.Reset(e.cfg.PollInterval)
+	default:
+		w.done = true
+		d.fail(fmt.Sprintf("agent went silent: no stream event for %s, then %d GetTask calls in a row failed, the last with: %v",
+			e.cfg.SilenceTimeout, lostAfter, err))
+		settled = true
+	}
+	w.mu.Unlock()
+	if settled {
+		w.stopFollower()
+		d.settled()
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/internal/testagent"
@@ -277,4 +279,75 @@ func countCalls(calls []string, method string) int {
 		}
 	}
 	return n
+}
+
+// TestSilence_LateAnswerDoesNotUndoTheStream checks that a GetTask the
+// silence probe sent, answered after the stream spoke again, is not
+// applied over the stream's newer events: the stream is alive, and the
+// answer says how the task stood before.
+func TestSilence_LateAnswerDoesNotUndoTheStream(t *testing.T) {
+	t.Parallel()
+	more := make(chan struct{})
+	status := func(ec *a2asrv.ExecutorContext, text string) a2a.Event {
+		return a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text)))
+	}
+	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "s", Streaming: true},
+		func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) || !yield(status(ec, "one"), nil) {
+				return
+			}
+			select {
+			case <-more:
+			case <-ctx.Done():
+				return
+			}
+			if yield(status(ec, "two"), nil) {
+				<-ctx.Done()
+			}
+		})
+	release := agent.Hold("GetTask")
+	defer release()
+	f := newFixture(t, Config{SilenceTimeout: 200 * time.Millisecond})
+	f.add(t, "slow", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, "one")
+	agent.WaitCalls(t, "GetTask", 1) // its answer says "one"
+	close(more)
+	waitStatus(t, d, "two")
+	release()
+	agent.WaitCalls(t, "GetTask", 3) // the next probes went by
+	evs, _, _ := d.Events(0)
+	var said []string
+	for _, ev := range evs {
+		if ev.Kind == "state" && ev.Message != nil {
+			said = append(said, testagent.Text(ev.Message))
+		}
+	}
+	if !slices.Equal(said, []string{"one", "two"}) {
+		t.Errorf("status messages %q, want one then two", said)
+	}
+	if r, err := f.engine.Cancel(t.Context(), d.ID()); err != nil || r.State != a2a.TaskStateCanceled {
+		t.Errorf("cancel: %v, state %s (%s)", err, r.State, r.Error)
+	}
+}
+
+// waitStatus waits until the delegation's latest event carries a status
+// message with text.
+func waitStatus(t *testing.T, d *Delegation, text string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		evs, changed, _ := d.Events(0)
+		if n := len(evs); n > 0 && evs[n-1].Message != nil && testagent.Text(evs[n-1].Message) == text {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("no status %q; events %+v", text, evs)
+		}
+	}
 }

@@ -496,7 +496,7 @@ func (d *Delegation) follow(s *session) {
 		if s.stop != nil {
 			defer s.stop()
 		}
-		defer d.watchSilence(ctx, s)()
+		defer d.watchSilence(ctx, cancel, s)()
 		if s.next != nil && d.stream(ctx, s) {
 			d.settled()
 			return
@@ -546,11 +546,7 @@ func (d *Delegation) poll(ctx context.Context) bool {
 			return false
 		case <-t.C:
 		}
-		callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
-		start := time.Now()
-		task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
-		e.in.called(ctx, d.rec.Downstream.Agent, "GetTask", start, err)
-		cancel()
+		task, err := d.getTask(ctx, taskID)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
@@ -566,6 +562,19 @@ func (d *Delegation) poll(ctx context.Context) bool {
 			return true
 		}
 	}
+}
+
+// getTask asks the agent for the downstream task, bounded by CallTimeout;
+// ctx is the follower's, which the deadline's expiry ends.
+func (d *Delegation) getTask(ctx context.Context, taskID a2a.TaskID) (*a2a.Task, error) {
+	e := d.engine
+	callCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.CallTimeout, &callTimeoutError{agent: d.rec.Downstream.Agent, limit: e.cfg.CallTimeout})
+	defer cancel()
+	start := time.Now()
+	task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
+	err = callErr(callCtx, err)
+	e.in.called(ctx, d.rec.Downstream.Agent, "GetTask", start, err)
+	return task, err
 }
 
 // settled runs when the downstream task ended or waits for input. Several

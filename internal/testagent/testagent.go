@@ -130,6 +130,8 @@ type Agent struct {
 	// ends when the agent stops.
 	frozen  atomic.Bool
 	stopped context.Context
+	// held delays the answers to one method (see Hold).
+	held atomic.Pointer[hold]
 	// requests records each A2A request with its headers (headers.go).
 	requests requestLog
 }
@@ -252,6 +254,10 @@ func recordMethods(a *Agent, next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if h := a.held.Load(); h != nil && h.method == call.Method {
+			h.serve(a, next, w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
