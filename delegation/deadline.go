@@ -160,11 +160,14 @@ func (d *Delegation) cancelDownstream(agent string, taskID a2a.TaskID) string {
 		return "no downstream task to cancel"
 	}
 	e := d.engine
-	ctx, cancel := context.WithTimeout(d.traced(e.ctx), e.cfg.CancelWait)
+	base := d.traced(e.ctx)
+	ctx, cancel := context.WithTimeout(base, e.cfg.CancelWait)
 	defer cancel()
 	start := time.Now()
 	task, err := d.client.CancelTask(ctx, &a2a.CancelTaskRequest{ID: taskID})
-	e.in.called(ctx, agent, "CancelTask", start, err)
+	// Observed against base: a cancel not answered within CancelWait is
+	// the agent's doing, as in Engine.Cancel.
+	e.in.called(base, agent, "CancelTask", start, err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Sprintf("the cancel sent downstream was not answered within cancelWait (%s)", e.cfg.CancelWait)

@@ -351,3 +351,26 @@ func waitStatus(t *testing.T, d *Delegation, text string) {
 		}
 	}
 }
+
+// TestDeadline_UnansweredCancelCountsAgainstTheAgent checks that an agent
+// that does not answer the cancel sent at the deadline within cancelWait
+// has that counted against it, as a cancel the caller asked for is.
+func TestDeadline_UnansweredCancelCountsAgainstTheAgent(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Stuck", Skill: "s", Streaming: true}, testagent.Hang())
+	f := newFixtureWith(t, registry.Config{BreakerMinBackoff: time.Hour}, Config{CancelWait: 100 * time.Millisecond})
+	f.add(t, "stuck", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "s", Deadline: time.Now().Add(300 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	agent.Freeze()
+	r := waitState(t, d, a2a.TaskStateFailed)
+	if !strings.HasSuffix(r.Error, "the cancel sent downstream was not answered within cancelWait (100ms)") {
+		t.Errorf("error = %q", r.Error)
+	}
+	if a, _ := f.reg.Get("stuck"); a.Breaker.Failures != 1 || !strings.Contains(a.Breaker.LastError, "deadline exceeded") {
+		t.Errorf("breaker %+v, want the unanswered cancel counted", a.Breaker)
+	}
+}
