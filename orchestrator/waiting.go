@@ -24,8 +24,6 @@ const waitingStoreTimeout = 10 * time.Second
 // watch is the arrangement to end one waiting task with its delegation.
 type watch struct {
 	stop func() bool
-	// fired is set, under executor.mu, once the delegation has ended.
-	fired bool
 }
 
 var _ a2asrv.AgentExecutionCleaner = (*executor)(nil)
@@ -54,12 +52,13 @@ func (x *executor) Cleanup(ctx context.Context, ec *a2asrv.ExecutorContext, _ a2
 		return
 	}
 	ctx = context.WithoutCancel(ctx) // it carries the caller, who owns the task in the store
+	// endWaiting runs in its own goroutine and takes x.mu, so it cannot
+	// run before the watch is in place, even for a delegation that has
+	// ended already.
 	w := &watch{}
 	w.stop = d.AfterEnd(func() { x.endWaiting(ctx, ec, d, w) })
-	if !w.fired {
-		x.unwatchLocked(ec.TaskID)
-		x.watches[ec.TaskID] = w
-	}
+	x.unwatchLocked(ec.TaskID)
+	x.watches[ec.TaskID] = w
 }
 
 // unwatch stops watching a task: an execution or a cancel of it is
@@ -81,7 +80,6 @@ func (x *executor) unwatchLocked(id a2a.TaskID) {
 // the task moved on meanwhile (a new execution or a cancel of it began).
 func (x *executor) endWaiting(ctx context.Context, ec *a2asrv.ExecutorContext, d *delegation.Delegation, w *watch) {
 	x.mu.Lock()
-	w.fired = true
 	if x.watches[ec.TaskID] == w {
 		delete(x.watches, ec.TaskID)
 	}
