@@ -187,11 +187,15 @@ func (d *Delegation) cancelDownstream(agent string, taskID a2a.TaskID) string {
 // delegation's deadline when that is nearer; the context's cause says
 // which.
 func (d *Delegation) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	e := d.engine
-	limit := e.cfg.CallTimeout
-	var cause error = &callTimeoutError{agent: d.rec.Downstream.Agent, limit: limit}
+	limit := d.engine.cfg.CallTimeout
+	return d.bounded(ctx, limit, &callTimeoutError{agent: d.rec.Downstream.Agent, limit: limit})
+}
+
+// bounded bounds ctx by limit, with cause (nil for none), or by the
+// delegation's deadline when that is nearer, with ErrDeadline as the cause.
+func (d *Delegation) bounded(ctx context.Context, limit time.Duration, cause error) (context.Context, context.CancelFunc) {
 	if dl := d.chain.Deadline; !dl.IsZero() {
-		if left := dl.Sub(e.cfg.Now()); left < limit {
+		if left := dl.Sub(d.engine.cfg.Now()); left < limit {
 			limit, cause = left, fmt.Errorf("%w: it was %s", ErrDeadline, stamp(dl))
 		}
 	}

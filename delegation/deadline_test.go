@@ -16,6 +16,7 @@ import (
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/steering"
 )
 
 // TestDeadline_EndsTheDelegation checks that a deadline is enforced while
@@ -372,5 +373,36 @@ func TestDeadline_UnansweredCancelCountsAgainstTheAgent(t *testing.T) {
 	}
 	if a, _ := f.reg.Get("stuck"); a.Breaker.Failures != 1 || !strings.Contains(a.Breaker.LastError, "deadline exceeded") {
 		t.Errorf("breaker %+v, want the unanswered cancel counted", a.Breaker)
+	}
+}
+
+// TestDeadline_EndsASteerInFlight checks that a steer the agent does not
+// answer does not hold the delegation past its deadline: the steer gives
+// up at the deadline, saying so, and the delegation ends FAILED then.
+func TestDeadline_EndsASteerInFlight(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "s", Streaming: true, Steering: true}, testagent.Steerable())
+	f := newFixture(t, Config{CallTimeout: 10 * time.Second, CancelWait: 100 * time.Millisecond})
+	f.add(t, "c", agent.URL)
+	deadline := time.Now().Add(400 * time.Millisecond)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "s", Deadline: deadline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	agent.Freeze()
+	_, err = f.engine.Steer(t.Context(), d.ID(), steering.Steer, textMessage("narrow it"))
+	if took := time.Since(deadline); !errors.Is(err, ErrDeadline) || took > 2*time.Second {
+		t.Errorf("steer returned %s after the deadline: %v, want ErrDeadline at the deadline", took, err)
+	}
+	r := waitState(t, d, a2a.TaskStateFailed)
+	if late := time.Since(deadline); late > 2*time.Second {
+		t.Errorf("FAILED %s after the deadline", late)
+	}
+	if !strings.HasPrefix(r.Error, "deadline "+stamp(deadline)+" passed while agent c was WORKING") {
+		t.Errorf("error = %q", r.Error)
+	}
+	if a, _ := f.reg.Get("c"); a.Breaker.Failures != 1 {
+		t.Errorf("breaker %+v, want only the unanswered cancel counted, not the steer the deadline cut short", a.Breaker)
 	}
 }

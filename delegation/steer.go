@@ -31,7 +31,9 @@ func (errNotAdvertised) Unwrap() error { return ErrNotSteerable }
 // retried message (same id) is passed on once and answered with the first
 // receipt. Signals to one delegation are passed on one at a time, in the
 // order they arrive. An interrupt returns once the delegation settled
-// INPUT_REQUIRED (or CancelWait passed).
+// INPUT_REQUIRED (or CancelWait passed). Nothing waits past the
+// delegation's deadline: a signal the agent has not answered by then fails
+// with ErrDeadline.
 func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *a2a.Message) (r steering.Receipt, err error) {
 	ctx, span := e.in.start(ctx, "orchd.steer")
 	defer func() { e.in.steered(ctx, span, c, err) }()
@@ -79,10 +81,13 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 	down.TaskID, down.ContextID = taskID, contextID
 	down.Metadata = cloneMetadata(msg.Metadata)
 	down.Metadata[steering.ControlKey] = string(c)
-	callCtx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout+e.cfg.CancelWait)
+	// Bounded by the deadline too: the signal holds op, which the
+	// deadline's expiry waits for.
+	callCtx, cancel := d.bounded(ctx, e.cfg.CallTimeout+e.cfg.CancelWait, nil)
 	defer cancel()
 	start := time.Now()
 	res, err := d.client.SendMessage(callCtx, &a2a.SendMessageRequest{Message: &down})
+	err = callErr(callCtx, err) // the chain's deadline is not the agent's fault
 	e.in.called(ctx, hop, "SendMessage", start, err)
 	if err != nil {
 		return steering.Receipt{}, fmt.Errorf("hop %s refused the %s: %w", hop, c, err)
@@ -115,7 +120,7 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 		if working && ack.Status.State != a2a.TaskStateWorking {
 			d.apply(ack)
 		}
-		waitCtx, cancelWait := context.WithTimeout(ctx, e.cfg.CancelWait)
+		waitCtx, cancelWait := d.bounded(ctx, e.cfg.CancelWait, nil)
 		defer cancelWait()
 		d.waitSettled(waitCtx)
 	}
