@@ -455,14 +455,7 @@ func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
 	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
 	base := startDaemon(t, cfg)
 
-	card, err := (&agentcard.Resolver{}).Resolve(t.Context(), base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(t.Context(), card)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := a2aClient(t, base)
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
 	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
 	start := time.Now()
