@@ -31,8 +31,10 @@ type Candidate struct {
 	Allowed bool `json:"allowed"`
 	// Rank is the policies' rank for allowed agents.
 	Rank float64 `json:"rank,omitempty"`
-	// Reasons say why the agent was refused: a protocol version orchd
-	// cannot speak, a missing capability, or policy rules.
+	// Reasons say why the agent was refused: it is already in the chain,
+	// orchd cannot speak its protocol version, it lacks a required
+	// capability, its circuit breaker is open ("unhealthy: …"), or policy
+	// rules.
 	Reasons []string `json:"reasons,omitempty"`
 }
 

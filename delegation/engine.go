@@ -216,7 +216,7 @@ func (e *Engine) chains(req Request) (Chain, Chain, error) {
 	}
 	out.Deadline = e.capped(out.Deadline)
 	if !out.Deadline.IsZero() && !e.cfg.Now().Before(out.Deadline) {
-		return Chain{}, Chain{}, fmt.Errorf("%w: it was %s", ErrDeadline, out.Deadline.Format(time.RFC3339))
+		return Chain{}, Chain{}, fmt.Errorf("%w: it was %s", ErrDeadline, stamp(out.Deadline))
 	}
 	if out.Skill == "" {
 		out.Skill = req.Skill
@@ -718,18 +718,25 @@ func (d *Delegation) stop() {
 
 // retryable reports whether an agent's failure to accept work warrants
 // trying the next candidate: it could not be reached, failed on the server
-// side, or does not speak the version the client chose.
+// side, its breaker is open, or it does not speak the version the client
+// chose.
 func retryable(err error) bool {
-	var netErr net.Error
-	msg := err.Error()
 	return errors.Is(err, a2a.ErrVersionNotSupported) ||
 		errors.Is(err, registry.ErrBreakerOpen) ||
 		errors.Is(err, a2a.ErrInternalError) ||
 		errors.Is(err, a2a.ErrServerError) ||
-		errors.Is(err, syscall.ECONNREFUSED) ||
+		unreachable(err) ||
+		strings.Contains(err.Error(), "no compatible transports")
+}
+
+// unreachable reports whether err says the agent could not be reached or
+// did not answer: the connection was refused or broke, the network or a
+// timeout failed the call, or it answered with an HTTP 5xx status.
+func unreachable(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.As(err, &netErr) ||
-		strings.Contains(msg, "unexpected HTTP status: 5") ||
-		strings.Contains(msg, "no compatible transports")
+		errors.As(err, &netErr) || // a context.DeadlineExceeded is one
+		strings.Contains(err.Error(), "unexpected HTTP status: 5")
 }

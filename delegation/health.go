@@ -3,10 +3,6 @@ package delegation
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"strings"
-	"syscall"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -51,18 +47,11 @@ func agentFault(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrDeadline) {
 		return false // the caller gave up, or the chain's deadline passed
 	}
-	var netErr net.Error
 	switch {
 	case errors.Is(err, a2a.ErrInternalError), errors.Is(err, a2a.ErrServerError):
 		return true
 	case errors.As(err, new(*a2a.Error)):
 		return false // any other answer in A2A terms
-	case errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.As(err, &netErr):
-		return true
 	}
-	return strings.Contains(err.Error(), "unexpected HTTP status: 5")
+	return errors.Is(err, context.DeadlineExceeded) || unreachable(err)
 }
