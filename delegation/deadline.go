@@ -18,7 +18,9 @@ import (
 //     whatever the delegation is doing, after canceling the downstream
 //     task;
 //   - every call to the agent, the opening of a stream included, is
-//     bounded by CallTimeout, and by the deadline when that is nearer;
+//     bounded by CallTimeout; sends and steering signals by the deadline
+//     too when that is nearer, and polls end when the deadline's expiry
+//     stops the follower;
 //   - a stream silent for SilenceTimeout is checked with GetTask: an agent
 //     that answers is alive, one that does not answer lostAfter times in a
 //     row is given up.

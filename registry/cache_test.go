@@ -221,3 +221,23 @@ func TestCache_CallerCancelDoesNotFailOthers(t *testing.T) {
 		t.Errorf("patient caller sharing the request failed: %v", err)
 	}
 }
+
+// TestInspect_UnhealthySaysWhy checks that an inspected card served stale
+// after failed revalidations says why it is unhealthy, as a registered
+// agent does.
+func TestInspect_UnhealthySaysWhy(t *testing.T) {
+	t.Parallel()
+	s := newCardServer(t, card("SIE", ""))
+	s.set(func(s *cardServer) { s.cacheControl = "max-age=10, stale-while-revalidate=0, stale-if-error=600" })
+	clk := newClock()
+	r := newTestRegistry(t, Config{Now: clk.Now, UnhealthyAfter: 1})
+	if _, err := r.Inspect(t.Context(), s.URL); err != nil {
+		t.Fatal(err)
+	}
+	s.set(func(s *cardServer) { s.status = http.StatusBadGateway })
+	clk.Advance(time.Minute)
+	a, err := r.Inspect(t.Context(), s.URL)
+	if err != nil || a.Healthy || !strings.HasPrefix(a.UnhealthyReason, "1 card refreshes failed in a row, last: ") || !strings.Contains(a.UnhealthyReason, "502") {
+		t.Errorf("stale card after a failed revalidation: err %v, healthy %v, reason %q", err, a.Healthy, a.UnhealthyReason)
+	}
+}

@@ -301,10 +301,11 @@ func (r *Registry) Inspect(ctx context.Context, url string) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", base, err)
 	}
-	a := &Agent{base: base, Healthy: e.failures < r.cfg.UnhealthyAfter, Failures: e.failures, Breaker: Breaker{State: BreakerClosed}}
+	a := &Agent{base: base, Failures: e.failures, Breaker: Breaker{State: BreakerClosed}}
 	if e.err != nil {
 		a.LastError = e.err.Error()
 	}
+	a.setHealth(&r.cfg)
 	a.Profile = e.profile
 	a.setCacheState(e, r.cfg)
 	return a, nil
