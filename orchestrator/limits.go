@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -239,9 +240,9 @@ var bodyPool = sync.Pool{New: func() any { return new(pooledBody) }}
 // that arrived, not the bytes a client declared, and a body cut at the
 // limit holds limit+1 bytes.
 func (b *pooledBody) readFrom(src io.Reader, limit, declared int64) error {
-	ceiling := int(limit + 1)
+	ceiling := int(min(limit, math.MaxInt-1) + 1) // no overflow for the largest limit
 	if declared >= 0 {
-		ceiling = min(ceiling, int(declared)+1) // +1: room to read EOF
+		ceiling = min(ceiling, int(min(declared, math.MaxInt-1))+1) // +1: room to read EOF
 	}
 	buf := b.buf[:0]
 	for len(buf) < ceiling {

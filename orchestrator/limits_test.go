@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -368,6 +369,25 @@ func TestBodyLimits_ReadsNoFurtherThanTheLimit(t *testing.T) {
 	}
 	if ran.Load() {
 		t.Error("the endpoint ran on a refused body")
+	}
+}
+
+// TestBodyLimits_LargestLimits passes bodies on whole under the largest
+// limits a config can set, chunked or with their length.
+func TestBodyLimits_LargestLimits(t *testing.T) {
+	t.Parallel()
+	l := newBodyLimits(HTTPConfig{MaxBodyBytes: math.MaxInt64, MaxAPIBodyBytes: math.MaxInt64}, testLogger(t))
+	const body = `{"jsonrpc":"2.0","id":1,"method":"SendMessage"}`
+	for _, declared := range []int64{int64(len(body)), -1} {
+		var got []byte
+		h := l.jsonRPC(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got, _ = io.ReadAll(r.Body) }))
+		req := httptest.NewRequest("POST", pathJSONRPC, strings.NewReader(body))
+		req.ContentLength = declared
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if string(got) != body {
+			t.Errorf("Content-Length %d: the endpoint read %q (answer %d %s), want the body", declared, got, rec.Code, rec.Body)
+		}
 	}
 }
 
