@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -165,6 +166,14 @@ func (d *Daemon) Addr() net.Addr {
 // shuts the server down gracefully and stops every goroutine it started
 // before returning.
 func (d *Daemon) Run(ctx context.Context) error {
+	// The state directory's lock is released last, once everything that
+	// may still write state has stopped.
+	var lock *os.File
+	defer func() {
+		if lock != nil {
+			lock.Close()
+		}
+	}()
 	if d.ownTelemetry {
 		defer d.shutdownTelemetry()
 	}
@@ -172,11 +181,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer d.delegations.Close()
 	defer d.stop()
 	if d.stateDir != "" {
-		lock, err := lockStateDir(d.stateDir)
-		if err != nil {
+		var err error
+		if lock, err = lockStateDir(d.stateDir); err != nil {
 			return err
 		}
-		defer lock.Close()
 	}
 	if err := checkAdvertised(d.cfg.Listen, d.cfg.Agent.URL); err != nil {
 		return fmt.Errorf("config: %w", err)
