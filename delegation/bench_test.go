@@ -50,18 +50,7 @@ func BenchmarkInFlight(b *testing.B) {
 				f.add(b, "slow", url)
 				before := inUse()
 				goroutines := runtime.NumGoroutine()
-				var mu sync.Mutex
-				ds := make([]*Delegation, 0, tc.n)
-				parallel(b, tc.n, func() error {
-					d, err := f.engine.Delegate(context.Background(), Request{Text: "wait", Skill: "slow"})
-					if err != nil {
-						return err
-					}
-					mu.Lock()
-					ds = append(ds, d)
-					mu.Unlock()
-					return nil
-				})
+				ds := delegateAll(b, f, tc.n, func() Request { return Request{Text: "wait", Skill: "slow"} })
 				per := float64(inUse()-before) / float64(tc.n)
 				for _, d := range ds {
 					if s := d.Record().State; s.Terminal() {
@@ -145,6 +134,25 @@ func (forever) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a
 	return func(yield func(a2a.Event, error) bool) {
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
+}
+
+// delegateAll delegates n requests made by req, 64 at a time, and returns
+// the delegations; it fails on the first error.
+func delegateAll(b *testing.B, f *fixture, n int, req func() Request) []*Delegation {
+	b.Helper()
+	var mu sync.Mutex
+	ds := make([]*Delegation, 0, n)
+	parallel(b, n, func() error {
+		d, err := f.engine.Delegate(context.Background(), req())
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		ds = append(ds, d)
+		mu.Unlock()
+		return nil
+	})
+	return ds
 }
 
 // parallel runs fn n times on 64 workers and fails on the first error.

@@ -1,11 +1,9 @@
 package delegation
 
 import (
-	"context"
 	"net/http"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,25 +37,13 @@ func BenchmarkDeadline(b *testing.B) {
 				f := newFixture(b, Config{HTTPClient: &http.Client{Transport: transport}, PollInterval: 500 * time.Millisecond, KeepFinished: n})
 				f.add(b, "slow", url)
 				before := runtime.NumGoroutine()
-				var mu sync.Mutex
-				var ds []*Delegation
-				parallel(b, n, func() error {
-					d, err := f.engine.Delegate(context.Background(), Request{Text: "wait", Skill: "slow", Deadline: time.Now().Add(300 * time.Millisecond)})
-					if err != nil {
-						return err
-					}
-					mu.Lock()
-					ds = append(ds, d)
-					mu.Unlock()
-					return nil
+				ds := delegateAll(b, f, n, func() Request {
+					return Request{Text: "wait", Skill: "slow", Deadline: time.Now().Add(300 * time.Millisecond)}
 				})
 				during := runtime.NumGoroutine()
 				var late []float64
 				for _, d := range ds {
-					r := waitEnded(b, d)
-					if r.State != a2a.TaskStateFailed {
-						b.Fatalf("delegation %s ended %s (%s), want FAILED", r.ID, r.State, r.Error)
-					}
+					r := waitState(b, d, a2a.TaskStateFailed)
 					evs, _, _ := d.Events(r.LastEvent - 1)
 					late = append(late, float64(evs[len(evs)-1].At.Sub(r.Chain.Deadline).Microseconds())/1000)
 				}
@@ -72,23 +58,6 @@ func BenchmarkDeadline(b *testing.B) {
 				f.engine.Close()
 			}
 		})
-	}
-}
-
-// waitEnded waits until the delegation ends, for at most 30 seconds.
-func waitEnded(tb testing.TB, d *Delegation) Record {
-	tb.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		_, changed, ended := d.Events(1 << 62)
-		if ended {
-			return d.Record()
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			tb.Fatalf("delegation %s did not end", d.ID())
-		}
 	}
 }
 

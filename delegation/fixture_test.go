@@ -70,7 +70,7 @@ func (f *fixture) add(t testing.TB, id, url string) {
 }
 
 // waitState waits until the delegation reaches state.
-func waitState(t *testing.T, d *Delegation, want a2a.TaskState) Record {
+func waitState(t testing.TB, d *Delegation, want a2a.TaskState) Record {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
