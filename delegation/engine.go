@@ -69,7 +69,8 @@ type Config struct {
 	// PollInterval is how often a task of an agent that does not stream is
 	// polled. Default 500ms.
 	PollInterval time.Duration
-	// MaxEvents bounds each delegation's retained event log. Default 10,000.
+	// MaxEvents bounds each delegation's retained event log. Default
+	// DefaultMaxEvents.
 	MaxEvents int
 	// KeepFinished is how many ended delegations keep their event logs in
 	// memory; their records stay in the store. Default 1,000.
@@ -114,7 +115,7 @@ func (c Config) withDefaults() Config {
 		c.PollInterval = 500 * time.Millisecond
 	}
 	if c.MaxEvents <= 0 {
-		c.MaxEvents = 10_000
+		c.MaxEvents = DefaultMaxEvents
 	}
 	if c.KeepFinished <= 0 {
 		c.KeepFinished = 1_000
@@ -127,6 +128,10 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// DefaultMaxEvents is how many events of each delegation are kept unless
+// Config.MaxEvents says otherwise.
+const DefaultMaxEvents = 10_000
 
 // Errors callers decide on.
 var (
@@ -322,9 +327,9 @@ func (e *Engine) Lookup(ctx context.Context, id string) (Record, error) {
 	return r, nil
 }
 
-// List returns the records in state (all when unspecified), newest first.
-func (e *Engine) List(ctx context.Context, state a2a.TaskState) ([]Record, error) {
-	return e.store.List(ctx, state)
+// List returns a page of records, newest first.
+func (e *Engine) List(ctx context.Context, q Query) (Page, error) {
+	return e.store.List(ctx, q)
 }
 
 // register makes a delegation live and stores it.

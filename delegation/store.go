@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/steering"
 )
 
 // ErrNotFound means no delegation has the id.
@@ -41,7 +43,36 @@ type Record struct {
 	// changed.
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Progress is what another process needs to carry the delegation on
+	// where this one left it. It is kept in the store and not shown by
+	// the API.
+	Progress *Progress `json:"progress,omitempty"`
 }
+
+// Progress is the part of a running delegation's state that is not the
+// agent's: how its hop is followed and which signals went down it.
+type Progress struct {
+	// Streaming is true when the hop's card declares streaming, so the
+	// task is followed by subscribing rather than polling.
+	Streaming bool `json:"streaming,omitempty"`
+	// Steerable and Interruptible are the steering modes of the pinned
+	// card.
+	Steerable     bool `json:"steerable,omitempty"`
+	Interruptible bool `json:"interruptible,omitempty"`
+	// LastStatus is the id of the last status message applied, so a
+	// status seen again after a takeover is not applied twice.
+	LastStatus string `json:"lastStatus,omitempty"`
+	// SteerSeq is the number of the last signal passed down.
+	SteerSeq int64 `json:"steerSeq,omitempty"`
+	// Receipts are the receipts of the latest signals (at most
+	// MaxReceipts), so a retried message id is answered with its first
+	// receipt by any process, after any restart.
+	Receipts []steering.Receipt `json:"receipts,omitempty"`
+}
+
+// MaxReceipts bounds Progress.Receipts: a signal retried after this many
+// later signals is passed on again.
+const MaxReceipts = 256
 
 // Hop is the downstream side of a delegation: which agent, the exact card
 // it was validated against, and its task.
@@ -56,18 +87,72 @@ type Hop struct {
 	ContextID string     `json:"contextId,omitempty"`
 }
 
-// Store keeps delegation records. Implementations must be safe for
-// concurrent use; the in-memory one is [MemoryStore], and a durable one can
-// take its place.
+// Store keeps delegation records and their event logs: what lets another
+// process, or this one after a restart, answer for a delegation and carry
+// it on. Implementations must be safe for concurrent use. [MemoryStore]
+// keeps them in process memory (store: memory); the daemon's default keeps
+// them on NATS JetStream (package store).
+//
+// A method that returns nil has made the write durable: the engine
+// acknowledges nothing to a caller before its Put returned nil.
 type Store interface {
 	// Put creates or replaces a record.
 	Put(ctx context.Context, r Record) error
-	// Get returns the record with the id, or ErrNotFound.
+	// Get returns the record with the id, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, id string) (Record, error)
-	// List returns the records in the given state (all when state is
-	// unspecified), newest first.
-	List(ctx context.Context, state a2a.TaskState) ([]Record, error)
+	// List returns one page of records, newest first.
+	List(ctx context.Context, q Query) (Page, error)
+	// Append adds an event to the delegation's log. Events are appended
+	// in Seq order, starting at 1; appending a Seq that is already in the
+	// log keeps the first and returns nil, so a retried append is
+	// harmless.
+	Append(ctx context.Context, id string, ev Event) error
+	// Events returns at most limit events of the delegation's log with a
+	// Seq above after, in order. Events past the log's retention are
+	// gone: the first returned may then have a Seq above after+1.
+	Events(ctx context.Context, id string, after int64, limit int) ([]Event, error)
+	// Wait returns once the delegation's log holds an event with a Seq
+	// above after, or when ctx ends (with its error).
+	Wait(ctx context.Context, id string, after int64) error
+	// Running returns the ids of the delegations whose records are not
+	// in a terminal state, for a process to carry on the ones nobody
+	// follows.
+	Running(ctx context.Context) ([]string, error)
 }
+
+// Query selects a page of records.
+type Query struct {
+	// State keeps only the records in that state; unspecified keeps all.
+	State a2a.TaskState
+	// PageSize bounds the page: 1 to MaxPageSize, 0 meaning
+	// DefaultPageSize.
+	PageSize int
+	// PageToken is the NextPageToken of the previous page; empty starts
+	// with the newest record.
+	PageToken string
+}
+
+// Page is one page of records.
+type Page struct {
+	// Records are the page's records, newest first.
+	Records []Record
+	// NextPageToken continues the listing; empty on the last page.
+	NextPageToken string
+}
+
+// Paging bounds of [Query].
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 1000
+)
+
+// ErrBadPageToken means a Query's PageToken was not one a List returned.
+var ErrBadPageToken = errors.New("invalid page token")
+
+// ErrUnavailable means the store could not keep or read state. The
+// engine refuses new work while it is unavailable rather than accept what
+// it cannot keep.
+var ErrUnavailable = errors.New("state store unavailable")
 
 // DefaultMemoryRecords is how many records a MemoryStore keeps when
 // NewMemoryStore is given no bound.
@@ -88,6 +173,10 @@ type MemoryStore struct {
 	// to a running state stays queued and is skipped when its turn comes.
 	ended []string
 	head  int
+	// logs are the event logs, each bounded to maxEvents; a log goes with
+	// its record.
+	logs      map[string]*memoryLog
+	maxEvents int
 }
 
 // stored is a record and whether its id is queued in ended.
@@ -97,12 +186,13 @@ type stored struct {
 }
 
 // NewMemoryStore returns an empty MemoryStore keeping at most max records;
-// max <= 0 means DefaultMemoryRecords.
+// max <= 0 means DefaultMemoryRecords. Each record's event log keeps its
+// latest DefaultMaxEvents events.
 func NewMemoryStore(max int) *MemoryStore {
 	if max <= 0 {
 		max = DefaultMemoryRecords
 	}
-	return &MemoryStore{records: map[string]stored{}, max: max}
+	return &MemoryStore{records: map[string]stored{}, max: max, logs: map[string]*memoryLog{}, maxEvents: DefaultMaxEvents}
 }
 
 // Put implements Store.
@@ -141,6 +231,7 @@ func (s *MemoryStore) evictOne() {
 	if st, ok := s.records[id]; ok {
 		if st.State.Terminal() {
 			delete(s.records, id)
+			delete(s.logs, id)
 			return
 		}
 		st.queued = false
@@ -159,23 +250,135 @@ func (s *MemoryStore) Get(_ context.Context, id string) (Record, error) {
 	return r.Record, nil
 }
 
-// List implements Store.
-func (s *MemoryStore) List(_ context.Context, state a2a.TaskState) ([]Record, error) {
+// List implements Store. It sorts the kept records on each call: the
+// memory store is for throwaway runs, bounded to a few thousand records.
+func (s *MemoryStore) List(_ context.Context, q Query) (Page, error) {
+	size, err := q.size()
+	if err != nil {
+		return Page{}, err
+	}
+	var after *cursor
+	if q.PageToken != "" {
+		c, err := parseCursor(q.PageToken)
+		if err != nil {
+			return Page{}, err
+		}
+		after = &c
+	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	out := make([]Record, 0, len(s.records))
 	for _, r := range s.records {
-		if state == a2a.TaskStateUnspecified || r.State == state {
+		if (q.State == a2a.TaskStateUnspecified || r.State == q.State) && (after == nil || after.before(r.Record)) {
 			out = append(out, r.Record)
 		}
 	}
-	slices.SortFunc(out, func(a, b Record) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
+	s.mu.RUnlock()
+	slices.SortFunc(out, newestFirst)
+	var p Page
+	if len(out) > size {
+		out = out[:size]
+		p.NextPageToken = cursorOf(out[size-1]).String()
+	}
+	p.Records = out
+	return p, nil
+}
+
+// newestFirst orders records as List returns them: newest first, then by
+// id.
+func newestFirst(a, b Record) int {
+	if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// Append implements Store.
+func (s *MemoryStore) Append(_ context.Context, id string, ev Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logs[id]
+	if l == nil {
+		l = &memoryLog{changed: make(chan struct{})}
+		s.logs[id] = l
+	}
+	if last := l.first + int64(len(l.events)) - 1; len(l.events) > 0 && ev.Seq <= last {
+		return nil // a retried append
+	}
+	if len(l.events) == 0 {
+		l.first = ev.Seq
+	}
+	l.events = append(l.events, ev)
+	if over := len(l.events) - s.maxEvents; over > 0 {
+		l.events = slices.Delete(l.events, 0, over)
+		l.first += int64(over)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return nil
+}
+
+// Events implements Store.
+func (s *MemoryStore) Events(_ context.Context, id string, after int64, limit int) ([]Event, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := s.logs[id]
+	if l == nil {
+		return nil, nil
+	}
+	start := max(after+1-l.first, 0)
+	if start >= int64(len(l.events)) {
+		return nil, nil
+	}
+	evs := l.events[start:]
+	if limit > 0 && len(evs) > limit {
+		evs = evs[:limit]
+	}
+	return slices.Clone(evs), nil
+}
+
+// Wait implements Store.
+func (s *MemoryStore) Wait(ctx context.Context, id string, after int64) error {
+	for {
+		s.mu.Lock()
+		l := s.logs[id]
+		if l == nil {
+			l = &memoryLog{changed: make(chan struct{})}
+			s.logs[id] = l
 		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out, nil
+		if len(l.events) > 0 && l.first+int64(len(l.events))-1 > after {
+			s.mu.Unlock()
+			return nil
+		}
+		changed := l.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// Running implements Store.
+func (s *MemoryStore) Running(context.Context) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var ids []string
+	for id, r := range s.records {
+		if !r.State.Terminal() {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// memoryLog is one delegation's event log in a MemoryStore: the latest
+// events, the first at Seq first, and a channel closed at the next append.
+type memoryLog struct {
+	events  []Event
+	first   int64
+	changed chan struct{}
 }
 
 var _ Store = (*MemoryStore)(nil)

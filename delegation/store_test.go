@@ -23,7 +23,8 @@ func TestMemoryStore_BoundedKeepsRunning(t *testing.T) {
 	put("done-2", a2a.TaskStateFailed, 2)
 	put("done-3", a2a.TaskStateCompleted, 3)
 	put("done-4", a2a.TaskStateCompleted, 4)
-	all, _ := s.List(t.Context(), a2a.TaskStateUnspecified)
+	page, _ := s.List(t.Context(), Query{PageSize: MaxPageSize})
+	all := page.Records
 	var ids []string
 	for _, r := range all {
 		ids = append(ids, r.ID)
@@ -36,7 +37,7 @@ func TestMemoryStore_BoundedKeepsRunning(t *testing.T) {
 	}
 	// Updating a kept record does not count twice.
 	put("running", a2a.TaskStateCompleted, 0)
-	if all, _ := s.List(t.Context(), a2a.TaskStateCompleted); len(all) != 3 {
+	if page, _ := s.List(t.Context(), Query{State: a2a.TaskStateCompleted}); len(page.Records) != 3 {
 		t.Errorf("completed = %d", len(all))
 	}
 }
@@ -102,7 +103,8 @@ func TestMemoryStore_Eviction(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			all, err := s.List(t.Context(), a2a.TaskStateUnspecified)
+			page, err := s.List(t.Context(), Query{PageSize: MaxPageSize})
+			all := page.Records
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -160,9 +160,19 @@ func fill(b *testing.B, d *Daemon, c *a2aclient.Client) {
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
-	rs, err := d.Delegations().List(b.Context(), a2a.TaskStateUnspecified)
-	if err != nil || len(rs) != delegation.DefaultMemoryRecords {
-		b.Fatalf("the store holds %d records (%v), want %d", len(rs), err, delegation.DefaultMemoryRecords)
+	n, q := 0, delegation.Query{PageSize: delegation.MaxPageSize}
+	for {
+		page, err := d.Delegations().List(b.Context(), q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(page.Records)
+		if q.PageToken = page.NextPageToken; q.PageToken == "" {
+			break
+		}
+	}
+	if n != delegation.DefaultMemoryRecords {
+		b.Fatalf("the store holds %d records, want %d", n, delegation.DefaultMemoryRecords)
 	}
 }
 

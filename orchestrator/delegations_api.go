@@ -32,6 +32,9 @@ type InputRequest struct {
 type DelegationList struct {
 	// Delegations are the matching delegations, newest first.
 	Delegations []delegation.Record `json:"delegations"`
+	// NextPageToken, passed as ?pageToken=, continues the listing; it is
+	// absent on the last page.
+	NextPageToken string `json:"nextPageToken,omitempty"`
 }
 
 func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
@@ -57,12 +60,22 @@ func (a *api) listDelegations(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	recs, err := a.delegations.List(r.Context(), state)
+	q := delegation.Query{State: state, PageToken: r.URL.Query().Get("pageToken")}
+	if s := r.URL.Query().Get("pageSize"); s != "" {
+		if q.PageSize, err = strconv.Atoi(s); err != nil || q.PageSize == 0 {
+			a.fail(w, r, fmt.Errorf("%w: pageSize %q is not between 1 and %d", delegation.ErrBadRequest, s, delegation.MaxPageSize))
+			return
+		}
+	}
+	page, err := a.delegations.List(r.Context(), q)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.reply(w, http.StatusOK, DelegationList{Delegations: recs})
+	for i := range page.Records {
+		page.Records[i].Progress = nil
+	}
+	a.reply(w, http.StatusOK, DelegationList{Delegations: page.Records, NextPageToken: page.NextPageToken})
 }
 
 // parseState accepts "working" or "TASK_STATE_WORKING".
