@@ -49,12 +49,9 @@ type Event struct {
 // Delegation is one piece of work handed to an agent. Its methods are safe
 // for concurrent use.
 type Delegation struct {
-	engine    *Engine
-	client    *a2aclient.Client
-	streaming bool
-	chain     Chain
-	// steering is what the pinned card of the downstream agent advertises.
-	steering steering.Modes
+	engine *Engine
+	client *a2aclient.Client
+	chain  Chain
 	// span is the delegate span: later calls to the agent (the stream,
 	// polls, input, steering) join its trace.
 	span trace.SpanContext
@@ -76,18 +73,20 @@ type Delegation struct {
 	// runs; followDone is closed when it has returned.
 	stopFollow context.CancelFunc
 	followDone chan struct{}
-	// lastStatus is the id of the last status message applied: the same
+	// prog is how the hop is followed and what was signalled down it,
+	// kept with the record so another process can carry on. Its
+	// LastStatus is the id of the last status message applied: the same
 	// status can arrive twice (an interrupt's acknowledgement and the
-	// stream both carry it), and a late copy must not undo a resume.
-	lastStatus string
-	// steerSeq numbers the signals passed downstream; receipts remembers
-	// them by message id, so a retried signal is passed on once.
-	steerSeq int64
-	receipts map[string]steering.Receipt
+	// stream both carry it), and a late copy must not undo a resume. Its
+	// receipts answer a retried signal, which is passed on once.
+	prog Progress
 	// life bounds the started delegation in time (deadline.go).
 	life lifetime
 	// listed is set once the ended delegation was handed to Engine.ended.
 	listed bool
+	// lease is this process's lease on the delegation, nil when the
+	// engine has no Leases.
+	lease Lease
 }
 
 // ID returns the delegation's id.
@@ -100,26 +99,36 @@ func (d *Delegation) Record() Record {
 	return d.snapshot()
 }
 
-// snapshot copies the record; callers hold mu.
+// snapshot copies the record, without its Progress; callers hold mu.
 func (d *Delegation) snapshot() Record {
 	r := d.rec
 	r.Artifacts = slices.Clone(r.Artifacts)
 	return r
 }
 
-// Events returns the events after seq, a channel closed at the next
-// change, and whether the delegation has ended (no events will follow the
-// ones returned). Events before the retained window are gone; the first
-// returned event then has a Seq above seq+1.
+// stored is the record as the store keeps it, with its Progress; callers
+// hold mu.
+func (d *Delegation) stored() Record {
+	r := d.snapshot()
+	p := d.prog
+	p.Receipts = slices.Clone(p.Receipts)
+	r.Progress = &p
+	return r
+}
+
+// modes are the steering modes of the hop's pinned card.
+func (d *Delegation) modes() steering.Modes {
+	return steering.Modes{Steerable: d.prog.Steerable, Interruptible: d.prog.Interruptible}
+}
+
+// Events returns the events kept in memory after seq, a channel closed at
+// the next change, and whether the delegation has ended (no events will
+// follow the ones returned). Events before the memory window are gone from
+// here; the first returned event then has a Seq above seq+1, and
+// [Engine.Events] reads them from the store.
 func (d *Delegation) Events(after int64) ([]Event, <-chan struct{}, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	start := max(after+1-d.first, 0)
-	var out []Event
-	if start < int64(len(d.events)) {
-		out = slices.Clone(d.events[start:])
-	}
-	return out, d.changed, d.rec.State.Terminal()
+	evs, changed, ended, _ := d.window(after)
+	return evs, changed, ended
 }
 
 // waiting reports whether the downstream task waits for the caller.
@@ -162,13 +171,18 @@ func (d *Delegation) emit(ev Event) {
 	}
 	close(d.changed)
 	d.changed = make(chan struct{})
+	if err := d.engine.store.Append(context.Background(), d.rec.ID, ev); err != nil {
+		d.engine.log.Error("store delegation event", "delegation", d.rec.ID, "seq", ev.Seq, "error", err)
+	}
 	d.persist()
 }
 
-// persist writes the record to the store. Callers hold mu.
+// persist writes the record to the store, logging a failure: the
+// delegation goes on, and the next write carries the whole record again.
+// Callers hold mu.
 func (d *Delegation) persist() {
-	if err := d.engine.store.Put(context.Background(), d.snapshot()); err != nil {
-		d.engine.log.Error("store delegation", "id", d.rec.ID, "error", err)
+	if err := d.engine.store.Put(context.Background(), d.stored()); err != nil {
+		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", err)
 	}
 }
 
@@ -224,10 +238,10 @@ func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 		return
 	}
 	if st.Message != nil {
-		if st.Message.ID == d.lastStatus {
+		if st.Message.ID == d.prog.LastStatus {
 			return
 		}
-		d.lastStatus = st.Message.ID
+		d.prog.LastStatus = st.Message.ID
 	}
 	ev := Event{Kind: "state", State: st.State, Message: st.Message}
 	if interrupted {

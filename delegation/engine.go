@@ -87,6 +87,13 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// MeterProvider records the delegation metrics; nil records nothing.
 	MeterProvider metric.MeterProvider
+	// Leases, when several processes share the store, decide which one
+	// follows each running delegation (resume.go). nil means this
+	// process owns every delegation in its store.
+	Leases Leases
+	// Instance names this process among those sharing the store, as the
+	// holder of leases. Default a random id.
+	Instance string
 }
 
 func (c Config) withDefaults() Config {
@@ -125,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Instance == "" {
+		c.Instance = a2a.NewContextID()
 	}
 	return c
 }
@@ -284,7 +294,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 			break
 		}
 		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1, span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
-			steering: steering.Modes{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
+			prog: Progress{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
 			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
 				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}}}
 		msg := req.message()
@@ -300,8 +310,10 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		}
 		dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID})
 		dec.Chosen = a.ID
+		if err := e.start(ctx, d, first); err != nil {
+			return nil, err
+		}
 		e.log.InfoContext(ctx, "work delegated", "delegation", id, "agent", a.ID, "skill", out.Skill, "depth", out.Depth)
-		e.start(d, first)
 		return d, nil
 	}
 	return nil, &FailedError{Decision: dec}
@@ -324,23 +336,25 @@ func (e *Engine) Lookup(ctx context.Context, id string) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %q", err, id)
 	}
+	r.Progress = nil
 	return r, nil
 }
 
 // List returns a page of records, newest first.
 func (e *Engine) List(ctx context.Context, q Query) (Page, error) {
-	return e.store.List(ctx, q)
+	p, err := e.store.List(ctx, q)
+	for i := range p.Records {
+		p.Records[i].Progress = nil
+	}
+	return p, err
 }
 
-// register makes a delegation live and stores it.
+// register makes a delegation live.
 func (e *Engine) register(d *Delegation) {
 	e.in.inflight.Add(e.ctx, 1)
 	e.mu.Lock()
 	e.live[d.rec.ID] = d
 	e.mu.Unlock()
-	d.mu.Lock()
-	d.persist()
-	d.mu.Unlock()
 }
 
 // ended forgets the event logs of the oldest ended delegations beyond
@@ -411,7 +425,7 @@ func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Messa
 	if err != nil {
 		return nil, err
 	}
-	d.client, d.streaming = c, card.Capabilities.Streaming
+	d.client, d.prog.Streaming = c, card.Capabilities.Streaming
 	if err := e.reg.Admit(a.ID); err != nil {
 		return nil, err
 	}
@@ -423,7 +437,7 @@ func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Messa
 func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, error) {
 	e := d.engine
 	req := &a2a.SendMessageRequest{Message: msg}
-	if !d.streaming {
+	if !d.prog.Streaming {
 		callCtx, cancel := d.callContext(ctx)
 		defer cancel()
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
@@ -462,11 +476,56 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	return &session{first: first, next: next, stop: func() { stop(); cancel() }, abort: cancel}, nil
 }
 
-// start makes an accepted delegation live and follows it.
-func (e *Engine) start(d *Delegation, s *session) {
+// start keeps an accepted delegation in the store, makes it live and
+// follows it. When the store cannot keep it the agent's work is canceled
+// and the error wraps ErrUnavailable: nothing is acknowledged that a
+// restart would lose.
+func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
+	var err error
+	if l := e.cfg.Leases; l != nil {
+		// Taken before the record is stored as running, so no other
+		// process adopts the delegation.
+		d.lease, err = l.Take(ctx, d.rec.ID, e.cfg.Instance)
+	}
+	if err == nil {
+		d.mu.Lock()
+		err = e.store.Put(ctx, d.stored())
+		d.mu.Unlock()
+	}
+	if err != nil {
+		release(d.lease)
+		if s.stop != nil {
+			s.stop()
+		}
+		d.abandon(ctx, s.first)
+		return fmt.Errorf("%w: keep delegation %s: %v", ErrUnavailable, d.rec.ID, err)
+	}
 	d.arm()
 	e.register(d)
 	d.follow(s)
+	return nil
+}
+
+// abandon cancels the task an agent created for work orchd could not
+// keep, bounded by CallTimeout.
+func (d *Delegation) abandon(ctx context.Context, first a2a.Event) {
+	var id a2a.TaskID
+	switch ev := first.(type) {
+	case *a2a.Task:
+		id = ev.ID
+	case *a2a.TaskStatusUpdateEvent:
+		id = ev.TaskID
+	case *a2a.TaskArtifactUpdateEvent:
+		id = ev.TaskID
+	}
+	if id == "" {
+		return // the agent answered with a message: no work goes on
+	}
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.engine.cfg.CallTimeout)
+	defer cancel()
+	if _, err := d.client.CancelTask(callCtx, &a2a.CancelTaskRequest{ID: id}); err != nil {
+		d.engine.log.Warn("cancel the task of a delegation that could not be kept", "delegation", d.rec.ID, "task", id, "error", err)
+	}
 }
 
 // follow applies the session's first event and, unless the task has
@@ -588,11 +647,14 @@ func (d *Delegation) getTask(ctx context.Context, taskID a2a.TaskID) (*a2a.Task,
 func (d *Delegation) settled() {
 	d.mu.Lock()
 	first := d.rec.State.Terminal() && !d.listed
+	var lease Lease
 	if first {
 		d.listed = true
+		lease, d.lease = d.lease, nil
 	}
 	d.mu.Unlock()
 	if first {
+		release(lease)
 		d.engine.ended(d.rec.ID)
 	}
 }

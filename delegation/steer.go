@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -54,12 +55,12 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 	defer d.op.Unlock()
 
 	d.mu.Lock()
-	if r, ok := d.receipts[msg.ID]; ok && msg.ID != "" {
+	if r, ok := d.receipt(msg.ID); ok {
 		d.mu.Unlock()
 		r.Duplicate = true
 		return r, nil
 	}
-	state, hop, taskID, contextID, modes := d.rec.State, d.rec.Downstream.Agent, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID, d.steering
+	state, hop, taskID, contextID, modes := d.rec.State, d.rec.Downstream.Agent, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID, d.modes()
 	d.mu.Unlock()
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("orchd.delegation.id", id), attribute.String("orchd.steering.control", string(c)), attribute.String("orchd.hop", hop))
@@ -100,13 +101,13 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 
 	ref, _ := msg.Metadata[steering.ReferenceKey].(string)
 	d.mu.Lock()
-	d.steerSeq++
-	r = steering.Receipt{Control: c, MessageID: down.ID, Seq: d.steerSeq, ReferenceMessageID: ref,
-		Hops: append([]steering.Hop{{Agent: e.cfg.Self, Seq: d.steerSeq}}, below.Hops...)}
-	if d.receipts == nil {
-		d.receipts = map[string]steering.Receipt{}
+	d.prog.SteerSeq++
+	r = steering.Receipt{Control: c, MessageID: down.ID, Seq: d.prog.SteerSeq, ReferenceMessageID: ref,
+		Hops: append([]steering.Hop{{Agent: e.cfg.Self, Seq: d.prog.SteerSeq}}, below.Hops...)}
+	d.prog.Receipts = append(d.prog.Receipts, r)
+	if over := len(d.prog.Receipts) - MaxReceipts; over > 0 {
+		d.prog.Receipts = slices.Delete(d.prog.Receipts, 0, over)
 	}
-	d.receipts[down.ID] = r
 	d.emit(Event{Kind: string(c), Message: &down, Receipt: &r})
 	d.mu.Unlock()
 
@@ -125,6 +126,20 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 		d.waitSettled(waitCtx)
 	}
 	return r, nil
+}
+
+// receipt returns the receipt of the signal with the message id, if it
+// was passed on; callers hold mu.
+func (d *Delegation) receipt(id string) (steering.Receipt, bool) {
+	if id == "" {
+		return steering.Receipt{}, false
+	}
+	for i := len(d.prog.Receipts) - 1; i >= 0; i-- {
+		if r := d.prog.Receipts[i]; r.MessageID == id {
+			return r, true
+		}
+	}
+	return steering.Receipt{}, false
 }
 
 // waitSettled waits until the delegation stops WORKING or ctx ends.

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,9 @@ import (
 // sseHeartbeat is how often an idle event stream sends a comment, so
 // proxies keep it open.
 const sseHeartbeat = 15 * time.Second
+
+// sseBatch is how many events an event stream reads at a time.
+const sseBatch = 256
 
 // InputRequest is the body of POST /v1/delegations/{id}/messages.
 type InputRequest struct {
@@ -71,9 +75,6 @@ func (a *api) listDelegations(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, r, err)
 		return
-	}
-	for i := range page.Records {
-		page.Records[i].Progress = nil
 	}
 	a.reply(w, http.StatusOK, DelegationList{Delegations: page.Records, NextPageToken: page.NextPageToken})
 }
@@ -206,16 +207,6 @@ func (a *api) steer(w http.ResponseWriter, r *http.Request, id string, c steerin
 // stream ends after the delegation's last event.
 func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	d, ok := a.delegations.Get(id)
-	if !ok {
-		if _, err := a.delegations.Lookup(r.Context(), id); err == nil {
-			a.fail(w, r, &apiError{status: http.StatusGone, code: "gone",
-				msg: fmt.Sprintf("the event log of delegation %q is no longer kept; GET /v1/delegations/%s has its final state", id, id)})
-			return
-		}
-		a.fail(w, r, fmt.Errorf("%w: %q", delegation.ErrNotFound, id))
-		return
-	}
 	after := int64(0)
 	for _, s := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
 		if s == "" {
@@ -228,6 +219,12 @@ func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	// The first read answers for an unknown id before the stream starts.
+	evs, ended, err := a.delegations.Events(r.Context(), id, after, sseBatch)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		a.fail(w, r, errors.New("streaming unsupported by this connection"))
@@ -239,8 +236,16 @@ func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 	heartbeat := time.NewTicker(sseHeartbeat)
 	defer heartbeat.Stop()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() { // ends with the handler
+		select {
+		case <-a.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
-		evs, changed, ended := d.Events(after)
 		for _, ev := range evs {
 			b, err := json.Marshal(ev)
 			if err != nil {
@@ -256,16 +261,28 @@ func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
 		if ended {
 			return
 		}
-		select {
-		case <-changed:
-		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
+		if len(evs) < sseBatch {
+			// Wait for the next event, saying we are alive meanwhile.
+			for {
+				waitCtx, done := context.WithTimeout(ctx, sseHeartbeat)
+				err := a.delegations.WaitEvents(waitCtx, id, after)
+				done()
+				if ctx.Err() != nil {
+					return
+				}
+				if err == nil {
+					break
+				}
+				if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+					return
+				}
+				flusher.Flush()
 			}
-			flusher.Flush()
-		case <-r.Context().Done():
-			return
-		case <-a.stopping:
+		}
+		if evs, ended, err = a.delegations.Events(ctx, id, after, sseBatch); err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("read delegation events", "delegation", id, "error", err)
+			}
 			return
 		}
 	}

@@ -1,0 +1,88 @@
+package delegation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// Reading a delegation's event log, wherever the delegation is followed.
+//
+// A live delegation keeps its latest events in memory (up to MaxEvents);
+// the store keeps the whole log (up to its retention) for every process
+// and every restart. Readers go through the engine, which answers from
+// memory when it can and from the store otherwise, so a client resuming
+// after event N sees every later event once, whichever process follows the
+// delegation now.
+
+// Events returns up to limit events of the delegation with a Seq above
+// after (limit <= 0: all that are kept), and whether the log is complete:
+// the delegation has ended and no event follows the ones returned. It
+// fails with ErrNotFound for an unknown id.
+func (e *Engine) Events(ctx context.Context, id string, after int64, limit int) ([]Event, bool, error) {
+	if d, ok := e.Get(id); ok {
+		evs, _, ended, first := d.window(after)
+		if after+1 < first {
+			// Older than the memory window: from the store, up to it.
+			older, err := e.store.Events(ctx, id, after, limit)
+			if err != nil {
+				return nil, false, fmt.Errorf("read events of delegation %s: %w", id, err)
+			}
+			for len(older) > 0 && older[len(older)-1].Seq >= first {
+				older = older[:len(older)-1]
+			}
+			evs = append(older, evs...)
+		}
+		if limit > 0 && len(evs) > limit {
+			return evs[:limit], false, nil
+		}
+		return evs, ended, nil
+	}
+	rec, err := e.store.Get(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %q", err, id)
+	}
+	evs, err := e.store.Events(ctx, id, after, limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("read events of delegation %s: %w", id, err)
+	}
+	last := after
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+	}
+	return evs, rec.State.Terminal() && last >= rec.LastEvent, nil
+}
+
+// WaitEvents returns once the delegation's log holds an event with a Seq
+// above after, or when ctx ends, with its cause.
+func (e *Engine) WaitEvents(ctx context.Context, id string, after int64) error {
+	d, ok := e.Get(id)
+	if !ok {
+		return e.store.Wait(ctx, id, after)
+	}
+	for {
+		evs, changed, ended, _ := d.window(after)
+		if len(evs) > 0 || ended {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// window returns the events kept in memory after seq, the channel closed
+// at the next change, whether the delegation has ended, and the Seq the
+// memory window starts at.
+func (d *Delegation) window(after int64) ([]Event, <-chan struct{}, bool, int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	start := max(after+1-d.first, 0)
+	var out []Event
+	if start < int64(len(d.events)) {
+		out = slices.Clone(d.events[start:])
+	}
+	return out, d.changed, d.rec.State.Terminal(), d.first
+}

@@ -1,0 +1,264 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// Carrying delegations on across processes.
+//
+// The store holds every running delegation's record, with its Progress,
+// and its event log. When a process stops, whether it was shut down or
+// killed, the downstream tasks it followed keep running at their agents.
+// The next process to own such a delegation resumes it: it rebuilds the
+// delegation from its record (and from any events logged after the record
+// was last written), asks the agent for the task, folds what changed into
+// the delegation, and follows the task on, subscribing to it when the
+// agent streams and polling it otherwise. Events are numbered on from the
+// log's last one, so a client following the log sees every event once.
+//
+// Which process owns a delegation: with no Leases, this one owns every
+// delegation in its store (a lone daemon on its own embedded store, which
+// the state directory's lock keeps to one process). With Leases, the one
+// holding the delegation's lease; Start takes the leases nobody holds.
+
+// Start carries on the running delegations in the store that this engine
+// owns: with no Config.Leases every one of them, before it returns; with
+// Leases, those whose lease it can take, now and then every third of the
+// lease TTL in a goroutine the engine owns, which also renews the leases
+// it holds. A delegation that cannot be resumed (its agent is no longer
+// registered, or orchd stopped before the agent created a task) ends
+// FAILED with the reason.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.adopt(ctx); err != nil {
+		return err
+	}
+	if e.cfg.Leases == nil || !e.track() {
+		return nil
+	}
+	go func() {
+		defer e.wg.Done()
+		t := time.NewTicker(max(e.cfg.Leases.TTL()/3, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-e.ctx.Done():
+				e.releaseAll()
+				return
+			case <-t.C:
+			}
+			e.renew()
+			if err := e.adopt(e.ctx); err != nil && e.ctx.Err() == nil {
+				e.log.Warn("look for delegations to carry on", "error", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// adopt resumes the running delegations of the store that are not live
+// here and that this engine may own.
+func (e *Engine) adopt(ctx context.Context) error {
+	ids, err := e.store.Running(ctx)
+	if err != nil {
+		return fmt.Errorf("list running delegations: %w", err)
+	}
+	for _, id := range ids {
+		if _, live := e.Get(id); live || ctx.Err() != nil {
+			continue
+		}
+		var lease Lease
+		if l := e.cfg.Leases; l != nil {
+			if lease, err = l.Take(ctx, id, e.cfg.Instance); err != nil {
+				if !errors.Is(err, ErrLeaseHeld) {
+					e.log.Warn("take the lease of a running delegation", "delegation", id, "error", err)
+				}
+				continue
+			}
+		}
+		rec, err := e.store.Get(ctx, id)
+		if err != nil {
+			e.log.Warn("read a running delegation", "delegation", id, "error", err)
+			release(lease)
+			continue
+		}
+		if rec.State.Terminal() {
+			release(lease)
+			continue
+		}
+		e.resume(ctx, rec, lease)
+	}
+	return nil
+}
+
+// resume rebuilds a delegation from its stored record and follows its
+// downstream task from where the log stopped.
+func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
+	d := &Delegation{engine: e, chain: rec.Chain, changed: make(chan struct{}), lease: lease}
+	if rec.Progress != nil {
+		d.prog = *rec.Progress
+	}
+	rec.Progress = nil
+	d.rec = rec
+	// Events logged after the record was last written (the process
+	// stopped between the two) are the delegation's too.
+	if tail, err := e.store.Events(ctx, rec.ID, rec.LastEvent, 0); err == nil && len(tail) > 0 {
+		last := tail[len(tail)-1]
+		d.rec.LastEvent, d.rec.State = last.Seq, last.State
+		d.rec.UpdatedAt = last.At
+	}
+	d.first = d.rec.LastEvent + 1
+	d.arm()
+	e.register(d)
+	e.log.Info("carrying on a delegation", "delegation", rec.ID, "agent", rec.Downstream.Agent, "task", rec.Downstream.TaskID, "state", d.rec.State)
+	a, ok := e.reg.Get(rec.Downstream.Agent)
+	switch {
+	case !ok:
+		d.fail(fmt.Sprintf("agent %s is no longer registered, so task %s cannot be followed", rec.Downstream.Agent, rec.Downstream.TaskID))
+		d.settled()
+		return
+	case rec.Downstream.TaskID == "":
+		d.fail("orchd stopped before the agent answered, so the work cannot be followed")
+		d.settled()
+		return
+	}
+	c, _, err := e.client(ctx, a)
+	if err != nil {
+		d.fail(fmt.Sprintf("cannot talk to the agent again: %v", err))
+		d.settled()
+		return
+	}
+	if a.Digest != rec.Downstream.CardDigest {
+		e.log.Warn("the agent's card changed since the delegation started; following its task with the new card",
+			"delegation", rec.ID, "agent", a.ID, "pinned", rec.Downstream.CardDigest, "now", a.Digest)
+	}
+	d.client = c
+	if waiting(d.rec.State) {
+		d.settled() // the task waits for the caller's input: nothing to follow
+		return
+	}
+	s, err := d.reopen(ctx)
+	if err != nil {
+		// The agent may be down for now: polling retries, and gives the
+		// task up only after lostAfter failures in a row.
+		e.log.Warn("the task of a carried-on delegation could not be read; polling it", "delegation", rec.ID, "error", err)
+		s = &session{}
+	}
+	d.follow(s)
+}
+
+// reopen reads the downstream task again: it subscribes to it when the
+// agent streams (the task comes first), else it asks for it. Either is
+// bounded by CallTimeout.
+func (d *Delegation) reopen(ctx context.Context) (*session, error) {
+	e := d.engine
+	taskID := d.rec.Downstream.TaskID
+	if !d.prog.Streaming {
+		task, err := d.getTask(ctx, taskID)
+		if err != nil {
+			return nil, err
+		}
+		return &session{first: task}, nil
+	}
+	openCtx, opened := context.WithTimeout(ctx, e.cfg.CallTimeout)
+	defer opened()
+	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
+	stopAfter := context.AfterFunc(openCtx, cancel)
+	start := time.Now()
+	next, stop := iter.Pull2(d.client.SubscribeToTask(streamCtx, &a2a.SubscribeToTaskRequest{ID: taskID}))
+	first, err, ok := next()
+	e.in.called(ctx, d.rec.Downstream.Agent, "SubscribeToTask", start, callErr(openCtx, err))
+	stopAfter()
+	if !ok || err != nil || openCtx.Err() != nil {
+		stop()
+		cancel()
+		// A task that ended, or an agent that cannot subscribe, is read
+		// once instead.
+		task, gerr := d.getTask(ctx, taskID)
+		if gerr != nil {
+			return nil, errors.Join(err, gerr)
+		}
+		return &session{first: task}, nil
+	}
+	return &session{first: first, next: next, stop: func() { stop(); cancel() }, abort: cancel}, nil
+}
+
+// renew renews the leases of the live delegations. A delegation whose
+// lease was lost is no longer followed here: another process owns it.
+func (e *Engine) renew() {
+	type held struct {
+		d     *Delegation
+		lease Lease
+	}
+	var leases []held
+	e.mu.RLock()
+	for _, d := range e.live {
+		d.mu.Lock()
+		if d.lease != nil {
+			leases = append(leases, held{d, d.lease})
+		}
+		d.mu.Unlock()
+	}
+	e.mu.RUnlock()
+	for _, h := range leases {
+		d := h.d
+		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Leases.TTL()/3)
+		err := h.lease.Renew(ctx)
+		cancel()
+		if err == nil || e.ctx.Err() != nil {
+			continue
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			e.log.Warn("lost the lease of a delegation; another process follows it now", "delegation", d.rec.ID)
+			d.stop()
+			d.mu.Lock()
+			if d.life.timer != nil {
+				d.life.timer.Stop() // its new owner keeps the deadline
+			}
+			d.mu.Unlock()
+			e.forget(d.rec.ID)
+			continue
+		}
+		e.log.Warn("renew the lease of a delegation", "delegation", d.rec.ID, "error", err)
+	}
+}
+
+// forget drops a delegation from the live set.
+func (e *Engine) forget(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.live, id)
+}
+
+// releaseAll gives up the leases of the live delegations, at Close, so
+// another process takes them over at once rather than after the TTL.
+func (e *Engine) releaseAll() {
+	e.mu.RLock()
+	var leases []Lease
+	for _, d := range e.live {
+		d.mu.Lock()
+		if d.lease != nil {
+			leases = append(leases, d.lease)
+		}
+		d.mu.Unlock()
+	}
+	e.mu.RUnlock()
+	for _, l := range leases {
+		release(l)
+	}
+}
+
+// release gives a lease up, if there is one, bounded in time.
+func release(l Lease) {
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = l.Release(ctx)
+}
