@@ -21,6 +21,9 @@ type entry struct {
 	legacy  bool
 	// profile is nil for a failure with no good card to fall back on.
 	profile *capability.Profile
+	// raw is the card as fetched, kept only when Config.Store is set, so
+	// a saved agent rebuilds the same profile.
+	raw     []byte
 	etag    string
 	lastMod string
 	policy  cachePolicy
@@ -182,7 +185,11 @@ func (c *cardCache) store(ctx context.Context, base string, prev *entry) (*entry
 
 	e := &entry{base: base, cardURL: res.cardURL, legacy: res.legacy, profile: p, fetchedAt: now,
 		etag: res.etag, lastMod: res.lastMod, policy: res.policy}
+	if c.cfg.Store != nil {
+		e.raw = res.raw
+	}
 	if res.notModified {
+		e.raw = prev.raw
 		// RFC 9111 §4.3.4: a 304 updates the stored response's metadata.
 		if e.etag == "" {
 			e.etag = prev.etag

@@ -99,6 +99,15 @@ type Config struct {
 	// MeterProvider records the card cache's metrics; nil records nothing.
 	MeterProvider metric.MeterProvider
 
+	// Store keeps the registered agents, with their last good cards,
+	// validators and drift history, so a restart serves them without the
+	// network and several processes sharing the store see each other's
+	// changes; see [AgentStore]. nil keeps nothing: agents added through
+	// Add are forgotten on restart.
+	Store AgentStore
+	// StoreTimeout bounds each call to Store. Default 5s.
+	StoreTimeout time.Duration
+
 	// dialFence, when set, runs on every connection the SSRF guard allows,
 	// before it is made; an error refuses it. Tests set it to refuse all
 	// but loopback, so a guard that wrongly lets an address through cannot
@@ -123,6 +132,7 @@ func (c Config) withDefaults() Config {
 	set(&c.RefreshInterval, time.Second)
 	set(&c.BreakerMinBackoff, time.Second)
 	set(&c.BreakerMaxBackoff, time.Minute)
+	set(&c.StoreTimeout, 5*time.Second)
 	if c.MaxCardBytes <= 0 {
 		c.MaxCardBytes = capability.DefaultMaxBytes
 	}

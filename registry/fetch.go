@@ -174,14 +174,20 @@ func (f *fetcher) get(ctx context.Context, cardURL string, legacy bool, prev *en
 
 // build turns a fetched card into a profile.
 func (f *fetcher) build(res *fetched, id, base string) (*capability.Profile, error) {
-	p, err := capability.Build(res.raw, capability.Options{
-		ID: id, URL: base, Legacy: res.legacy,
-		MaxBytes: int(f.cfg.MaxCardBytes), Deprecated: f.cfg.Deprecated, Client: f.cfg.Client,
-	})
+	p, err := buildCard(f.cfg, res.raw, id, base, res.legacy)
 	if err != nil {
 		return nil, fmt.Errorf("card %s: %w", res.cardURL, err)
 	}
 	return p, nil
+}
+
+// buildCard reads a card the way every card of the registry is read,
+// fetched or saved.
+func buildCard(cfg Config, raw []byte, id, base string, legacy bool) (*capability.Profile, error) {
+	return capability.Build(raw, capability.Options{
+		ID: id, URL: base, Legacy: legacy,
+		MaxBytes: int(cfg.MaxCardBytes), Deprecated: cfg.Deprecated, Client: cfg.Client,
+	})
 }
 
 // NormalizeURL checks an agent base URL and returns its canonical form:

@@ -2,17 +2,24 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
 // Start launches the background refresher, which revalidates each agent
 // when its card expires (or, after failures, when its backoff ends) and
-// retries pending agents. It is owned by the registry and stops on Close.
+// retries pending agents. With Config.Store set it also watches the store
+// and applies the changes other processes save (see [AgentStore]); call
+// [Registry.Load] first. Both are owned by the registry and stop on Close.
 // Calling Start more than once has no further effect.
 func (r *Registry) Start() {
 	r.startOnce.Do(func() {
 		r.wg.Add(1)
 		go r.loop()
+		if r.cfg.Store != nil {
+			r.wg.Add(1)
+			go r.watch()
+		}
 	})
 }
 
@@ -94,7 +101,7 @@ func (r *Registry) refreshDue(sem chan struct{}) {
 			if r.ctx.Err() != nil {
 				return // closing: not the agent's fault
 			}
-			_, _ = r.apply(j.id, e, err) // apply logs the outcome
+			_, _ = r.settle(ctx, j.id, e, err) // settle logs the outcome
 		}()
 	}
 }
@@ -105,21 +112,36 @@ func (r *Registry) done(base string) {
 	r.inflightMu.Unlock()
 }
 
-// retryPending tries a pending agent again.
+// retryPending tries a pending agent again. With a Store, one that
+// another process registered meanwhile is taken from it, and one the store
+// cannot take yet stays pending.
 func (r *Registry) retryPending(ctx context.Context, p *pendingAgent) {
+	if r.cfg.Store != nil && !p.kept {
+		if a, ok := r.registered(p.spec); ok {
+			r.mu.Lock()
+			if cur, ok := r.pending[p.base]; ok && cur == p {
+				delete(r.pending, p.base)
+			}
+			r.mu.Unlock()
+			r.log.Info("pending agent was registered through the store", "id", a.ID, "url", p.base)
+			return
+		}
+	}
 	e, err := r.cache.revalidate(ctx, p.base)
 	if r.ctx.Err() != nil {
 		return
 	}
 	if err == nil {
-		if _, err = r.register(p.spec, p.base, e); err == nil {
+		if _, err = r.register(ctx, p.spec, p.base, e, p.origin); err == nil {
 			return
 		}
-		r.log.Error("pending agent cannot be registered; giving up on it", "url", p.base, "error", err)
-		r.mu.Lock()
-		delete(r.pending, p.base)
-		r.mu.Unlock()
-		return
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrStale) {
+			r.log.Error("pending agent cannot be registered; giving up on it", "url", p.base, "error", err)
+			r.mu.Lock()
+			delete(r.pending, p.base)
+			r.mu.Unlock()
+			return
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -48,7 +48,8 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // Registry is the set of known agents. Its lookups are safe for concurrent
 // use and never touch the network; Add, Refresh and Inspect do.
 //
-// Lock order: mu before inflightMu; neither is held across network calls.
+// Lock order: storeMu before mu before inflightMu. Only storeMu is held
+// across calls, and only across calls to Config.Store.
 type Registry struct {
 	cfg   Config
 	log   *slog.Logger
@@ -68,6 +69,14 @@ type Registry struct {
 	inflightMu sync.Mutex
 	inflight   map[string]bool // bases being refreshed in the background
 
+	// With a Store, storeMu serializes store writes and every change to
+	// the set of agents, so stored tracks the store's revisions exactly.
+	storeMu sync.Mutex
+	stored  map[string]storedAgent // by id: what the store holds
+	// watchFrom is the highest revision Load or the watch delivered; a
+	// watch (re)starts after it.
+	watchFrom uint64
+
 	ctx       context.Context
 	cancel    context.CancelFunc
 	startOnce sync.Once
@@ -81,6 +90,12 @@ type pendingAgent struct {
 	failures  int
 	err       error
 	nextCheck time.Time
+	// origin is where the agent came from (OriginConfig or OriginAPI);
+	// kept marks an agent the store holds under spec.ID whose saved card
+	// no longer builds, and drift is its saved drift history.
+	origin string
+	kept   bool
+	drift  []DriftRecord
 }
 
 // New returns a registry with cfg's zero fields set to their defaults. It
@@ -106,7 +121,8 @@ func New(cfg Config, log *slog.Logger) (*Registry, error) {
 		byID: map[string]*Agent{}, byURL: map[string]*Agent{},
 		bySkill: map[string][]*Agent{}, byCap: map[string][]*Agent{}, byExt: map[string][]*Agent{},
 		pending: map[string]*pendingAgent{}, inflight: map[string]bool{},
-		ctx: ctx, cancel: cancel,
+		stored: map[string]storedAgent{},
+		ctx:    ctx, cancel: cancel,
 	}, nil
 }
 
@@ -114,8 +130,15 @@ func New(cfg Config, log *slog.Logger) (*Registry, error) {
 // unless the card was fetched and read successfully. It fails with
 // ErrConflict when the URL or the explicit id is taken, ErrInvalidURL or
 // ErrInvalidID for a bad URL or id, a *FetchError when the card cannot be fetched and a
-// *capability.CardError when it cannot be read.
+// *capability.CardError when it cannot be read. With Config.Store set the
+// agent is saved before Add returns; when it cannot be, Add fails (wrapping
+// ErrUnavailable when the store cannot be reached, ErrConflict when another
+// process stored an agent under the id) and nothing is registered.
 func (r *Registry) Add(ctx context.Context, spec Spec) (*Agent, error) {
+	return r.add(ctx, spec, OriginAPI)
+}
+
+func (r *Registry) add(ctx context.Context, spec Spec, origin string) (*Agent, error) {
 	base, err := r.checkSpec(spec)
 	if err != nil {
 		return nil, err
@@ -124,20 +147,30 @@ func (r *Registry) Add(ctx context.Context, spec Spec) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("add agent %s: %w", base, err)
 	}
-	return r.register(spec, base, e)
+	return r.register(ctx, spec, base, e, origin)
 }
 
 // AddOrRetry is Add for configured agents: when the card cannot be fetched
 // or read, the agent is kept pending and retried in the background with
-// backoff, and the error is returned for the caller to report.
+// backoff, and the error is returned for the caller to report. With
+// Config.Store set, an agent already registered at spec's URL (under
+// spec.ID, when it names one), as [Registry.Load] registers the saved
+// ones, is returned at once without a fetch; one the store cannot take
+// yet is kept pending too.
 func (r *Registry) AddOrRetry(ctx context.Context, spec Spec) (*Agent, error) {
-	a, err := r.Add(ctx, spec)
-	if err == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrInvalidID) || errors.Is(err, ErrClosed) {
+	if r.cfg.Store != nil {
+		if a, ok := r.registered(spec); ok {
+			return a, nil
+		}
+	}
+	a, err := r.add(ctx, spec, OriginConfig)
+	refused := errors.Is(err, ErrConflict) && !errors.Is(err, ErrStale) // a store conflict is retried
+	if err == nil || refused || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrInvalidID) || errors.Is(err, ErrClosed) {
 		return a, err
 	}
 	base, _ := NormalizeURL(spec.URL)
 	r.mu.Lock()
-	r.pending[base] = &pendingAgent{spec: spec, base: base, failures: 1, err: err, nextCheck: r.cfg.Now().Add(r.cfg.backoff(1))}
+	r.pending[base] = &pendingAgent{spec: spec, base: base, failures: 1, err: err, nextCheck: r.cfg.Now().Add(r.cfg.backoff(1)), origin: OriginConfig}
 	r.mu.Unlock()
 	return nil, err
 }
@@ -169,10 +202,24 @@ func (r *Registry) conflict(id, base string) error {
 	return nil
 }
 
-// register inserts a freshly fetched agent.
-func (r *Registry) register(spec Spec, base string, e *entry) (*Agent, error) {
+// register inserts a freshly fetched agent; with a Store, once it is saved.
+func (r *Registry) register(ctx context.Context, spec Spec, base string, e *entry, origin string) (*Agent, error) {
+	if r.cfg.Store != nil {
+		return r.registerKept(ctx, spec, base, e, origin)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	a, err := r.prepare(spec, base, e)
+	if err != nil {
+		return nil, err
+	}
+	r.insert(a, e)
+	return a, nil
+}
+
+// prepare checks that a fetched agent can be registered and returns it,
+// not indexed yet. Callers hold mu.
+func (r *Registry) prepare(spec Spec, base string, e *entry) (*Agent, error) {
 	if r.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
@@ -180,17 +227,29 @@ func (r *Registry) register(spec Spec, base string, e *entry) (*Agent, error) {
 		return nil, err
 	}
 	id := spec.ID
+	var drift []DriftRecord
+	if p, ok := r.pending[base]; ok && p.kept {
+		// The store holds the agent under its id: it stays there.
+		if id != "" && id != p.spec.ID {
+			return nil, fmt.Errorf("%w: %s is kept as %q", ErrConflict, base, p.spec.ID)
+		}
+		id, drift = p.spec.ID, p.drift
+	}
 	if id == "" {
 		id = r.freeID(slug(e.profile.Name))
 	}
-	a := &Agent{base: base, Healthy: true, Breaker: Breaker{State: BreakerClosed}}
+	a := &Agent{base: base, Healthy: true, Breaker: Breaker{State: BreakerClosed}, Drift: drift}
 	a.Profile = withID(e.profile, id)
 	a.setCacheState(e, r.cfg)
-	delete(r.pending, base)
-	r.index(a)
-	r.log.Info("agent registered", "id", id, "url", base, "card", e.cardURL,
-		"compatible", a.ClientCompatible, "reason", a.IncompatibleReason, "warnings", len(a.Warnings))
 	return a, nil
+}
+
+// insert indexes a prepared agent. Callers hold mu.
+func (r *Registry) insert(a *Agent, e *entry) {
+	delete(r.pending, a.base)
+	r.index(a)
+	r.log.Info("agent registered", "id", a.ID, "url", a.base, "card", e.cardURL,
+		"compatible", a.ClientCompatible, "reason", a.IncompatibleReason, "warnings", len(a.Warnings))
 }
 
 // withID returns p carrying id, sharing everything else with p.
@@ -256,7 +315,13 @@ func (r *Registry) freeID(s string) string {
 }
 
 // Remove unregisters the agent, or forgets a pending one with that id.
+// With Config.Store set the agent is deleted from the store first, within
+// Config.StoreTimeout; when that fails the error is returned (wrapping
+// ErrUnavailable when the store cannot be reached) and the agent stays.
 func (r *Registry) Remove(id string) error {
+	if r.cfg.Store != nil {
+		return r.removeKept(id)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if a, ok := r.byID[id]; ok {
@@ -285,7 +350,7 @@ func (r *Registry) Refresh(ctx context.Context, id string) (*Agent, error) {
 	if ctx.Err() != nil && err != nil {
 		return a, err // the caller gave up; that says nothing of the agent
 	}
-	return r.apply(id, e, err)
+	return r.settle(ctx, id, e, err)
 }
 
 // Inspect fetches one card, through the cache, without registering it.
