@@ -124,6 +124,11 @@ type SavedCache struct {
 	StaleIfError         *int64 `json:"staleIfError,omitempty"`
 }
 
+// ValidID reports whether id is acceptable as an agent id: a letter or
+// digit, then letters, digits, '.', '_' and '-', 64 at most. A store may
+// rely on it when it maps ids to keys.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
 // storedAgent is what the registry knows of an agent's stored version.
 type storedAgent struct {
 	rev                            uint64
