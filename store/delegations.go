@@ -1,0 +1,502 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// DelegationsConfig tunes the delegation records and event logs.
+type DelegationsConfig struct {
+	// Retention is how long an ended delegation's record, and every
+	// event, is kept; whole seconds, at least 1s. 0 means the store's
+	// Config.Retention.
+	Retention time.Duration
+	// MaxEvents bounds each delegation's event log, which keeps its
+	// latest events. 0 means delegation.DefaultMaxEvents.
+	MaxEvents int
+	// ScanLimit bounds how many index entries one List call reads before
+	// it returns what it found with a token to go on. 0 means
+	// DefaultScanLimit.
+	ScanLimit int
+}
+
+// Bounds and defaults of [DelegationsConfig].
+const (
+	DefaultScanLimit = 10_000
+	MaxScanLimit     = 1_000_000
+	MaxEventsLimit   = 1_000_000
+)
+
+// Delegations keeps delegation records and their event logs in
+// JetStream; it implements delegation.Store.
+//
+// Records are JSON values in the KV bucket <namespace>-delegations, under
+// d.<id>. A record in a terminal state is written with a per-message TTL
+// of Retention, so it goes on its own that long after it ended (each
+// later write restarts the count); a running record has none and stays.
+// A running record also has the key r.<id>, removed when it ends, so
+// Running reads only those. The stream <namespace>_DELEGATION_INDEX holds
+// one message per record, written when the record is first put: List
+// reads it backwards, newest first. Its entries whose record is gone are
+// deleted in the background. Event logs are described at Append.
+//
+// Every method bounds its work by the store's Timeout, and an error from
+// a store that cannot be reached or is full wraps
+// delegation.ErrUnavailable.
+type Delegations struct {
+	s   *Store
+	cfg DelegationsConfig
+
+	kv       jetstream.KeyValue
+	index    jetstream.Stream
+	events   jetstream.Stream
+	recordPf string // subject prefix of the records: $KV.<bucket>.d.
+	indexPf  string // <ns>.index.
+	eventsPf string // <ns>.events.
+
+	// indexed remembers ids whose index entry exists, so a Put of a
+	// known record writes no index entry; tails remembers the last event
+	// of recent logs, so an Append writes without reading first. Both
+	// are hints: a wrong one costs a retry, never a wrong answer.
+	indexed *lru.Cache[string, struct{}]
+	tails   *lru.Cache[string, eventTail]
+}
+
+// Key prefixes in the records bucket.
+const (
+	delegationRecordPrefix  = "d."
+	delegationRunningPrefix = "r."
+)
+
+const (
+	// delegationHints bounds the indexed and tails hints.
+	delegationHints = 4096
+	// delegationMarkerTTL is how long the bucket keeps the marker of a removed or
+	// expired key, and the purge of a running marker.
+	delegationMarkerTTL = time.Minute
+	// maxDelegationIDLen bounds a delegation id.
+	maxDelegationIDLen = 200
+	// eventDedupeWindow is the streams' duplicate window (at most their
+	// retention).
+	eventDedupeWindow = 2 * time.Minute
+)
+
+// Delegations sets up the records bucket, the index and the event stream
+// (creating them, or updating their limits to cfg), and returns the
+// delegation store on them. Call it once per Store: it starts the index's
+// clean-up, which stops when the Store closes.
+func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delegations, error) {
+	if cfg.Retention == 0 {
+		cfg.Retention = s.cfg.Retention
+	}
+	if cfg.MaxEvents == 0 {
+		cfg.MaxEvents = delegation.DefaultMaxEvents
+	}
+	if cfg.ScanLimit == 0 {
+		cfg.ScanLimit = DefaultScanLimit
+	}
+	switch {
+	case cfg.Retention < time.Second || cfg.Retention%time.Second != 0:
+		return nil, fmt.Errorf("delegations: retention %s is not a whole number of seconds of at least 1s", cfg.Retention)
+	case cfg.MaxEvents < 1 || cfg.MaxEvents > MaxEventsLimit:
+		return nil, fmt.Errorf("delegations: maxEvents %d is not between 1 and %d", cfg.MaxEvents, MaxEventsLimit)
+	case cfg.ScanLimit < 1 || cfg.ScanLimit > MaxScanLimit:
+		return nil, fmt.Errorf("delegations: scanLimit %d is not between 1 and %d", cfg.ScanLimit, MaxScanLimit)
+	}
+	ns := s.cfg.Namespace
+	d := &Delegations{s: s, cfg: cfg, indexPf: ns + ".index.", eventsPf: ns + ".events."}
+	d.indexed, _ = lru.New[string, struct{}](delegationHints)
+	d.tails, _ = lru.New[string, eventTail](delegationHints)
+	bucket := ns + "-delegations"
+	d.recordPf = "$KV." + bucket + "." + delegationRecordPrefix
+	var err error
+	d.kv, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
+		Bucket: bucket, Description: "orchd delegation records", History: 1,
+		Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas, LimitMarkerTTL: delegationMarkerTTL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.index, err = s.ensureStream(ctx, jetstream.StreamConfig{
+		Name: ns + "_DELEGATION_INDEX", Description: "orchd delegations, in the order they were created",
+		Subjects: []string{d.indexPf + ">"}, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardOld,
+		Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas, AllowDirect: true, Duplicates: eventDedupeWindow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.events, err = s.ensureStream(ctx, jetstream.StreamConfig{
+		Name: ns + "_EVENTS", Description: "orchd delegation event logs",
+		Subjects: []string{d.eventsPf + ">"}, MaxAge: cfg.Retention, MaxMsgsPerSubject: int64(cfg.MaxEvents),
+		Discard: jetstream.DiscardOld, Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas,
+		AllowDirect: true, Duplicates: min(eventDedupeWindow, cfg.Retention),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.wg.Go(d.sweepLoop)
+	return d, nil
+}
+
+var plainDelegationID = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// delegationKey turns a delegation id into a key token, valid in KV keys and
+// subjects: the id itself when it is letters, digits, - and _ (UUIDs
+// are), else = and its base64url encoding, which cannot collide with a
+// plain id.
+func delegationKey(id string) (string, error) {
+	switch {
+	case id == "":
+		return "", errors.New("empty delegation id")
+	case len(id) > maxDelegationIDLen:
+		return "", fmt.Errorf("delegation id of %d bytes is over %d", len(id), maxDelegationIDLen)
+	case plainDelegationID.MatchString(id):
+		return id, nil
+	}
+	return "=" + base64.RawURLEncoding.EncodeToString([]byte(id)), nil
+}
+
+// Put implements delegation.Store. It returns once JetStream acknowledged
+// the record. A running record's r. key is written before the record and
+// an ended record's removed after it, so a crash in between leaves at
+// worst a key Running skips.
+func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
+	key, err := delegationKey(r.ID)
+	if err != nil {
+		return fmt.Errorf("put delegation: %w: %w", delegation.ErrBadRequest, err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("put delegation %s: %w", r.ID, err)
+	}
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	if err := d.ensureIndexed(octx, key, r.ID); err != nil {
+		return fmt.Errorf("put delegation %s: index: %w", r.ID, d.s.unavailable(ctx, err))
+	}
+	if r.State.Terminal() {
+		if _, err := d.s.js.Publish(octx, d.recordPf+key, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
+			return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
+		}
+		if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.PurgeTTL(delegationMarkerTTL)); err != nil {
+			return fmt.Errorf("put delegation %s: clear running: %w", r.ID, d.s.unavailable(ctx, err))
+		}
+		return nil
+	}
+	if _, err := d.kv.Put(octx, delegationRunningPrefix+key, nil); err != nil {
+		return fmt.Errorf("put delegation %s: mark running: %w", r.ID, d.s.unavailable(ctx, err))
+	}
+	if _, err := d.kv.Put(octx, delegationRecordPrefix+key, b); err != nil {
+		return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
+	}
+	return nil
+}
+
+// ensureIndexed writes the record's index entry unless it exists: the
+// write expects the entry's subject to be empty, so only the first of
+// any number of writers, in any process, adds one.
+func (d *Delegations) ensureIndexed(ctx context.Context, key, id string) error {
+	if d.indexed.Contains(key) {
+		return nil
+	}
+	_, err := d.s.js.Publish(ctx, d.indexPf+key, []byte(id), jetstream.WithExpectLastSequencePerSubject(0))
+	if err != nil && !isWrongLastSequence(err) {
+		return err
+	}
+	d.indexed.Add(key, struct{}{})
+	return nil
+}
+
+// Get implements delegation.Store.
+func (d *Delegations) Get(ctx context.Context, id string) (delegation.Record, error) {
+	key, err := delegationKey(id)
+	if err != nil {
+		return delegation.Record{}, fmt.Errorf("delegation %q: %w", id, delegation.ErrNotFound)
+	}
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	r, _, err := d.get(octx, key)
+	if err != nil {
+		return delegation.Record{}, fmt.Errorf("get delegation %s: %w", id, d.s.unavailable(ctx, err))
+	}
+	return r, nil
+}
+
+// get reads the record under key, with the time it was written; a
+// missing one is delegation.ErrNotFound.
+func (d *Delegations) get(ctx context.Context, key string) (delegation.Record, time.Time, error) {
+	e, err := d.kv.Get(ctx, delegationRecordPrefix+key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return delegation.Record{}, time.Time{}, delegation.ErrNotFound
+	}
+	if err != nil {
+		return delegation.Record{}, time.Time{}, err
+	}
+	var r delegation.Record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return delegation.Record{}, time.Time{}, fmt.Errorf("record %s is not readable: %w", key, err)
+	}
+	return r, e.Created(), nil
+}
+
+// Running implements delegation.Store: the ids under r., each checked
+// against its record. An r. key whose record ended a while ago (a crash
+// between the two writes of Put) is removed on the way, conditionally,
+// so a Put running the record again at the same moment keeps its key.
+func (d *Delegations) Running(ctx context.Context) ([]string, error) {
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	l, err := d.kv.ListKeysFiltered(octx, delegationRunningPrefix+">")
+	if err != nil {
+		return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+	}
+	var keys []string
+	for k := range l.Keys() {
+		keys = append(keys, strings.TrimPrefix(k, delegationRunningPrefix))
+	}
+	if err := octx.Err(); err != nil {
+		// The lister ends quietly when its context does: the list may be
+		// short.
+		return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+	}
+	grace := max(time.Minute, 4*d.s.cfg.Timeout)
+	ids := make([]string, 0, len(keys))
+	for _, key := range keys {
+		marker, err := d.kv.Get(octx, delegationRunningPrefix+key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+		}
+		r, written, err := d.get(octx, key)
+		switch {
+		case errors.Is(err, delegation.ErrNotFound):
+			// A Put between its two writes, or one that failed there.
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+		case !r.State.Terminal():
+			ids = append(ids, r.ID)
+		case time.Since(written) > grace:
+			if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.LastRevision(marker.Revision()), jetstream.PurgeTTL(delegationMarkerTTL)); err != nil && !isWrongLastSequence(err) {
+				d.s.log.Debug("state store: clear a stale running key", "delegation", r.ID, "err", err)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// delegationIndexEntry is one message of the index: where it is, and the key of
+// its record.
+type delegationIndexEntry struct {
+	seq uint64
+	key string
+}
+
+// listMaxWindow bounds the index span List reads in one step, and so the
+// entries it holds at once.
+const listMaxWindow = 1024
+
+// List implements delegation.Store. It reads the index backwards from the
+// newest entry (or from where the token left off) in windows of stream
+// sequences, reading each window's entries and then their records, newest
+// first, skipping records that expired and those of another state. It
+// reads at most the config's ScanLimit entries (plus one window): when it
+// stops there, the page holds what was found, possibly nothing, and
+// NextPageToken goes on from there. Records come newest first by when
+// they were first put, which is when the delegation was created.
+func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.Page, error) {
+	size, err := delegationPageSize(q)
+	if err != nil {
+		return delegation.Page{}, err
+	}
+	var hi uint64 // exclusive upper bound of what is left to read
+	if q.PageToken != "" {
+		if hi, err = parseDelegationToken(q.PageToken); err != nil {
+			return delegation.Page{}, err
+		}
+	}
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	info, err := d.index.Info(octx)
+	if err != nil {
+		return delegation.Page{}, fmt.Errorf("list delegations: %w", d.s.unavailable(ctx, err))
+	}
+	if info.State.Msgs == 0 {
+		return delegation.Page{}, nil
+	}
+	first := info.State.FirstSeq
+	if hi == 0 || hi > info.State.LastSeq+1 {
+		hi = info.State.LastSeq + 1
+	}
+	base := uint64(max(size, 16))
+	window := base
+	budget := d.cfg.ScanLimit
+	var p delegation.Page
+	for hi > first && budget > 0 {
+		lo := hi - min(window, hi-first)
+		entries, err := d.indexRange(octx, lo, hi)
+		if err != nil {
+			return delegation.Page{}, fmt.Errorf("list delegations: %w", d.s.unavailable(ctx, err))
+		}
+		budget -= len(entries) + 1
+		if len(entries) == 0 {
+			window = min(window*2, listMaxWindow)
+			hi = lo
+			continue
+		}
+		window = base
+		for i := len(entries) - 1; i >= 0; i-- {
+			r, _, err := d.get(octx, entries[i].key)
+			if errors.Is(err, delegation.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return delegation.Page{}, fmt.Errorf("list delegations: %w", d.s.unavailable(ctx, err))
+			}
+			if q.State != a2a.TaskStateUnspecified && q.State != r.State {
+				continue
+			}
+			p.Records = append(p.Records, r)
+			if len(p.Records) == size {
+				if i > 0 || lo > first {
+					p.NextPageToken = formatDelegationToken(entries[i].seq)
+				}
+				return p, nil
+			}
+		}
+		hi = lo
+	}
+	if hi > first {
+		p.NextPageToken = formatDelegationToken(hi)
+	}
+	return p, nil
+}
+
+// indexRange reads the index entries with sequences in [lo, hi), oldest
+// first: each read returns the next entry at or after a sequence, so gaps
+// left by deleted entries cost nothing.
+func (d *Delegations) indexRange(ctx context.Context, lo, hi uint64) ([]delegationIndexEntry, error) {
+	var out []delegationIndexEntry
+	for seq := lo; seq < hi; {
+		m, err := d.index.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(d.indexPf+">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Sequence >= hi {
+			break
+		}
+		out = append(out, delegationIndexEntry{seq: m.Sequence, key: strings.TrimPrefix(m.Subject, d.indexPf)})
+		seq = m.Sequence + 1
+	}
+	return out, nil
+}
+
+// delegationPageSize checks the query's page size, as delegation.Query documents.
+func delegationPageSize(q delegation.Query) (int, error) {
+	switch {
+	case q.PageSize == 0:
+		return delegation.DefaultPageSize, nil
+	case q.PageSize < 0 || q.PageSize > delegation.MaxPageSize:
+		return 0, fmt.Errorf("%w: pageSize %d is not between 1 and %d", delegation.ErrBadRequest, q.PageSize, delegation.MaxPageSize)
+	}
+	return q.PageSize, nil
+}
+
+// delegationTokenPrefix versions the page token: an index sequence to go on below.
+const delegationTokenPrefix = "i1."
+
+func formatDelegationToken(seq uint64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(delegationTokenPrefix + strconv.FormatUint(seq, 10)))
+}
+
+func parseDelegationToken(token string) (uint64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err == nil {
+		if s, ok := strings.CutPrefix(string(b), delegationTokenPrefix); ok {
+			if seq, err := strconv.ParseUint(s, 10, 64); err == nil && seq > 0 {
+				return seq, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: %w %q", delegation.ErrBadRequest, delegation.ErrBadPageToken, token)
+}
+
+// indexSweepBatch bounds the index entries one sweep reads.
+const indexSweepBatch = 1000
+
+// sweepLoop deletes index entries whose record is gone, from the oldest
+// on, a batch at a time, until the Store closes. Entries younger than the
+// retention are never looked at: their records cannot have expired yet.
+// Several processes may sweep at once; deletes are idempotent.
+func (d *Delegations) sweepLoop() {
+	every := min(max(d.cfg.Retention/10, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var cursor uint64
+	for {
+		select {
+		case <-d.s.done:
+			return
+		case <-t.C:
+		}
+		next, err := d.sweep(cursor)
+		if err != nil && !d.s.closed() {
+			d.s.log.Debug("state store: sweep the delegation index", "err", err)
+		}
+		cursor = next
+	}
+}
+
+// sweep reads up to indexSweepBatch index entries from cursor and deletes those
+// whose record is gone; it returns where the next sweep starts: after the
+// last entry read, or back at the start once it reaches entries younger
+// than the retention or the end.
+func (d *Delegations) sweep(cursor uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*d.s.cfg.Timeout)
+	defer cancel()
+	for range indexSweepBatch {
+		m, err := d.index.GetMsg(ctx, cursor, jetstream.WithGetMsgSubject(d.indexPf+">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return cursor, err
+		}
+		if time.Since(m.Time) < d.cfg.Retention {
+			return 0, nil
+		}
+		_, _, err = d.get(ctx, strings.TrimPrefix(m.Subject, d.indexPf))
+		switch {
+		case errors.Is(err, delegation.ErrNotFound):
+			if err := d.index.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return m.Sequence, err
+			}
+		case err != nil:
+			return m.Sequence, err
+		}
+		cursor = m.Sequence + 1
+	}
+	return cursor, nil
+}
+
+var _ delegation.Store = (*Delegations)(nil)

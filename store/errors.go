@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// unavailable wraps err in delegation.ErrUnavailable when it says the
+// store could not be reached or could not keep the write: no connection,
+// no responders, no answer in time, no quorum, no room. ctx is the
+// caller's context: an operation that ended because the caller gave up
+// returns the caller's error, not "unavailable". Other errors, and nil,
+// come back unchanged.
+func unavailable(ctx context.Context, err error) error {
+	switch {
+	case err == nil, errors.Is(err, delegation.ErrUnavailable):
+		return err
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return err
+	case isUnavailable(err):
+		return fmt.Errorf("%w: %w", delegation.ErrUnavailable, err)
+	}
+	return err
+}
+
+// isUnavailable reports whether err is one of the NATS and JetStream
+// errors that mean the store is unreachable, not answering, or full.
+func isUnavailable(err error) bool {
+	for _, target := range []error{
+		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed,
+		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
+		nats.ErrDisconnected, nats.ErrNoServers, nats.ErrReconnectBufExceeded,
+		nats.ErrStaleConnection, nats.ErrInvalidConnection,
+		jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
+		jetstream.ErrJetStreamNotEnabledForAccount, jetstream.ErrNoHeartbeat,
+		context.DeadlineExceeded,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeSequenceMismatch:
+		// A 503 that reports a lost compare-and-set, not an outage.
+		return false
+	case errCodeMemoryExceeded, errCodeStorageExceeded:
+		return true
+	}
+	return apiErr.Code == 503
+}
+
+// JetStream error codes the store decides on, beyond those nats.go names.
+const (
+	// errCodeSequenceMismatch is "expected stream sequence does not
+	// match", sent with status 503 although nothing is down.
+	errCodeSequenceMismatch jetstream.ErrorCode = 10063
+	// errCodeMemoryExceeded and errCodeStorageExceeded mean the server
+	// has no room left for the write.
+	errCodeMemoryExceeded  jetstream.ErrorCode = 10028
+	errCodeStorageExceeded jetstream.ErrorCode = 10047
+)
+
+// isWrongLastSequence reports whether err is a lost compare-and-set on a
+// subject's last sequence: the KV revision or the expected last message
+// was not the one given. The check is on the code, before any KV
+// mapping, since ErrKeyRevisionMismatch also matches ErrKeyExists.
+func isWrongLastSequence(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}

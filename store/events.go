@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// seqHeader carries an event's Seq, so a log is searched and followed
+// without decoding events.
+const seqHeader = "Orchd-Seq"
+
+// waitRecheck is how often Wait looks at the log's tail besides listening
+// for appends, in case it missed one (a reconnect, or interest not yet
+// known across a cluster).
+const waitRecheck = 2 * time.Second
+
+// eventTail is the last event of a log: its stream sequence and its Seq.
+type eventTail struct {
+	stream uint64
+	seq    int64
+}
+
+// Append implements delegation.Store. All logs are on the stream
+// <namespace>_EVENTS, one subject per delegation, <namespace>.events.<id>,
+// each keeping its latest MaxEvents events for at most Retention. An
+// event is written expecting the log's last message to be the one it
+// follows, and with the message id <id>.<seq> for the stream's duplicate
+// window: a Seq at or below the log's last is already in it, and is kept
+// as it is.
+func (d *Delegations) Append(ctx context.Context, id string, ev delegation.Event) error {
+	key, err := delegationKey(id)
+	if err != nil {
+		return fmt.Errorf("append to delegation: %w: %w", delegation.ErrBadRequest, err)
+	}
+	if ev.Seq < 1 {
+		return fmt.Errorf("append to delegation %s: %w: event seq %d is below 1", id, delegation.ErrBadRequest, ev.Seq)
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, err)
+	}
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	subject := d.eventsPf + key
+	seq := strconv.FormatInt(ev.Seq, 10)
+	t, known := d.tails.Get(key)
+	// Each attempt after the first follows a log that changed since it
+	// was read; a log has one writer, the delegation's lease holder, so
+	// two suffice unless writers compete.
+	for range 3 {
+		if !known {
+			if t, err = d.tail(octx, subject); err != nil {
+				return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, d.s.unavailable(ctx, err))
+			}
+			known = true
+		}
+		if ev.Seq <= t.seq {
+			return nil // already in the log
+		}
+		m := nats.NewMsg(subject)
+		m.Data = b
+		m.Header.Set(seqHeader, seq)
+		ack, err := d.s.js.PublishMsg(octx, m, jetstream.WithMsgID(key+"."+seq), jetstream.WithExpectLastSequencePerSubject(t.stream))
+		switch {
+		case err == nil && ack.Duplicate:
+			d.tails.Remove(key)
+			return nil
+		case err == nil:
+			d.tails.Add(key, eventTail{stream: ack.Sequence, seq: ev.Seq})
+			return nil
+		case isWrongLastSequence(err):
+			d.tails.Remove(key)
+			known = false
+		default:
+			d.tails.Remove(key)
+			return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, d.s.unavailable(ctx, err))
+		}
+	}
+	return fmt.Errorf("append event %d to delegation %s: the log kept changing under the write", ev.Seq, id)
+}
+
+// tail reads the last event of the log on subject; zero when it is empty.
+func (d *Delegations) tail(ctx context.Context, subject string) (eventTail, error) {
+	m, err := d.events.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return eventTail{}, nil
+	}
+	if err != nil {
+		return eventTail{}, err
+	}
+	seq, err := eventSeq(m)
+	return eventTail{stream: m.Sequence, seq: seq}, err
+}
+
+// eventSeq reads the Seq of a stored event.
+func eventSeq(m *jetstream.RawStreamMsg) (int64, error) {
+	if v := m.Header.Get(seqHeader); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	var ev delegation.Event
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		return 0, fmt.Errorf("event at %d is not readable: %w", m.Sequence, err)
+	}
+	return ev.Seq, nil
+}
+
+// Events implements delegation.Store. It finds the first event above
+// after by a binary search over stream sequences (each probe reads the
+// log's next message at or after a sequence, so it costs one read
+// whatever the log's length and its neighbours), then reads forward. A
+// limit of 0 or less, or over MaxEvents, means MaxEvents.
+func (d *Delegations) Events(ctx context.Context, id string, after int64, limit int) ([]delegation.Event, error) {
+	key, err := delegationKey(id)
+	if err != nil {
+		return nil, nil // no log can have this id
+	}
+	if limit <= 0 || limit > d.cfg.MaxEvents {
+		limit = d.cfg.MaxEvents
+	}
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	subject := d.eventsPf + key
+	evs, err := d.readEvents(octx, subject, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("events of delegation %s: %w", id, d.s.unavailable(ctx, err))
+	}
+	return evs, nil
+}
+
+func (d *Delegations) readEvents(ctx context.Context, subject string, after int64, limit int) ([]delegation.Event, error) {
+	last, err := d.events.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	lastSeq, err := eventSeq(last)
+	if err != nil || lastSeq <= after {
+		return nil, err
+	}
+	m, err := d.firstAfter(ctx, subject, after, last)
+	if m == nil || err != nil {
+		return nil, err
+	}
+	var out []delegation.Event
+	for {
+		var ev delegation.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			return nil, fmt.Errorf("event at %d is not readable: %w", m.Sequence, err)
+		}
+		if ev.Seq > after {
+			out = append(out, ev)
+		}
+		if len(out) == limit || m.Sequence >= last.Sequence {
+			return out, nil
+		}
+		m, err = d.next(ctx, subject, m.Sequence+1)
+		if m == nil || err != nil {
+			return out, err
+		}
+	}
+}
+
+// next reads the log's first message at or after seq; nil when none.
+func (d *Delegations) next(ctx context.Context, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	m, err := d.events.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// firstAfter finds the log's first event with a Seq above after, given
+// the log's last message, whose Seq is above after. Seqs grow with stream
+// sequences, so "the next message at or after p has a Seq above after" is
+// false, then true, as p grows: the search keeps lo where it is false and
+// hi where it is true, with best the next message at or after hi.
+func (d *Delegations) firstAfter(ctx context.Context, subject string, after int64, last *jetstream.RawStreamMsg) (*jetstream.RawStreamMsg, error) {
+	first, err := d.next(ctx, subject, 1)
+	if first == nil || err != nil {
+		return nil, err
+	}
+	seq, err := eventSeq(first)
+	if err != nil || seq > after {
+		return first, err
+	}
+	lo, hi, best := first.Sequence, last.Sequence, last
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		m, err := d.next(ctx, subject, mid)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			// The log lost messages under the search: go on from what is known.
+			break
+		}
+		seq, err := eventSeq(m)
+		if err != nil {
+			return nil, err
+		}
+		if seq > after {
+			hi, best = mid, m
+		} else {
+			lo = m.Sequence
+		}
+	}
+	return best, nil
+}
+
+// Wait implements delegation.Store. It subscribes to the log's subject
+// before it reads the log's tail, so an append between the two is not
+// missed, and reads the tail again every few seconds in case a message
+// was (a reconnect, or a cluster not yet routing to the subscription).
+func (d *Delegations) Wait(ctx context.Context, id string, after int64) error {
+	key, err := delegationKey(id)
+	if err != nil {
+		return fmt.Errorf("wait for delegation: %w: %w", delegation.ErrBadRequest, err)
+	}
+	subject := d.eventsPf + key
+	sub, err := d.s.nc.SubscribeSync(subject)
+	if err != nil {
+		return fmt.Errorf("wait for delegation %s: %w", id, d.s.unavailable(ctx, err))
+	}
+	defer sub.Unsubscribe()
+	if err := sub.SetPendingLimits(1024, 16<<20); err != nil {
+		return fmt.Errorf("wait for delegation %s: %w", id, err)
+	}
+	for {
+		octx, cancel := d.s.opContext(ctx)
+		t, err := d.tail(octx, subject)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("wait for delegation %s: %w", id, d.s.unavailable(ctx, err))
+		}
+		if t.seq > after {
+			return nil
+		}
+		for {
+			wctx, cancel := context.WithTimeout(ctx, waitRecheck)
+			m, err := sub.NextMsgWithContext(wctx)
+			cancel()
+			if err == nil {
+				// A published event may still be refused by the stream
+				// (a duplicate, a lost race): the tail has the last word.
+				if n, perr := strconv.ParseInt(m.Header.Get(seqHeader), 10, 64); perr == nil && n > after {
+					break
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				break // look at the tail again
+			}
+			return fmt.Errorf("wait for delegation %s: %w", id, d.s.unavailable(ctx, err))
+		}
+	}
+}
