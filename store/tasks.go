@@ -219,19 +219,30 @@ func NewTasks(ctx context.Context, js jetstream.JetStream, cfg TasksConfig) (*Ta
 	}
 	opCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(opCtx, jetstream.KeyValueConfig{
-		Bucket:         cfg.Bucket,
-		Description:    "orchd A2A tasks and their per-user index",
-		History:        1,
-		Storage:        jetstream.FileStorage,
-		Replicas:       cfg.Replicas,
-		MaxValueSize:   int32(cfg.MaxTaskBytes),
-		MaxBytes:       cfg.MaxBucketBytes,
-		LimitMarkerTTL: taskMarkerTTL,
-	})
+	kv, err := js.CreateOrUpdateKeyValue(opCtx, cfg.bucket())
 	if err != nil {
 		return nil, fmt.Errorf("tasks: open bucket %s: %w", cfg.Bucket, unavailable(ctx, err))
 	}
+	return newTasksOn(js, kv, cfg)
+}
+
+// bucket is the configuration of the bucket c keeps tasks in; c has its
+// defaults.
+func (c *TasksConfig) bucket() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:         c.Bucket,
+		Description:    "orchd A2A tasks and their per-user index",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       c.Replicas,
+		MaxValueSize:   int32(c.MaxTaskBytes),
+		MaxBytes:       c.MaxBucketBytes,
+		LimitMarkerTTL: taskMarkerTTL,
+	}
+}
+
+// newTasksOn is the store on kv, a bucket made from cfg.bucket().
+func newTasksOn(js jetstream.JetStream, kv jetstream.KeyValue, cfg TasksConfig) (*Tasks, error) {
 	owners, err := lru.New[a2a.TaskID, taskOwner](taskOwnersCached)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: owner cache: %w", err)
