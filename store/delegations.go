@@ -74,6 +74,9 @@ type Delegations struct {
 	// are hints: a wrong one costs a retry, never a wrong answer.
 	indexed *lru.Cache[string, struct{}]
 	tails   *lru.Cache[string, eventTail]
+	// staleAfter is how long after its record ended Running removes a
+	// left-over r. key: longer than any Put takes between its writes.
+	staleAfter time.Duration
 }
 
 // Key prefixes in the records bucket.
@@ -85,9 +88,13 @@ const (
 const (
 	// delegationHints bounds the indexed and tails hints.
 	delegationHints = 4096
-	// delegationMarkerTTL is how long the bucket keeps the marker of a removed or
-	// expired key, and the purge of a running marker.
+	// delegationMarkerTTL is how long the bucket keeps the marker of an
+	// expired record.
 	delegationMarkerTTL = time.Minute
+	// runningPurgeTTL is how long the bucket keeps the purge of an r.
+	// key: the least it allows, since Running reads every purge still
+	// kept (a burst of ended delegations would slow it down).
+	runningPurgeTTL = time.Second
 	// maxDelegationIDLen bounds a delegation id.
 	maxDelegationIDLen = 200
 	// eventDedupeWindow is the streams' duplicate window (at most their
@@ -118,7 +125,8 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 		return nil, fmt.Errorf("delegations: scanLimit %d is not between 1 and %d", cfg.ScanLimit, MaxScanLimit)
 	}
 	ns := s.cfg.Namespace
-	d := &Delegations{s: s, cfg: cfg, indexPf: ns + ".index.", eventsPf: ns + ".events."}
+	d := &Delegations{s: s, cfg: cfg, indexPf: ns + ".index.", eventsPf: ns + ".events.",
+		staleAfter: max(time.Minute, 4*s.cfg.Timeout)}
 	d.indexed, _ = lru.New[string, struct{}](delegationHints)
 	d.tails, _ = lru.New[string, eventTail](delegationHints)
 	bucket := ns + "-delegations"
@@ -192,7 +200,7 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 		if _, err := d.s.js.Publish(octx, d.recordPf+key, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
 			return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
 		}
-		if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.PurgeTTL(delegationMarkerTTL)); err != nil {
+		if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.PurgeTTL(runningPurgeTTL)); err != nil {
 			return fmt.Errorf("put delegation %s: clear running: %w", r.ID, d.s.unavailable(ctx, err))
 		}
 		return nil
@@ -273,7 +281,6 @@ func (d *Delegations) Running(ctx context.Context) ([]string, error) {
 		// short.
 		return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
 	}
-	grace := max(time.Minute, 4*d.s.cfg.Timeout)
 	ids := make([]string, 0, len(keys))
 	for _, key := range keys {
 		marker, err := d.kv.Get(octx, delegationRunningPrefix+key)
@@ -292,8 +299,8 @@ func (d *Delegations) Running(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
 		case !r.State.Terminal():
 			ids = append(ids, r.ID)
-		case time.Since(written) > grace:
-			if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.LastRevision(marker.Revision()), jetstream.PurgeTTL(delegationMarkerTTL)); err != nil && !isWrongLastSequence(err) {
+		case time.Since(written) > d.staleAfter:
+			if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.LastRevision(marker.Revision()), jetstream.PurgeTTL(runningPurgeTTL)); err != nil && !isWrongLastSequence(err) {
 				d.s.log.Debug("state store: clear a stale running key", "delegation", r.ID, "err", err)
 			}
 		}

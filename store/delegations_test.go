@@ -2,11 +2,18 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/delegation/storetest"
@@ -80,4 +87,325 @@ func TestDelegations_ContractCluster(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return delegationsOf(t, s, DelegationsConfig{})
 	})
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDelegations_Expiry checks an ended record, and the events, go after
+// the retention on their own, a running record stays, and the index
+// entry of the ended record is swept.
+func TestDelegations_Expiry(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{Retention: 2 * time.Second})
+	at := time.Now().UTC()
+	for _, r := range []delegation.Record{
+		{ID: "ended", State: a2a.TaskStateWorking, CreatedAt: at},
+		{ID: "running", State: a2a.TaskStateWorking, CreatedAt: at.Add(time.Second)},
+		{ID: "ended", State: a2a.TaskStateCompleted, CreatedAt: at},
+	} {
+		if err := d.Put(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Append(t.Context(), r.ID, delegation.Event{Seq: 1, Kind: "state"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	waitFor(t, 20*time.Second, "the ended record expires", func() bool {
+		_, err := d.Get(t.Context(), "ended")
+		return errors.Is(err, delegation.ErrNotFound)
+	})
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("the ended record went after %s, before its retention", took)
+	}
+	if _, err := d.Get(t.Context(), "running"); err != nil {
+		t.Errorf("the running record went too: %v", err)
+	}
+	p, err := d.List(t.Context(), delegation.Query{})
+	if err != nil || len(p.Records) != 1 || p.Records[0].ID != "running" {
+		t.Errorf("List after expiry = %v, %v; want the running record", idsOf(p.Records), err)
+	}
+	waitFor(t, 20*time.Second, "the events expire", func() bool {
+		evs, err := d.Events(t.Context(), "ended", 0, 0)
+		return err == nil && len(evs) == 0
+	})
+	waitFor(t, 20*time.Second, "the index entry of the expired record is swept", func() bool {
+		info, err := d.index.Info(t.Context())
+		return err == nil && info.State.Msgs == 1
+	})
+	if running, err := d.Running(t.Context()); err != nil || len(running) != 1 || running[0] != "running" {
+		t.Errorf("Running = %v, %v", running, err)
+	}
+}
+
+// TestDelegations_RunningStaleKey leaves the r. key of an ended record, as
+// a crash between Put's two writes would, and checks Running skips it and
+// then removes it.
+func TestDelegations_RunningStaleKey(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{})
+	d.staleAfter = 0
+	if err := d.Put(t.Context(), delegation.Record{ID: "x", State: a2a.TaskStateCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.kv.Put(t.Context(), delegationRunningPrefix+"x", nil); err != nil {
+		t.Fatal(err)
+	}
+	running, err := d.Running(t.Context())
+	if err != nil || len(running) != 0 {
+		t.Fatalf("Running = %v, %v; want none", running, err)
+	}
+	if _, err := d.kv.Get(t.Context(), delegationRunningPrefix+"x"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the stale key is still there: %v", err)
+	}
+}
+
+func TestDelegations_BadIDs(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{})
+	long := strings.Repeat("a", maxDelegationIDLen+1)
+	for _, id := range []string{"", long} {
+		if err := d.Put(t.Context(), delegation.Record{ID: id}); !errors.Is(err, delegation.ErrBadRequest) {
+			t.Errorf("Put(%.10q) = %v, want ErrBadRequest", id, err)
+		}
+		if err := d.Append(t.Context(), id, delegation.Event{Seq: 1}); !errors.Is(err, delegation.ErrBadRequest) {
+			t.Errorf("Append(%.10q) = %v, want ErrBadRequest", id, err)
+		}
+		if _, err := d.Get(t.Context(), id); !errors.Is(err, delegation.ErrNotFound) {
+			t.Errorf("Get(%.10q) = %v, want ErrNotFound", id, err)
+		}
+	}
+	if err := d.Append(t.Context(), "x", delegation.Event{Seq: 0}); !errors.Is(err, delegation.ErrBadRequest) {
+		t.Errorf("Append(seq 0) = %v, want ErrBadRequest", err)
+	}
+	// Ids that look alike stay apart once escaped.
+	for _, id := range []string{"a.b", "a_b", "a b", "=YS5i", "a.b.>"} {
+		if err := d.Put(t.Context(), delegation.Record{ID: id, State: a2a.TaskStateWorking}); err != nil {
+			t.Fatalf("Put(%q): %v", id, err)
+		}
+	}
+	for _, id := range []string{"a.b", "a_b", "a b", "=YS5i", "a.b.>"} {
+		if r, err := d.Get(t.Context(), id); err != nil || r.ID != id {
+			t.Errorf("Get(%q) = %q, %v", id, r.ID, err)
+		}
+	}
+}
+
+func TestDelegations_MaxEvents(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{MaxEvents: 5})
+	for seq := int64(1); seq <= 8; seq++ {
+		if err := d.Append(t.Context(), "x", delegation.Event{Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		after int64
+		limit int
+		want  string
+	}{
+		{0, 0, "4 5 6 7 8"},
+		{0, 2, "4 5"},
+		{5, 0, "6 7 8"},
+		{0, 100, "4 5 6 7 8"},
+	} {
+		evs, err := d.Events(t.Context(), "x", tc.after, tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := seqString(evs); got != tc.want {
+			t.Errorf("Events(after %d, limit %d) = %s, want %s", tc.after, tc.limit, got, tc.want)
+		}
+	}
+}
+
+func seqString(evs []delegation.Event) string {
+	var b strings.Builder
+	for i, ev := range evs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprint(&b, ev.Seq)
+	}
+	return b.String()
+}
+
+// TestDelegations_EventsDeep reads a 10,000-event log, interleaved with
+// another, at several depths.
+func TestDelegations_EventsDeep(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{})
+	const n = 10_000
+	for seq := int64(1); seq <= n; seq++ {
+		for _, id := range []string{"deep", "other"} {
+			if id == "other" && seq%4 != 0 {
+				continue
+			}
+			if err := d.Append(t.Context(), id, delegation.Event{Seq: seq, Kind: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		after int64
+		limit int
+		want  string
+	}{
+		{0, 3, "1 2 3"},
+		{1, 2, "2 3"},
+		{4999, 3, "5000 5001 5002"},
+		{9997, 0, "9998 9999 10000"},
+		{9999, 10, "10000"},
+		{n, 0, ""},
+	} {
+		start := time.Now()
+		evs, err := d.Events(t.Context(), "deep", tc.after, tc.limit)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := seqString(evs); got != tc.want {
+			t.Errorf("Events(after %d, limit %d) = %s, want %s", tc.after, tc.limit, got, tc.want)
+		}
+		for _, ev := range evs {
+			if ev.Kind != "deep" {
+				t.Errorf("event %d is from log %s", ev.Seq, ev.Kind)
+			}
+		}
+		t.Logf("Events(after %d, limit %d) took %s", tc.after, tc.limit, took)
+	}
+}
+
+// TestDelegations_ScanLimit checks a filtered listing that reads its
+// bound before the page fills returns a token that goes on, and that the
+// pages together hold every match.
+func TestDelegations_ScanLimit(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{ScanLimit: 10})
+	at := time.Now().UTC()
+	var want []string
+	for i := range 100 {
+		st := a2a.TaskStateCompleted
+		if i%25 == 0 {
+			st = a2a.TaskStateWorking
+			want = append([]string{fmt.Sprint(i)}, want...)
+		}
+		if err := d.Put(t.Context(), delegation.Record{ID: fmt.Sprint(i), State: st, CreatedAt: at.Add(time.Duration(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	q := delegation.Query{State: a2a.TaskStateWorking, PageSize: 2}
+	pages, short := 0, 0
+	for {
+		p, err := d.List(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(p.Records) < q.PageSize && p.NextPageToken != "" {
+			short++
+		}
+		got = append(got, idsOf(p.Records)...)
+		if p.NextPageToken == "" || pages > 100 {
+			break
+		}
+		q.PageToken = p.NextPageToken
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+	if short == 0 {
+		t.Errorf("no page stopped at the scan limit (%d pages)", pages)
+	}
+}
+
+// TestDelegations_ListLarge lists a store of 100,000 ended and 300
+// running records: the first page comes fast, reading a bounded amount
+// whatever the store holds, and Running reads only the running.
+func TestDelegations_ListLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 100,000 records")
+	}
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{})
+	const ended, running = 100_000, 300
+	fillStart := time.Now()
+	fill(t, d, ended, running)
+	t.Logf("put %d records in %s", ended+running, time.Since(fillStart).Round(time.Millisecond))
+
+	for _, q := range []delegation.Query{{}, {PageSize: delegation.MaxPageSize}, {State: a2a.TaskStateWorking}} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		p, err := d.List(t.Context(), q)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("List(%+v): %d records in %s, %.1f MiB allocated, heap in use %.1f MiB",
+			q, len(p.Records), took.Round(time.Microsecond), float64(alloc)/(1<<20), float64(after.HeapInuse)/(1<<20))
+		// 100,000 records would take over 50 MiB to read.
+		if alloc > 32<<20 {
+			t.Errorf("List(%+v) allocated %d MiB", q, alloc>>20)
+		}
+		if p.NextPageToken == "" {
+			t.Errorf("List(%+v) gave no token over %d records", q, ended+running)
+		}
+	}
+	start := time.Now()
+	ids, err := d.Running(t.Context())
+	if err != nil || len(ids) != running {
+		t.Fatalf("Running = %d ids, %v; want %d", len(ids), err, running)
+	}
+	t.Logf("Running: %d ids in %s", len(ids), time.Since(start).Round(time.Microsecond))
+}
+
+// fill puts ended records and then running ones, from several goroutines.
+func fill(t testing.TB, d *Delegations, ended, running int) {
+	at := time.Now().UTC()
+	const workers = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < ended+running; i += workers {
+				st := a2a.TaskStateCompleted
+				if i >= ended {
+					st = a2a.TaskStateWorking
+				}
+				r := delegation.Record{ID: fmt.Sprintf("%08d", i), State: st, CreatedAt: at.Add(time.Duration(i)),
+					Downstream: delegation.Hop{Agent: "agent", CardDigest: "sha256:0123456789abcdef"}, Error: strings.Repeat("e", 300)}
+				if err := d.Put(context.Background(), r); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

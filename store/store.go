@@ -56,6 +56,10 @@ const (
 	// manifestFile lists the streams orchd created there, one a line, so
 	// a stream that vanished from the disk is noticed.
 	manifestFile = "STREAMS"
+	// damagedFile records damage Open found. The server drops what it
+	// cannot read as it recovers, so the next start would find nothing
+	// amiss: while this file exists Open refuses the store.
+	damagedFile = "DAMAGED"
 	// streamsDir is where the server keeps the streams of its (only,
 	// global) account, under the directory it is given.
 	streamsDir = "jetstream/$G/streams"
@@ -290,6 +294,12 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	damaged := filepath.Join(s.natsDir, damagedFile)
+	if b, err := os.ReadFile(damaged); err == nil {
+		return fmt.Errorf("state store %s was found damaged before, and orchd will not start on it: %s; "+
+			"restore the directory from a backup, or remove %s to go on with what the NATS server could recover",
+			s.natsDir, strings.TrimSpace(string(b)), damaged)
+	}
 	always, interval, _ := parseSync(s.cfg.Sync)
 	opts := &server.Options{
 		ServerName: s.cfg.Namespace, JetStream: true, StoreDir: s.natsDir,
@@ -340,8 +350,15 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("state store %s: list streams: %w", s.natsDir, err)
 	}
-	if err := s.checkRecovered(onDisk, listed, loaded, logger.damage()); err != nil {
-		return err
+	if problems := s.checkRecovered(onDisk, listed, loaded, logger.damage()); len(problems) > 0 {
+		report := time.Now().UTC().Format(time.RFC3339) + ": " + strings.Join(problems, "; ") + "\n"
+		if err := writeFileAtomic(damaged, []byte(report)); err != nil {
+			s.log.Error("state store: record the damage", "err", err)
+		}
+		return fmt.Errorf("state store %s is damaged, and orchd will not start on it rather than lose state: %s; "+
+			"restore the directory from a backup, or move it aside to start empty; to go on with what the NATS "+
+			"server could recover, remove %s (and, for a stream deleted on purpose, its line in %s)",
+			s.natsDir, strings.Join(problems, "; "), damaged, filepath.Join(s.natsDir, manifestFile))
 	}
 	if err := s.writeManifest(ctx); err != nil {
 		return err
@@ -351,10 +368,11 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 	return nil
 }
 
-// checkRecovered refuses a store the server could not recover whole: a
-// stream directory on disk, or a stream orchd recorded creating, that did
-// not load, or damage the server reported while recovering.
-func (s *Store) checkRecovered(onDisk, listed, loaded, damage []string) error {
+// checkRecovered lists what the server could not recover: stream
+// directories on disk, or streams orchd recorded creating, that did not
+// load, and damage the server reported while recovering. At most a few
+// are listed, with a count of the rest.
+func (s *Store) checkRecovered(onDisk, listed, loaded, damage []string) []string {
 	var problems []string
 	for _, name := range onDisk {
 		if !slices.Contains(loaded, name) {
@@ -368,17 +386,11 @@ func (s *Store) checkRecovered(onDisk, listed, loaded, damage []string) error {
 		}
 	}
 	problems = append(problems, damage...)
-	if len(problems) == 0 {
-		return nil
-	}
 	const maxShown = 10
 	if len(problems) > maxShown {
 		problems = append(problems[:maxShown], fmt.Sprintf("and %d more", len(problems)-maxShown))
 	}
-	return fmt.Errorf("state store %s is damaged, and orchd will not start on it rather than lose state: %s; "+
-		"restore the directory from a backup, or move it aside to start empty "+
-		"(a stream deleted on purpose: remove its line from %s)",
-		s.natsDir, strings.Join(problems, "; "), filepath.Join(s.natsDir, manifestFile))
+	return problems
 }
 
 // streamNames lists the streams the server holds, sorted.
@@ -617,23 +629,26 @@ func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprint
 func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
 
+// Warnf logs at warning level, or at error level when the warning reports
+// damage the server found after it started (reading a block it had not
+// read yet): orchd goes on, with what the server could read.
 func (l *serverLogger) Warnf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
-	l.log.Warn(msg)
-	if !l.recovering.Load() {
+	lower := strings.ToLower(msg)
+	if !slices.ContainsFunc(damageSigns, func(sign string) bool { return strings.Contains(lower, sign) }) {
+		l.log.Warn(msg)
 		return
 	}
-	lower := strings.ToLower(msg)
-	for _, sign := range damageSigns {
-		if strings.Contains(lower, sign) {
-			l.mu.Lock()
-			if len(l.damaged) < maxDamage {
-				l.damaged = append(l.damaged, "the NATS server reported: "+strings.TrimSpace(msg))
-			}
-			l.mu.Unlock()
-			return
-		}
+	if !l.recovering.Load() {
+		l.log.Error("state store damaged: " + msg)
+		return
 	}
+	l.log.Warn(msg)
+	l.mu.Lock()
+	if len(l.damaged) < maxDamage {
+		l.damaged = append(l.damaged, "the NATS server reported: "+strings.TrimSpace(msg))
+	}
+	l.mu.Unlock()
 }
 
 // Fatalf logs at error level: the server calls it where it cannot go on,
