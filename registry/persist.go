@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -71,6 +72,9 @@ type AgentStore interface {
 // rebuilds the same profile and digest), the validators that make its next
 // revalidation conditional, and its drift history. Its JSON field names
 // are stable.
+//
+// Health, failure counts and the circuit breaker are not saved: each
+// process observes them itself, and a restarted one starts healthy.
 type SavedAgent struct {
 	// Format is SavedFormat when the agent was saved.
 	Format int `json:"format"`
@@ -84,8 +88,9 @@ type SavedAgent struct {
 	// that is the A2A 0.2 path.
 	CardURL string `json:"cardUrl"`
 	Legacy  bool   `json:"legacy,omitempty"`
-	// Card is the card's body as fetched.
-	Card []byte `json:"card"`
+	// Card is the card's JSON as fetched. A store may compact it, which
+	// changes neither the profile nor the digest it rebuilds.
+	Card json.RawMessage `json:"card"`
 	// Digest is the profile's digest, for comparing versions without
 	// reading the card.
 	Digest string `json:"digest"`
