@@ -17,6 +17,14 @@
 // [Config.UnhealthyAfter] failures in a row. Changes between a card and its
 // refresh are recorded as [capability.Drift].
 //
+// With [Config.Store] set, agents outlive the process: each is saved, with
+// its card as fetched, its validators and its drift history, before Add
+// reports it, and [Registry.Load] registers the saved ones at start
+// without the network. Several processes may share one store; each
+// watches it and applies the others' additions, changes and removals,
+// telling its own saves from theirs by the store's revisions (see
+// [AgentStore]).
+//
 // Fetching is guarded: bodies are size-limited, requests time out,
 // redirects are bounded and may not downgrade https to http, and every
 // connection's resolved address is checked before it connects so a card URL
