@@ -218,12 +218,8 @@ func (a *Agents) Load(ctx context.Context) ([]registry.SavedAgent, error) {
 // last revision it delivered: the server may have lost its consumer, and
 // the client would notice only after missing its heartbeats.
 func (a *Agents) Watch(ctx context.Context, after uint64, fn func(ag registry.SavedAgent, removed bool)) error {
-	track := func(ag registry.SavedAgent, removed bool) {
-		after = ag.Revision
-		fn(ag, removed)
-	}
 	for {
-		again, err := a.watch(ctx, after, track)
+		again, err := a.watch(ctx, &after, fn)
 		if !again {
 			return err
 		}
@@ -231,12 +227,13 @@ func (a *Agents) Watch(ctx context.Context, after uint64, fn func(ag registry.Sa
 	}
 }
 
-// watch is one watcher's run of Watch. It reports again when the
-// connection reconnected since the watcher started.
-func (a *Agents) watch(ctx context.Context, after uint64, fn func(ag registry.SavedAgent, removed bool)) (again bool, err error) {
+// watch is one watcher's run of Watch, from *after, which it moves past
+// every entry it sees. It reports again when the connection reconnected
+// since the watcher started.
+func (a *Agents) watch(ctx context.Context, after *uint64, fn func(ag registry.SavedAgent, removed bool)) (again bool, err error) {
 	nc := a.js.Conn()
 	reconnects := nc.Stats().Reconnects
-	w, err := a.kv.Watch(ctx, agentKeys, jetstream.ResumeFromRevision(after+1))
+	w, err := a.kv.Watch(ctx, agentKeys, jetstream.ResumeFromRevision(*after+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, nil
@@ -263,6 +260,9 @@ func (a *Agents) watch(ctx context.Context, after uint64, fn func(ag registry.Sa
 				return false, fmt.Errorf("watch agents: %w", errAgentWatcherClosed)
 			case e == nil: // caught up
 				continue
+			}
+			*after = e.Revision()
+			switch {
 			case e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge:
 				id, ok := agentIDFromKey(e.Key())
 				if !ok {
