@@ -68,8 +68,8 @@ type AgentStore interface {
 }
 
 // SavedAgent is what an [AgentStore] keeps of an agent: enough to register
-// it again without the network, with the card exactly as fetched (so it
-// rebuilds the same profile and digest), the validators that make its next
+// it again without the network, with the card as fetched (so it rebuilds
+// the same profile and digest), the validators that make its next
 // revalidation conditional, and its drift history. Its JSON field names
 // are stable.
 //
