@@ -3,6 +3,7 @@ package delegation
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -204,8 +205,13 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 		d.emit(Event{Kind: "message", Message: e})
 	case *a2a.Task:
 		d.setTask(e.ID, e.ContextID)
+		// A task read whole (a poll, or a resumed delegation catching up)
+		// brings each artifact that is new or changed as one event.
 		for _, art := range e.Artifacts {
-			d.putArtifact(art, false)
+			if d.hasArtifact(art) {
+				continue
+			}
+			d.emit(Event{Kind: "artifact", Artifact: d.putArtifact(art, false)})
 		}
 		d.setStatus(e.Status, e.Metadata)
 	case *a2a.TaskStatusUpdateEvent:
@@ -259,6 +265,17 @@ func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 		ev.Error = d.rec.Error
 	}
 	d.emit(ev)
+}
+
+// hasArtifact reports whether the record holds the artifact as it is;
+// callers hold mu.
+func (d *Delegation) hasArtifact(a *a2a.Artifact) bool {
+	for _, old := range d.rec.Artifacts {
+		if old.ID == a.ID {
+			return reflect.DeepEqual(old, a)
+		}
+	}
+	return false
 }
 
 // putArtifact stores an artifact, appending parts to an earlier chunk of

@@ -174,6 +174,8 @@ type Engine struct {
 	finished []string // ended delegations still live, oldest first
 
 	clients *lru.Cache[string, cachedClient]
+	// onResume runs for each delegation carried on from the store.
+	onResume func(*Delegation)
 }
 
 // NewEngine returns an engine delegating to agents in reg under the

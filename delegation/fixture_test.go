@@ -33,8 +33,19 @@ func newFixture(t testing.TB, cfg Config, policyPaths ...string) *fixture {
 	return newFixtureWith(t, registry.Config{}, cfg, policyPaths...)
 }
 
+// newFixtureStore is newFixture keeping delegations in store.
+func newFixtureStore(t testing.TB, cfg Config, store Store) *fixture {
+	t.Helper()
+	return newFixtureFull(t, registry.Config{}, cfg, store)
+}
+
 // newFixtureWith is newFixture with the registry configured by rcfg.
 func newFixtureWith(t testing.TB, rcfg registry.Config, cfg Config, policyPaths ...string) *fixture {
+	t.Helper()
+	return newFixtureFull(t, rcfg, cfg, NewMemoryStore(0), policyPaths...)
+}
+
+func newFixtureFull(t testing.TB, rcfg registry.Config, cfg Config, store Store, policyPaths ...string) *fixture {
 	t.Helper()
 	rcfg.AllowNetworks = []string{"127.0.0.0/8"}
 	reg, err := registry.New(rcfg, nil)
@@ -57,7 +68,7 @@ func newFixtureWith(t testing.TB, rcfg registry.Config, cfg Config, policyPaths 
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
-	e := NewEngine(reg, pol, NewMemoryStore(0), cfg, nil)
+	e := NewEngine(reg, pol, store, cfg, nil)
 	t.Cleanup(e.Close)
 	return &fixture{reg: reg, pol: pol, engine: e}
 }

@@ -61,6 +61,28 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
+// OnResume sets a function run for each delegation this engine carries on
+// from the store, once it is live and before anything more happens to it: for the A2A
+// side of orchd to mirror the delegation into its task again. Call it
+// before Start.
+func (e *Engine) OnResume(f func(*Delegation)) { e.onResume = f }
+
+// SetUpstream records orchd's A2A task that mirrors the delegation, so a
+// process carrying the delegation on keeps that task up to date.
+func (e *Engine) SetUpstream(ctx context.Context, id string, task a2a.TaskInfo) error {
+	d, ok := e.Get(id)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rec.Upstream = &task
+	if err := e.store.Put(ctx, d.stored()); err != nil {
+		return fmt.Errorf("%w: keep delegation %s: %v", ErrUnavailable, id, err)
+	}
+	return nil
+}
+
 // adopt resumes the running delegations of the store that are not live
 // here and that this engine may own.
 func (e *Engine) adopt(ctx context.Context) error {
@@ -115,15 +137,18 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 	d.first = d.rec.LastEvent + 1
 	d.arm()
 	e.register(d)
+	if e.onResume != nil {
+		e.onResume(d)
+	}
 	e.log.Info("carrying on a delegation", "delegation", rec.ID, "agent", rec.Downstream.Agent, "task", rec.Downstream.TaskID, "state", d.rec.State)
 	a, ok := e.reg.Get(rec.Downstream.Agent)
 	switch {
-	case !ok:
-		d.fail(fmt.Sprintf("agent %s is no longer registered, so task %s cannot be followed", rec.Downstream.Agent, rec.Downstream.TaskID))
-		d.settled()
-		return
 	case rec.Downstream.TaskID == "":
 		d.fail("orchd stopped before the agent answered, so the work cannot be followed")
+		d.settled()
+		return
+	case !ok:
+		d.fail(fmt.Sprintf("the agent is no longer registered, so its task %s cannot be followed", rec.Downstream.TaskID))
 		d.settled()
 		return
 	}
@@ -142,14 +167,25 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 		d.settled() // the task waits for the caller's input: nothing to follow
 		return
 	}
-	s, err := d.reopen(ctx)
-	if err != nil {
-		// The agent may be down for now: polling retries, and gives the
-		// task up only after lostAfter failures in a row.
-		e.log.Warn("the task of a carried-on delegation could not be read; polling it", "delegation", rec.ID, "error", err)
-		s = &session{}
+	// Reading the task again waits on the agent: in its own goroutine, so
+	// a slow or absent agent does not hold up the start.
+	if !e.track() {
+		return // closed meanwhile: nothing follows the task, as after Close
 	}
-	d.follow(s)
+	go func() {
+		defer e.wg.Done()
+		s, err := d.reopen(e.ctx)
+		if err != nil {
+			if e.ctx.Err() != nil {
+				return
+			}
+			// The agent may be down for now: polling retries, and gives
+			// the task up only after lostAfter failures in a row.
+			e.log.Warn("the task of a carried-on delegation could not be read; polling it", "delegation", rec.ID, "error", err)
+			s = &session{}
+		}
+		d.follow(s)
+	}()
 }
 
 // reopen reads the downstream task again: it subscribes to it when the

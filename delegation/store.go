@@ -43,6 +43,9 @@ type Record struct {
 	// changed.
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Upstream is orchd's own A2A task that mirrors the delegation, when
+	// the work came to orchd over A2A.
+	Upstream *a2a.TaskInfo `json:"upstream,omitempty"`
 	// Progress is what another process needs to carry the delegation on
 	// where this one left it. It is kept in the store and not shown by
 	// the API.

@@ -51,6 +51,7 @@ type a2aServer struct {
 	self    string
 	agents  routable
 	handler a2asrv.RequestHandler
+	exec    *executor
 	// card is the served card JSON and its ETag, set once the listen
 	// address is known and rebuilt when the agents behind it change.
 	card atomic.Pointer[servedCard]
@@ -74,15 +75,14 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, stopping <-chan struct{}, log *slog.Logger) *a2aServer {
-	tasks := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, stopping context.Context, log *slog.Logger) *a2aServer {
 	exec := newExecutor(engine, tasks, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
 		a2asrv.WithCallInterceptors(spanNamer{}, versionCheck{}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs))
-	return &a2aServer{cfg: cfg, self: self, agents: agents, handler: h}
+	return &a2aServer{cfg: cfg, self: self, agents: agents, handler: h, exec: exec}
 }
 
 // setCard builds the card for base, the URL this orchd is reached at.

@@ -51,6 +51,9 @@ type Config struct {
 	// HTTP bounds what clients send: body sizes, JSON depth, read and
 	// idle timeouts.
 	HTTP HTTPConfig `yaml:"http"`
+	// Store is where delegations, agents and A2A tasks are kept: the
+	// embedded NATS server by default, an external cluster, or memory.
+	Store StoreConfig `yaml:"store"`
 }
 
 // TelemetryConfig is the config file's telemetry section. Traces are
@@ -281,6 +284,14 @@ func (c *Config) validate() error {
 	}
 	if err := c.HTTP.validate(); err != nil {
 		return err
+	}
+	if _, err := c.Store.mode("-"); err != nil {
+		return err
+	}
+	if c.Store.Mode != StoreMemory {
+		if err := c.Store.storeConfig().Validate(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
 	}
 	for i, a := range c.Agents {
 		if _, err := registry.NormalizeURL(a.URL); err != nil {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 
@@ -18,8 +17,8 @@ import (
 	"github.com/orchd/orchd/telemetry"
 )
 
-// Daemon is a running orchd: the registry, the policy engine and the HTTP
-// API in front of them.
+// Daemon is a running orchd: the registry, the policy engine, the
+// delegations and the HTTP API in front of them, over the state store.
 type Daemon struct {
 	cfg         Config
 	log         *slog.Logger
@@ -27,15 +26,21 @@ type Daemon struct {
 	policies    *policies.Engine
 	delegations *delegation.Engine
 	telemetry   *telemetry.Telemetry
-	// ownTelemetry is set when New built the telemetry and Run shuts it
-	// down.
+	// ownTelemetry is set when New built the telemetry and Close shuts
+	// it down.
 	ownTelemetry bool
 	agent        *a2aServer
 	handler      http.Handler
+	// state is the store and the state directory's lock.
+	state *state
 	// stopping is closed when Run begins to shut down, ending long-lived
-	// streams so the graceful shutdown does not wait on them.
-	stopping chan struct{}
-	stopOnce sync.Once
+	// streams so the graceful shutdown does not wait on them; stopCtx is
+	// done at the same time.
+	stopping  <-chan struct{}
+	stopCtx   context.Context
+	stopNow   context.CancelFunc
+	stopOnce  sync.Once
+	closeOnce sync.Once
 
 	// self is this orchd's identity in chains; stateDir is where it is
 	// kept, "" when the daemon keeps no state.
@@ -46,8 +51,11 @@ type Daemon struct {
 	listener net.Listener
 }
 
-// New builds a daemon from cfg: it loads the policies (which must compile)
-// and prepares the registry. It starts nothing; Run does.
+// New builds a daemon from cfg: it takes the state directory's lock, opens
+// the state store (starting the embedded NATS server unless the config
+// says otherwise), loads the policies (which must compile) and prepares
+// the registry. It serves nothing; Run does. A daemon that is never run
+// must be closed.
 func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -65,7 +73,20 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			}
 		}()
 	}
-	stateDir, self, err := identity(cfg)
+	stateDir, err := stateDirOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openState(context.Background(), cfg, stateDir, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	self, err := identity(cfg, stateDir, st)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +96,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	rcfg := cfg.RegistryConfig()
 	rcfg.TracerProvider, rcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
+	rcfg.Store = st.agents
 	reg, err := registry.New(rcfg, log.With("component", "registry"))
 	if err != nil {
 		return nil, err
@@ -88,45 +110,61 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	dcfg.HTTPClient = &http.Client{Transport: tel.Transport(transport)}
 	dcfg.TracerProvider, dcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
-	delegations := delegation.NewEngine(reg, engine, delegation.NewMemoryStore(0), dcfg, log.With("component", "delegation"))
-	stopping := make(chan struct{})
-	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, stopping: stopping,
+	dcfg.Leases = st.leases
+	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
+	stopCtx, stopNow := context.WithCancel(context.Background())
+	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
+		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
 		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir,
-		agent: newA2AServer(cfg.Agent, self, reg, delegations, stopping, log.With("component", "a2a"))}
+		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, stopCtx, log.With("component", "a2a"))}
+	delegations.OnResume(d.agent.exec.resumed)
 	mux := http.NewServeMux()
 	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
 	d.agent.routes(mux, tel, limits)
 	if h := tel.MetricsHandler(); h != nil {
 		mux.Handle("GET /metrics", h)
 	}
-	mux.Handle("/", tel.Handler(limits.api(newAPI(reg, engine, delegations, stopping, d.notReady, log.With("component", "api"))), "orchd"))
+	mux.Handle("/", tel.Handler(limits.api(newAPI(reg, engine, delegations, d.stopping, d.notReady, log.With("component", "api"))), "orchd"))
 	d.handler = mux
 	return d, nil
 }
 
-// identity returns the daemon's state directory and its identity in
-// delegation chains: delegation.self when configured, else the one kept
+// stateDirOf returns the configured state directory, else the default
+// for the listen address ("" for an ephemeral port).
+func stateDirOf(cfg Config) (string, error) {
+	if cfg.StateDir != "" {
+		return cfg.StateDir, nil
+	}
+	return DefaultStateDir(cfg.Listen)
+}
+
+// identity returns the daemon's identity in delegation chains:
+// delegation.self when configured; else, on an external store, the one
+// the replicas of this orchd share, kept in the store; else the one kept
 // in the state directory (generated on first start). A daemon with no
 // state directory (an ephemeral port and no stateDir) gets a new identity
 // each start.
-func identity(cfg Config) (stateDir, self string, err error) {
-	stateDir = cfg.StateDir
-	if stateDir == "" {
-		if stateDir, err = DefaultStateDir(cfg.Listen); err != nil {
-			return "", "", err
-		}
-	}
+func identity(cfg Config, stateDir string, st *state) (string, error) {
 	switch {
 	case cfg.Delegation.Self != "":
-		self = cfg.Delegation.Self
-	case stateDir == "":
-		self = newIdentity()
-	default:
-		if self, err = loadIdentity(stateDir); err != nil {
-			return "", "", fmt.Errorf("identity: %w", err)
+		return cfg.Delegation.Self, nil
+	case st.mode == StoreExternal:
+		self, err := st.st.Identity(context.Background(), newIdentity())
+		if err == nil {
+			err = checkIdentity(self)
 		}
+		if err != nil {
+			return "", fmt.Errorf("identity in the store: %w", err)
+		}
+		return self, nil
+	case stateDir == "":
+		return newIdentity(), nil
 	}
-	return stateDir, self, nil
+	self, err := loadIdentity(stateDir)
+	if err != nil {
+		return "", fmt.Errorf("identity: %w", err)
+	}
+	return self, nil
 }
 
 // Identity returns this orchd's identity in delegation chains, as its card
@@ -161,31 +199,13 @@ func (d *Daemon) Addr() net.Addr {
 	return d.listener.Addr()
 }
 
-// Run binds the listen address, registers the configured agents, starts
-// the background refresher and serves the API until ctx is done. It then
-// shuts the server down gracefully and stops every goroutine it started
-// before returning.
+// Run binds the listen address, registers the kept and the configured
+// agents, carries on the delegations left running, starts the background
+// refresher and serves the API until ctx is done. It then shuts the
+// server down gracefully, stops every goroutine it started and closes the
+// daemon before returning.
 func (d *Daemon) Run(ctx context.Context) error {
-	// The state directory's lock is released last, once everything that
-	// may still write state has stopped.
-	var lock *os.File
-	defer func() {
-		if lock != nil {
-			lock.Close()
-		}
-	}()
-	if d.ownTelemetry {
-		defer d.shutdownTelemetry()
-	}
-	defer d.registry.Close()
-	defer d.delegations.Close()
-	defer d.stop()
-	if d.stateDir != "" {
-		var err error
-		if lock, err = lockStateDir(d.stateDir); err != nil {
-			return err
-		}
-	}
+	defer d.Close()
 	if err := checkAdvertised(d.cfg.Listen, d.cfg.Agent.URL); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -206,7 +226,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-
+	if err := d.registry.Load(ctx); err != nil {
+		ln.Close()
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
+		return fmt.Errorf("load the kept agents: %w", err)
+	}
 	for _, spec := range d.cfg.Agents {
 		addCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_, err := d.registry.AddOrRetry(addCtx, spec)
@@ -216,6 +242,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.registry.Start()
+	if err := d.delegations.Start(ctx); err != nil {
+		ln.Close()
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
+		return fmt.Errorf("carry on the running delegations: %w", err)
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
 	defer func() { stopWatch(); watchers.Wait() }()
@@ -226,7 +259,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	srv := d.cfg.HTTP.server(d.handler, d.log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir,
+	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir, "store", d.state.mode,
 		"agents", d.registry.Len(), "pending", len(d.registry.Pending()))
 
 	select {
@@ -245,6 +278,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
+// Close stops what New started: the delegations (their downstream tasks
+// run on, and the next start carries them on), the registry, the store
+// and the telemetry, and releases the state directory's lock, last, so a
+// restart never overlaps a closing daemon. Run closes the daemon when it
+// returns; Close is for a daemon that is never run, and safe to call
+// again.
+func (d *Daemon) Close() {
+	d.closeOnce.Do(func() {
+		d.stop()
+		d.delegations.Close()
+		d.agent.exec.wg.Wait()
+		d.registry.Close()
+		d.state.close()
+		if d.ownTelemetry {
+			d.shutdownTelemetry()
+		}
+	})
+}
+
 // shutdownTelemetry flushes the spans and metrics not yet exported.
 func (d *Daemon) shutdownTelemetry() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -256,7 +308,14 @@ func (d *Daemon) shutdownTelemetry() {
 
 // stop ends the daemon's long-lived streams: event followers over the API
 // and mirrors of A2A tasks.
-func (d *Daemon) stop() { d.stopOnce.Do(func() { close(d.stopping) }) }
+func (d *Daemon) stop() {
+	d.stopOnce.Do(func() {
+		// Writes to a durable task store end first: the executions the
+		// stop ends must leave their tasks as they are (closingTasks).
+		d.state.tasks.freeze()
+		d.stopNow()
+	})
+}
 
 // warnLoopback says in the log when card fetches may reach this machine.
 func (d *Daemon) warnLoopback() {

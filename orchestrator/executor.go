@@ -32,8 +32,13 @@ type executor struct {
 	engine *delegation.Engine
 	log    *slog.Logger
 	// stopping is closed when the daemon begins to stop: mirrors end then,
-	// so their A2A streams end and the server can shut down.
-	stopping <-chan struct{}
+	// so their A2A streams end and the server can shut down. stoppingCtx
+	// is done at the same time.
+	stopping    <-chan struct{}
+	stoppingCtx context.Context
+	// wg counts the goroutines re-mirroring carried-on delegations
+	// (remirror.go); they end when the daemon stops.
+	wg sync.WaitGroup
 
 	mu sync.Mutex
 	// byTask maps an upstream task to its delegation.
@@ -55,8 +60,8 @@ type executor struct {
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
-func newExecutor(engine *delegation.Engine, tasks taskstore.Store, stopping <-chan struct{}, log *slog.Logger) *executor {
-	return &executor{engine: engine, log: log, stopping: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{},
+func newExecutor(engine *delegation.Engine, tasks taskstore.Store, stopping context.Context, log *slog.Logger) *executor {
+	return &executor{engine: engine, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{},
 		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}}
 }
 
@@ -224,33 +229,21 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 		evs, changed, _ := d.Events(after)
 		for _, ev := range evs {
 			after = ev.Seq
-			switch {
-			case ev.Kind == "artifact" && ev.Artifact != nil:
-				art := *ev.Artifact
-				if !yield(&a2a.TaskArtifactUpdateEvent{TaskID: ec.TaskID, ContextID: ec.ContextID, Artifact: &art}, nil) {
-					return
-				}
+			up := upstreamEvent(ec, ev)
+			if up == nil {
 				continue
-			case ev.Kind == "message" && ev.Message != nil && ev.Message.Role == a2a.MessageRoleUser:
-				// The caller's own input, passed on: only the state it
-				// brings (WORKING again) goes up.
-				if !yield(a2a.NewStatusUpdateEvent(ec, ev.State, nil), nil) {
-					return
-				}
-				continue
-			case ev.Kind == "steer" || ev.Kind == "interrupt":
-				continue // acknowledged to the caller by steerRoute
 			}
-			msg := upstreamMessage(ec, ev)
-			status := a2a.NewStatusUpdateEvent(ec, ev.State, msg)
-			status.Metadata = ev.Metadata // the interrupted flag, when a hop was interrupted
-			if ev.State.Terminal() {
+			settles := settling(ev)
+			if settles && ev.State.Terminal() {
 				x.mu.Lock()
 				delete(x.byTask, ec.TaskID)
 				x.mu.Unlock()
 			}
-			if !yield(status, nil) {
+			if !yield(up, nil) {
 				return
+			}
+			if !settles {
+				continue
 			}
 			if ev.State.Terminal() {
 				return
@@ -344,16 +337,51 @@ func inputFrom(m *a2a.Message) *a2a.Message {
 	return &c
 }
 
+// upstreamEvent is a delegation event as the upstream task sees it, or
+// nil for one it does not see: an artifact event for a produced artifact,
+// a status update for the rest. The caller's own input, passed on, brings
+// only the state it leads to (WORKING again); steering signals are
+// acknowledged to the caller by steerRoute, not mirrored.
+func upstreamEvent(task a2a.TaskInfoProvider, ev delegation.Event) a2a.Event {
+	info := task.TaskInfo()
+	switch {
+	case ev.Kind == "artifact" && ev.Artifact != nil:
+		art := *ev.Artifact
+		return &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: &art}
+	case callerInput(ev):
+		return a2a.NewStatusUpdateEvent(task, ev.State, nil)
+	case ev.Kind == "steer" || ev.Kind == "interrupt":
+		return nil
+	}
+	status := a2a.NewStatusUpdateEvent(task, ev.State, upstreamMessage(task, ev))
+	status.Metadata = ev.Metadata // the interrupted flag, when a hop was interrupted
+	return status
+}
+
+// callerInput reports whether the event is the caller's own input,
+// passed on to the agent.
+func callerInput(ev delegation.Event) bool {
+	return ev.Kind == "message" && ev.Message != nil && ev.Message.Role == a2a.MessageRoleUser
+}
+
+// settling reports whether the event is a status of the agent's, which
+// may end the upstream task or make it wait: a state event, or a message
+// of the agent's.
+func settling(ev delegation.Event) bool {
+	return ev.Kind == "state" || ev.Kind == "message" && !callerInput(ev)
+}
+
 // upstreamMessage re-addresses an event's message to the upstream task, or
 // words the event's error as one.
-func upstreamMessage(ec *a2asrv.ExecutorContext, ev delegation.Event) *a2a.Message {
+func upstreamMessage(task a2a.TaskInfoProvider, ev delegation.Event) *a2a.Message {
 	if ev.Message != nil {
 		m := *ev.Message
-		m.TaskID, m.ContextID = ec.TaskID, ec.ContextID
+		info := task.TaskInfo()
+		m.TaskID, m.ContextID = info.TaskID, info.ContextID
 		return &m
 	}
 	if ev.Error != "" {
-		return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(ev.Error))
+		return a2a.NewMessageForTask(a2a.MessageRoleAgent, task, a2a.NewTextPart(ev.Error))
 	}
 	return nil
 }

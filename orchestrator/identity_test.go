@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -132,6 +131,7 @@ func TestStateDir_IdentityKeptAcrossRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first.Close()
 	second, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -148,13 +148,13 @@ func TestStateDir_IdentityKeptAcrossRestarts(t *testing.T) {
 		t.Errorf("two state directories share identity %q", other.Identity())
 	}
 	cfg.Delegation.Self = "gateway"
+	other.Close()
 	configured, err := New(cfg, nil)
 	if err != nil || configured.Identity() != "gateway" {
 		t.Errorf("configured identity = %q, %v", configured.Identity(), err)
 	}
-	for _, d := range []*Daemon{first, second, other, configured} {
-		d.registry.Close()
-		d.delegations.Close()
+	for _, d := range []*Daemon{second, configured} {
+		d.Close()
 	}
 }
 
@@ -198,16 +198,10 @@ func TestStateDir_SecondDaemonRefused(t *testing.T) {
 	cfg := loadDefaults(t)
 	cfg.StateDir = t.TempDir()
 	startDaemon(t, cfg)
-	d, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	err = d.Run(ctx)
+	_, err := New(cfg, nil)
 	want := "state directory " + cfg.StateDir + " is in use by orchd pid " + strconv.Itoa(os.Getpid())
 	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("second Run = %v, want %q", err, want)
+		t.Errorf("second New = %v, want %q", err, want)
 	}
 }
 

@@ -78,14 +78,15 @@ func (x *executor) unwatchLocked(id a2a.TaskID) {
 
 // endWaiting writes the end of d into its waiting upstream task, unless
 // the task moved on meanwhile (a new execution or a cancel of it began).
-func (x *executor) endWaiting(ctx context.Context, ec *a2asrv.ExecutorContext, d *delegation.Delegation, w *watch) {
+func (x *executor) endWaiting(ctx context.Context, ec a2a.TaskInfoProvider, d *delegation.Delegation, w *watch) {
+	id := ec.TaskInfo().TaskID
 	x.mu.Lock()
-	if x.watches[ec.TaskID] == w {
-		delete(x.watches, ec.TaskID)
+	if x.watches[id] == w {
+		delete(x.watches, id)
 	}
-	busy := x.mirroring[ec.TaskID] || x.canceling[ec.TaskID]
+	busy := x.mirroring[id] || x.canceling[id]
 	if !busy {
-		delete(x.byTask, ec.TaskID)
+		delete(x.byTask, id)
 	}
 	x.mu.Unlock()
 	if busy {
@@ -95,9 +96,9 @@ func (x *executor) endWaiting(ctx context.Context, ec *a2asrv.ExecutorContext, d
 	defer cancel()
 	rec := d.Record()
 	for range 3 { // retried only when the task changed under the write
-		st, err := x.tasks.Get(ctx, ec.TaskID)
+		st, err := x.tasks.Get(ctx, id)
 		if err != nil {
-			x.log.Warn("read waiting task", "task", ec.TaskID, "error", err)
+			x.log.Warn("read waiting task", "task", id, "error", err)
 			return
 		}
 		if s := st.Task.Status.State; s != a2a.TaskStateInputRequired && s != a2a.TaskStateAuthRequired {
@@ -109,9 +110,9 @@ func (x *executor) endWaiting(ctx context.Context, ec *a2asrv.ExecutorContext, d
 		_, err = x.tasks.Update(ctx, &taskstore.UpdateRequest{Task: &task, Event: ev, PrevTask: st.Task, PrevVersion: st.Version})
 		if !errors.Is(err, taskstore.ErrConcurrentModification) {
 			if err != nil {
-				x.log.Warn("end waiting task", "task", ec.TaskID, "error", err)
+				x.log.Warn("end waiting task", "task", id, "error", err)
 			} else {
-				x.log.Info("waiting A2A task ended with its delegation", "task", ec.TaskID, "delegation", rec.ID, "state", rec.State)
+				x.log.Info("waiting A2A task ended with its delegation", "task", id, "delegation", rec.ID, "state", rec.State)
 			}
 			return
 		}
@@ -120,13 +121,14 @@ func (x *executor) endWaiting(ctx context.Context, ec *a2asrv.ExecutorContext, d
 
 // endMessage is what an ended delegation tells the upstream task: the
 // error of a failed one, else its result.
-func endMessage(ec *a2asrv.ExecutorContext, rec delegation.Record) *a2a.Message {
+func endMessage(ec a2a.TaskInfoProvider, rec delegation.Record) *a2a.Message {
 	switch {
 	case rec.Error != "":
 		return a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(rec.Error))
 	case rec.Result != nil:
 		m := *rec.Result
-		m.TaskID, m.ContextID = ec.TaskID, ec.ContextID
+		info := ec.TaskInfo()
+		m.TaskID, m.ContextID = info.TaskID, info.ContextID
 		return &m
 	}
 	return nil

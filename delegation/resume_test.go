@@ -1,0 +1,124 @@
+package delegation
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/internal/testagent"
+)
+
+// restart closes the fixture's engine, as a stopping process would, and
+// starts a new one on the same store and registry, which carries on what
+// the first left running.
+func (f *fixture) restart(t *testing.T, cfg Config, store Store) *Engine {
+	t.Helper()
+	f.engine.Close()
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 20 * time.Millisecond
+	}
+	cfg.HTTPClient = f.engine.cfg.HTTPClient
+	e := NewEngine(f.reg, f.pol, store, cfg, nil)
+	t.Cleanup(e.Close)
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.engine = e
+	return e
+}
+
+func TestResume_CarriesOnAfterRestart(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{true, false} {
+		name := map[bool]string{true: "streaming", false: "polled"}[streaming]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := NewMemoryStore(0)
+			f := newFixtureStore(t, Config{}, store)
+			agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: streaming}, testagent.Work(400*time.Millisecond))
+			f.add(t, "worker", agent.URL)
+			d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, d, a2a.TaskStateWorking)
+			e := f.restart(t, Config{}, store)
+			resumed, ok := e.Get(d.ID())
+			if !ok {
+				t.Fatal("the new engine does not follow the running delegation")
+			}
+			rec := waitState(t, resumed, a2a.TaskStateCompleted)
+			if len(rec.Artifacts) != 1 || !strings.Contains(artifactText(rec.Artifacts[0]), "part two") {
+				t.Errorf("artifacts = %v", rec.Artifacts)
+			}
+			evs, ended, err := e.Events(t.Context(), d.ID(), 0, 0)
+			if err != nil || !ended {
+				t.Fatalf("events: ended %v, %v", ended, err)
+			}
+			terminal := 0
+			for i, ev := range evs {
+				if ev.Seq != int64(i+1) {
+					t.Fatalf("event %d has seq %d: the log has a gap or a duplicate: %+v", i, ev.Seq, evs)
+				}
+				if ev.State.Terminal() {
+					terminal++
+				}
+			}
+			if terminal != 1 {
+				t.Errorf("%d terminal events, want 1: %+v", terminal, evs)
+			}
+			stored, err := store.Get(t.Context(), d.ID())
+			if err != nil || stored.State != a2a.TaskStateCompleted || stored.LastEvent != evs[len(evs)-1].Seq {
+				t.Errorf("stored = %+v, %v", stored, err)
+			}
+		})
+	}
+}
+
+func TestResume_WhatCannotBeFollowedFails(t *testing.T) {
+	t.Parallel()
+	store := NewMemoryStore(0)
+	f := newFixtureStore(t, Config{}, store)
+	agent := testagent.Start(t, testagent.Options{Name: "Hanger", Skill: "hang", Streaming: true}, testagent.Hang())
+	f.add(t, "hanger", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Skill: "hang", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	// Orchd stopped before an agent answered: the record has no task.
+	now := time.Now()
+	if err := store.Put(t.Context(), Record{ID: "no-task", State: a2a.TaskStateSubmitted, Downstream: Hop{Agent: "hanger"}, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.Remove("hanger"); err != nil {
+		t.Fatal(err)
+	}
+	e := f.restart(t, Config{}, store)
+	for id, want := range map[string]string{d.ID(): "no longer registered", "no-task": "before the agent answered"} {
+		live, ok := e.Get(id)
+		if !ok {
+			t.Fatalf("%s not carried on", id)
+		}
+		rec := waitState(t, live, a2a.TaskStateFailed)
+		if !strings.Contains(rec.Error, want) {
+			t.Errorf("%s failed with %q, want %q", id, rec.Error, want)
+		}
+	}
+	if ids, _ := store.Running(context.Background()); len(ids) != 0 {
+		t.Errorf("still running in the store: %v", ids)
+	}
+}
+
+func artifactText(a *a2a.Artifact) string {
+	var b strings.Builder
+	for _, p := range a.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			b.WriteString(string(t))
+		}
+	}
+	return b.String()
+}

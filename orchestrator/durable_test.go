@@ -1,0 +1,285 @@
+package orchestrator
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+)
+
+// childDaemonEnv names the config file a child test process serves: the
+// daemon runs in its own process so a test can kill it with SIGKILL.
+const childDaemonEnv = "ORCHD_TEST_CHILD_DAEMON"
+
+// TestChildDaemon is not a test: it is the body of the child processes
+// that childDaemon starts.
+func TestChildDaemon(t *testing.T) {
+	path := os.Getenv(childDaemonEnv)
+	if path == "" {
+		t.Skip("runs only as a child daemon")
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	d, err := New(cfg, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// child is an orchd daemon in a child process, on a fixed address and
+// state directory, so it can be killed and started again as the same
+// orchd.
+type child struct {
+	t    *testing.T
+	cfg  string
+	base string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+// childDaemon writes a config listening on a free loopback port with the
+// state directory dir (and the extra YAML) and starts a daemon on it.
+func childDaemon(t *testing.T, dir, extra string) *child {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := filepath.Join(t.TempDir(), "orchd.yaml")
+	yaml := fmt.Sprintf("listen: %s\nstateDir: %s\ndelegation:\n  pollInterval: 50ms\n%s", addr, dir, extra)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{t: t, cfg: cfg, base: "http://" + addr}
+	c.start()
+	t.Cleanup(c.kill)
+	return c
+}
+
+// start starts the daemon and waits until it is ready.
+func (c *child) start() {
+	c.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestChildDaemon$")
+	cmd.Env = append(os.Environ(), childDaemonEnv+"="+c.cfg)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() { // relays the child's errors until it exits
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			c.t.Log("child:", sc.Text())
+		}
+	}()
+	c.mu.Lock()
+	c.cmd = cmd
+	c.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ready map[string]any
+		if code := callNoFail(c.base+"/readyz", &ready); code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("child daemon not ready at %s", c.base)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill kills the daemon with SIGKILL, as a crash would, and reaps it.
+func (c *child) kill() {
+	c.mu.Lock()
+	cmd := c.cmd
+	c.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+// callNoFail is call for polling: a connection error is status 0.
+func callNoFail(url string, out any) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(out)
+	return resp.StatusCode
+}
+
+// TestDurable_KillNineMidDelegation kills the daemon with SIGKILL while
+// delegations run and starts it again on the same state directory: the
+// agents added through the API are there, every delegation ends
+// COMPLETED with its artifact whole, and each event log, read across the
+// kill with Last-Event-ID, holds every event once and in order.
+func TestDurable_KillNineMidDelegation(t *testing.T) {
+	t.Parallel()
+	const n = 100
+	release := make(chan struct{})
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
+	polled := testagent.Start(t, testagent.Options{Name: "Poller", Skill: "batch"}, gatedWork(release))
+	c := childDaemon(t, t.TempDir(), "")
+	for _, a := range []*testagent.Agent{agent, polled} {
+		if code := call(t, "POST", c.base+"/v1/agents", `{"url":"`+a.URL+`"}`, nil); code != 201 {
+			t.Fatalf("add agent = %d", code)
+		}
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		skill := []string{"work", "batch"}[i%2]
+		var rec delegation.Record
+		if code := call(t, "POST", c.base+"/v1/delegations", `{"skill":"`+skill+`","message":{"role":"ROLE_USER","parts":[{"text":"go"}]}}`, &rec); code != 201 {
+			t.Fatalf("delegate %d = %d", i, code)
+		}
+		ids[i] = rec.ID
+	}
+	// Read the first events of each, then kill the daemon mid-work.
+	seen := make([][]delegation.Event, n)
+	for i, id := range ids {
+		seen[i] = readUntil(t, c.base+"/v1/delegations/"+id+"/events", "", func(ev delegation.Event) bool { return ev.Kind == "artifact" })
+	}
+	var running DelegationList
+	call(t, "GET", c.base+"/v1/delegations?state=working&pageSize=1000", "", &running)
+	if len(running.Delegations) != n {
+		t.Fatalf("%d of %d delegations ran at the kill", len(running.Delegations), n)
+	}
+	c.kill()
+	start := time.Now()
+	c.start()
+	t.Logf("ready again in %s", time.Since(start).Round(time.Millisecond))
+	close(release) // the agents finish the work the killed daemon delegated
+
+	var list AgentList
+	if code := call(t, "GET", c.base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 2 {
+		t.Fatalf("after the restart: %d agents (%d)", len(list.Agents), code)
+	}
+	for i, id := range ids {
+		last := seen[i][len(seen[i])-1].Seq
+		rest := readEvents(t, c.base+"/v1/delegations/"+id+"/events", fmt.Sprint(last))
+		all := append(seen[i], rest...)
+		terminal := 0
+		for j, ev := range all {
+			if ev.Seq != int64(j+1) {
+				t.Fatalf("delegation %d: event %d has seq %d: %s", i, j, ev.Seq, kinds(all))
+			}
+			if ev.State.Terminal() {
+				terminal++
+			}
+		}
+		var rec delegation.Record
+		call(t, "GET", c.base+"/v1/delegations/"+id, "", &rec)
+		if terminal != 1 || rec.State != a2a.TaskStateCompleted || len(rec.Artifacts) != 1 || len(rec.Artifacts[0].Parts) != 2 {
+			t.Errorf("delegation %d: %d terminal events, %s, artifacts %v, error %q: %s", i, terminal, rec.State, rec.Artifacts, rec.Error, kinds(all))
+		}
+	}
+}
+
+// gatedWork creates a task, reports progress and a first artifact chunk,
+// then waits for release before it sends the second chunk and
+// completes.
+func gatedWork(release <-chan struct{}) testagent.Behaviour {
+	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) ||
+			!yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("working"))), nil) {
+			return
+		}
+		art := a2a.NewArtifactEvent(ec, a2a.NewTextPart("part one, "))
+		if !yield(art, nil) {
+			return
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return
+		}
+		more := a2a.NewArtifactUpdateEvent(ec, art.Artifact.ID, a2a.NewTextPart("part two"))
+		more.Append, more.LastChunk = true, true
+		if yield(more, nil) {
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))), nil)
+		}
+	}
+}
+
+// readUntil reads a delegation's events until stop says so (or the
+// stream ends).
+func readUntil(t *testing.T, url, lastID string, stop func(delegation.Event) bool) []delegation.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []delegation.Event
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev delegation.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+		if stop(ev) {
+			return out
+		}
+	}
+	t.Fatalf("the stream ended before the event waited for: %s", kinds(out))
+	return nil
+}
+
+func kinds(evs []delegation.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&b, "%d:%s/%s ", ev.Seq, ev.Kind, strings.TrimPrefix(string(ev.State), "TASK_STATE_"))
+	}
+	return b.String()
+}

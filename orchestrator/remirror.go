@@ -1,0 +1,174 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// Mirroring a delegation carried on from the store.
+//
+// An A2A task of orchd is mirrored from its delegation by an a2a-go
+// execution (executor.mirror). When orchd stops, that execution ends with
+// the process, while the task stays as it was in the durable task store
+// and the delegation's agent works on. The process that carries the
+// delegation on has no execution for the task, so it writes the
+// delegation's events into the task store itself: a caller polling or
+// re-subscribing to the task sees it move on and end, as if orchd had
+// never stopped.
+
+// remirrorTail is how many of the latest events a carried-on delegation
+// replays into its task to catch up: applying an event twice changes
+// nothing, so the replay may overlap what the task already shows.
+const remirrorTail = 256
+
+// remirrorWrite bounds one write into the task store.
+const remirrorWrite = 10 * time.Second
+
+// resumed takes over the upstream task of a delegation the engine carries
+// on from the store. It runs before anything happens to the delegation.
+func (x *executor) resumed(d *delegation.Delegation) {
+	rec := d.Record()
+	if rec.Upstream == nil {
+		return
+	}
+	task := *rec.Upstream
+	x.mu.Lock()
+	x.byTask[task.TaskID] = rec.ID
+	x.mu.Unlock()
+	x.wg.Go(func() { x.remirror(d, task, rec.LastEvent) })
+}
+
+// remirror writes the delegation's events into the upstream task until the
+// delegation ends, waits for input (the caller's next message starts an
+// execution again) or orchd stops.
+func (x *executor) remirror(d *delegation.Delegation, task a2a.TaskInfo, last int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := context.AfterFunc(x.stoppingCtx, cancel)
+	defer stop()
+	evs, _, err := x.engine.Events(ctx, d.ID(), max(last-remirrorTail, 0), 0)
+	if err != nil {
+		x.log.Warn("read the events of a carried-on delegation", "delegation", d.ID(), "error", err)
+	}
+	after := last
+	for {
+		if len(evs) > 0 {
+			after = max(after, evs[len(evs)-1].Seq)
+			done, err := x.writeTask(ctx, task, evs)
+			if err != nil {
+				x.log.Warn("mirror a carried-on delegation into its A2A task", "delegation", d.ID(), "task", task.TaskID, "error", err)
+			}
+			if done {
+				break
+			}
+		}
+		_, changed, _ := d.Events(after)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+		evs, _, _ = d.Events(after)
+	}
+	rec := d.Record()
+	if rec.State.Terminal() {
+		x.mu.Lock()
+		delete(x.byTask, task.TaskID)
+		x.mu.Unlock()
+		return
+	}
+	// Waiting for input: end the task with the delegation if it ends
+	// before the caller answers, as a parked execution would.
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	w := &watch{}
+	w.stop = d.AfterEnd(func() { x.endWaiting(context.Background(), task, d, w) })
+	x.unwatchLocked(task.TaskID)
+	x.watches[task.TaskID] = w
+}
+
+// writeTask applies events to the stored task in one write, and reports
+// whether the task has settled (ended, or waits for input) or was taken
+// out of orchd's hands (it ended or an execution runs it).
+func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, evs []delegation.Event) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, remirrorWrite)
+	defer cancel()
+	for range 5 { // retried only when the task changed under the write
+		x.mu.Lock()
+		busy := x.mirroring[info.TaskID] || x.canceling[info.TaskID]
+		x.mu.Unlock()
+		if busy {
+			return true, nil
+		}
+		st, err := x.tasks.Get(ctx, info.TaskID)
+		if err != nil {
+			return false, err
+		}
+		if st.Task.Status.State.Terminal() {
+			return true, nil
+		}
+		task := *st.Task
+		task.Artifacts = slices.Clone(task.Artifacts)
+		task.History = slices.Clone(task.History)
+		task.Metadata = maps.Clone(task.Metadata)
+		var last a2a.Event
+		settled := false
+		for _, ev := range evs {
+			up := upstreamEvent(info, ev)
+			if up == nil {
+				continue
+			}
+			applyTo(&task, up)
+			last = up
+			if settling(ev) {
+				settled = ev.State.Terminal() || ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired
+			}
+		}
+		if last == nil {
+			return settled, nil
+		}
+		_, err = x.tasks.Update(ctx, &taskstore.UpdateRequest{Task: &task, Event: last, PrevTask: st.Task, PrevVersion: st.Version})
+		if !errors.Is(err, taskstore.ErrConcurrentModification) {
+			return settled, err
+		}
+	}
+	return false, errors.New("the task kept changing under the write")
+}
+
+// applyTo folds an upstream event into the task as a2a-go's task manager
+// does, except that applying one twice changes nothing: an artifact
+// replaces the one with its id (events carry whole artifacts), and a
+// status message goes to the history only once.
+func applyTo(task *a2a.Task, ev a2a.Event) {
+	switch e := ev.(type) {
+	case *a2a.TaskArtifactUpdateEvent:
+		if i := slices.IndexFunc(task.Artifacts, func(a *a2a.Artifact) bool { return a.ID == e.Artifact.ID }); i >= 0 {
+			task.Artifacts[i] = e.Artifact
+		} else {
+			task.Artifacts = append(task.Artifacts, e.Artifact)
+		}
+	case *a2a.TaskStatusUpdateEvent:
+		if m := task.Status.Message; m != nil && (e.Status.Message == nil || m.ID != e.Status.Message.ID) &&
+			!slices.ContainsFunc(task.History, func(h *a2a.Message) bool { return h.ID == m.ID }) {
+			task.History = append(task.History, m)
+		}
+		if e.Metadata != nil {
+			if task.Metadata == nil {
+				task.Metadata = map[string]any{}
+			}
+			maps.Copy(task.Metadata, e.Metadata)
+		}
+		if m := task.Status.Message; e.Status.State == task.Status.State && e.Status.Message == nil && m != nil {
+			return // the same state again, with no news
+		}
+		task.Status = e.Status
+	}
+}

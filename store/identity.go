@@ -1,0 +1,38 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// identityKey is the key of the orchd's identity in the meta bucket.
+const identityKey = "identity"
+
+// Identity returns the identity of the logical orchd this store belongs
+// to: the one kept in the store, or candidate, kept now, when none is.
+// Every replica sharing the store gets the same answer, whichever asks
+// first: the first to create the key wins.
+func (s *Store) Identity(ctx context.Context, candidate string) (string, error) {
+	kv, err := s.ensureKV(ctx, jetstream.KeyValueConfig{
+		Bucket: s.cfg.Namespace + "-meta", Description: "orchd: what every replica of one orchd shares",
+		History: 1, Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas,
+	})
+	if err != nil {
+		return "", err
+	}
+	octx, cancel := s.opContext(ctx)
+	defer cancel()
+	if _, err := kv.Create(octx, identityKey, []byte(candidate)); err == nil {
+		return candidate, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return "", fmt.Errorf("keep identity: %w", s.unavailable(ctx, err))
+	}
+	e, err := kv.Get(octx, identityKey)
+	if err != nil {
+		return "", fmt.Errorf("read identity: %w", s.unavailable(ctx, err))
+	}
+	return string(e.Value()), nil
+}
