@@ -193,40 +193,52 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
-	if err := d.ensureIndexed(octx, key, r.ID); err != nil {
-		return fmt.Errorf("put delegation %s: index: %w", r.ID, d.s.unavailable(ctx, err))
-	}
-	if r.State.Terminal() {
-		if _, err := d.s.js.Publish(octx, d.recordPf+key, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
-			return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
-		}
-		if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.PurgeTTL(runningPurgeTTL)); err != nil {
-			return fmt.Errorf("put delegation %s: clear running: %w", r.ID, d.s.unavailable(ctx, err))
-		}
-		return nil
-	}
-	if _, err := d.kv.Put(octx, delegationRunningPrefix+key, nil); err != nil {
-		return fmt.Errorf("put delegation %s: mark running: %w", r.ID, d.s.unavailable(ctx, err))
-	}
-	if _, err := d.kv.Put(octx, delegationRecordPrefix+key, b); err != nil {
+	if err := attempt(octx, func() error { return d.put(octx, key, r.State.Terminal(), b) }); err != nil {
 		return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
 	}
 	return nil
 }
 
-// ensureIndexed writes the record's index entry unless it exists: the
-// write expects the entry's subject to be empty, so only the first of
-// any number of writers, in any process, adds one.
-func (d *Delegations) ensureIndexed(ctx context.Context, key, id string) error {
-	if d.indexed.Contains(key) {
+// put writes the record's index entry if it has none, then the record
+// and its r. key.
+func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte) error {
+	created, err := d.ensureIndexed(ctx, key)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	if ended {
+		if _, err := d.s.js.Publish(ctx, d.recordPf+key, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
+			return err
+		}
+		if created {
+			return nil // a record that never ran has no r. key
+		}
+		if err := d.kv.Purge(ctx, delegationRunningPrefix+key, jetstream.PurgeTTL(runningPurgeTTL)); err != nil {
+			return fmt.Errorf("clear running: %w", err)
+		}
 		return nil
 	}
-	_, err := d.s.js.Publish(ctx, d.indexPf+key, []byte(id), jetstream.WithExpectLastSequencePerSubject(0))
+	if _, err := d.kv.Put(ctx, delegationRunningPrefix+key, nil); err != nil {
+		return fmt.Errorf("mark running: %w", err)
+	}
+	_, err = d.kv.Put(ctx, delegationRecordPrefix+key, b)
+	return err
+}
+
+// ensureIndexed writes the record's index entry unless it exists, and
+// says whether it wrote it: the write expects the entry's subject to be
+// empty, so only the first of any number of writers, in any process, adds
+// one, and the record is new to the store.
+func (d *Delegations) ensureIndexed(ctx context.Context, key string) (bool, error) {
+	if d.indexed.Contains(key) {
+		return false, nil
+	}
+	_, err := d.s.js.Publish(ctx, d.indexPf+key, nil, jetstream.WithExpectLastSequencePerSubject(0))
 	if err != nil && !isWrongLastSequence(err) {
-		return err
+		return false, err
 	}
 	d.indexed.Add(key, struct{}{})
-	return nil
+	return err == nil, nil
 }
 
 // Get implements delegation.Store.
@@ -237,7 +249,11 @@ func (d *Delegations) Get(ctx context.Context, id string) (delegation.Record, er
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
-	r, _, err := d.get(octx, key)
+	var r delegation.Record
+	err = attempt(octx, func() (err error) {
+		r, _, err = d.get(octx, key)
+		return err
+	})
 	if err != nil {
 		return delegation.Record{}, fmt.Errorf("get delegation %s: %w", id, d.s.unavailable(ctx, err))
 	}
@@ -268,39 +284,51 @@ func (d *Delegations) get(ctx context.Context, key string) (delegation.Record, t
 func (d *Delegations) Running(ctx context.Context) ([]string, error) {
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
-	l, err := d.kv.ListKeysFiltered(octx, delegationRunningPrefix+">")
+	var ids []string
+	err := attempt(octx, func() (err error) {
+		ids, err = d.running(octx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+	}
+	return ids, nil
+}
+
+func (d *Delegations) running(ctx context.Context) ([]string, error) {
+	l, err := d.kv.ListKeysFiltered(ctx, delegationRunningPrefix+">")
+	if err != nil {
+		return nil, err
 	}
 	var keys []string
 	for k := range l.Keys() {
 		keys = append(keys, strings.TrimPrefix(k, delegationRunningPrefix))
 	}
-	if err := octx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		// The lister ends quietly when its context does: the list may be
 		// short.
-		return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+		return nil, err
 	}
 	ids := make([]string, 0, len(keys))
 	for _, key := range keys {
-		marker, err := d.kv.Get(octx, delegationRunningPrefix+key)
+		marker, err := d.kv.Get(ctx, delegationRunningPrefix+key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+			return nil, err
 		}
-		r, written, err := d.get(octx, key)
+		r, written, err := d.get(ctx, key)
 		switch {
 		case errors.Is(err, delegation.ErrNotFound):
 			// A Put between its two writes, or one that failed there.
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("running delegations: %w", d.s.unavailable(ctx, err))
+			return nil, err
 		case !r.State.Terminal():
 			ids = append(ids, r.ID)
 		case time.Since(written) > d.staleAfter:
-			if err := d.kv.Purge(octx, delegationRunningPrefix+key, jetstream.LastRevision(marker.Revision()), jetstream.PurgeTTL(runningPurgeTTL)); err != nil && !isWrongLastSequence(err) {
+			if err := d.kv.Purge(ctx, delegationRunningPrefix+key, jetstream.LastRevision(marker.Revision()), jetstream.PurgeTTL(runningPurgeTTL)); err != nil && !isWrongLastSequence(err) {
 				d.s.log.Debug("state store: clear a stale running key", "delegation", r.ID, "err", err)
 			}
 		}
@@ -324,9 +352,9 @@ const listMaxWindow = 1024
 // newest entry (or from where the token left off) in windows of stream
 // sequences, reading each window's entries and then their records, newest
 // first, skipping records that expired and those of another state. It
-// reads at most the config's ScanLimit entries (plus one window): when it
-// stops there, the page holds what was found, possibly nothing, and
-// NextPageToken goes on from there. Records come newest first by when
+// reads at most the config's ScanLimit entries (plus one window), for at
+// most half the store's Timeout: when it stops there, the page holds what
+// was found, possibly nothing, and NextPageToken goes on from there. Records come newest first by when
 // they were first put, which is when the delegation was created.
 func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.Page, error) {
 	size, err := delegationPageSize(q)
@@ -341,9 +369,23 @@ func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
-	info, err := d.index.Info(octx)
+	var p delegation.Page
+	err = attempt(octx, func() (err error) {
+		p, err = d.list(octx, q.State, size, hi)
+		return err
+	})
 	if err != nil {
 		return delegation.Page{}, fmt.Errorf("list delegations: %w", d.s.unavailable(ctx, err))
+	}
+	return p, nil
+}
+
+// list reads a page of records in state (any when unspecified) from the
+// index entries below hi (all when 0).
+func (d *Delegations) list(ctx context.Context, state a2a.TaskState, size int, hi uint64) (delegation.Page, error) {
+	info, err := d.index.Info(ctx)
+	if err != nil {
+		return delegation.Page{}, err
 	}
 	if info.State.Msgs == 0 {
 		return delegation.Page{}, nil
@@ -355,12 +397,13 @@ func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.
 	base := uint64(max(size, 16))
 	window := base
 	budget := d.cfg.ScanLimit
+	stopAt := time.Now().Add(d.s.cfg.Timeout / 2)
 	var p delegation.Page
-	for hi > first && budget > 0 {
+	for hi > first && budget > 0 && time.Now().Before(stopAt) {
 		lo := hi - min(window, hi-first)
-		entries, err := d.indexRange(octx, lo, hi)
+		entries, err := d.indexRange(ctx, lo, hi)
 		if err != nil {
-			return delegation.Page{}, fmt.Errorf("list delegations: %w", d.s.unavailable(ctx, err))
+			return delegation.Page{}, err
 		}
 		budget -= len(entries) + 1
 		if len(entries) == 0 {
@@ -370,14 +413,14 @@ func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.
 		}
 		window = base
 		for i := len(entries) - 1; i >= 0; i-- {
-			r, _, err := d.get(octx, entries[i].key)
+			r, _, err := d.get(ctx, entries[i].key)
 			if errors.Is(err, delegation.ErrNotFound) {
 				continue
 			}
 			if err != nil {
-				return delegation.Page{}, fmt.Errorf("list delegations: %w", d.s.unavailable(ctx, err))
+				return delegation.Page{}, err
 			}
-			if q.State != a2a.TaskStateUnspecified && q.State != r.State {
+			if state != a2a.TaskStateUnspecified && state != r.State {
 				continue
 			}
 			p.Records = append(p.Records, r)

@@ -154,3 +154,37 @@ func BenchmarkDelegations_List(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDelegations_ListLarge reads first pages, and the running ids,
+// of a store of 100,000 ended and 300 running records.
+func BenchmarkDelegations_ListLarge(b *testing.B) {
+	d := benchDelegations(b, DefaultSync)
+	start := time.Now()
+	fill(b, d, 100_000, 300)
+	b.Logf("put 100,300 records in %s", time.Since(start).Round(time.Millisecond))
+	for _, tc := range []struct {
+		name string
+		q    delegation.Query
+	}{
+		{"page=50", delegation.Query{}},
+		{"page=1000", delegation.Query{PageSize: delegation.MaxPageSize}},
+		{"running,page=50", delegation.Query{State: a2a.TaskStateWorking}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := d.List(b.Context(), tc.q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("Running", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ids, err := d.Running(b.Context()); err != nil || len(ids) != 300 {
+				b.Fatalf("Running = %d, %v", len(ids), err)
+			}
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -82,4 +83,37 @@ func isWrongLastSequence(err error) bool {
 	return errors.As(err, &apiErr) &&
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// notProcessed reports whether err says the request reached nobody who
+// acted on it: no responders (a stream between leaders, or interest not
+// yet known across a cluster), or the server answering it is temporarily
+// unavailable. Any request, a write included, is safe to send again.
+func notProcessed(err error) bool {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503 && apiErr.ErrorCode != errCodeSequenceMismatch
+}
+
+// attempt runs op again, backing off, while it fails with an error
+// notProcessed says is safe to retry and ctx (the operation's, bounded by
+// the store's timeout) lasts; it returns op's last error.
+func attempt(ctx context.Context, op func() error) error {
+	delay := 20 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !notProcessed(err) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, 250*time.Millisecond)
+	}
 }

@@ -50,42 +50,52 @@ func (d *Delegations) Append(ctx context.Context, id string, ev delegation.Event
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
+	if err := attempt(octx, func() error { return d.append(octx, key, ev.Seq, b) }); err != nil {
+		return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, d.s.unavailable(ctx, err))
+	}
+	return nil
+}
+
+// append writes the event b, of Seq seq, at the end of the log of key,
+// unless the log holds it already.
+func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byte) error {
 	subject := d.eventsPf + key
-	seq := strconv.FormatInt(ev.Seq, 10)
+	seqText := strconv.FormatInt(seq, 10)
 	t, known := d.tails.Get(key)
 	// Each attempt after the first follows a log that changed since it
 	// was read; a log has one writer, the delegation's lease holder, so
 	// two suffice unless writers compete.
 	for range 3 {
 		if !known {
-			if t, err = d.tail(octx, subject); err != nil {
-				return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, d.s.unavailable(ctx, err))
+			var err error
+			if t, err = d.tail(ctx, subject); err != nil {
+				return err
 			}
 			known = true
 		}
-		if ev.Seq <= t.seq {
+		if seq <= t.seq {
 			return nil // already in the log
 		}
 		m := nats.NewMsg(subject)
 		m.Data = b
-		m.Header.Set(seqHeader, seq)
-		ack, err := d.s.js.PublishMsg(octx, m, jetstream.WithMsgID(key+"."+seq), jetstream.WithExpectLastSequencePerSubject(t.stream))
+		m.Header.Set(seqHeader, seqText)
+		ack, err := d.s.js.PublishMsg(ctx, m, jetstream.WithMsgID(key+"."+seqText), jetstream.WithExpectLastSequencePerSubject(t.stream))
 		switch {
 		case err == nil && ack.Duplicate:
 			d.tails.Remove(key)
 			return nil
 		case err == nil:
-			d.tails.Add(key, eventTail{stream: ack.Sequence, seq: ev.Seq})
+			d.tails.Add(key, eventTail{stream: ack.Sequence, seq: seq})
 			return nil
 		case isWrongLastSequence(err):
 			d.tails.Remove(key)
 			known = false
 		default:
 			d.tails.Remove(key)
-			return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, d.s.unavailable(ctx, err))
+			return err
 		}
 	}
-	return fmt.Errorf("append event %d to delegation %s: the log kept changing under the write", ev.Seq, id)
+	return errors.New("the log kept changing under the write")
 }
 
 // tail reads the last event of the log on subject; zero when it is empty.
@@ -131,7 +141,11 @@ func (d *Delegations) Events(ctx context.Context, id string, after int64, limit 
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
 	subject := d.eventsPf + key
-	evs, err := d.readEvents(octx, subject, after, limit)
+	var evs []delegation.Event
+	err = attempt(octx, func() (err error) {
+		evs, err = d.readEvents(octx, subject, after, limit)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("events of delegation %s: %w", id, d.s.unavailable(ctx, err))
 	}
@@ -240,7 +254,11 @@ func (d *Delegations) Wait(ctx context.Context, id string, after int64) error {
 	}
 	for {
 		octx, cancel := d.s.opContext(ctx)
-		t, err := d.tail(octx, subject)
+		var t eventTail
+		err := attempt(octx, func() (err error) {
+			t, err = d.tail(octx, subject)
+			return err
+		})
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

@@ -75,37 +75,49 @@ func (l *Leases) Take(ctx context.Context, id, owner string) (delegation.Lease, 
 	}
 	octx, cancel := l.s.opContext(ctx)
 	defer cancel()
+	var le delegation.Lease
+	err = attempt(octx, func() (err error) {
+		le, err = l.take(octx, id, key, owner)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take lease on %s: %w", id, l.s.unavailable(ctx, err))
+	}
+	return le, nil
+}
+
+func (l *Leases) take(ctx context.Context, id, key, owner string) (delegation.Lease, error) {
 	// A lease that ages out between the failed create and the read is
 	// free again: one more try takes it.
 	for range 2 {
-		rev, err := l.kv.Create(octx, key, []byte(owner))
+		rev, err := l.kv.Create(ctx, key, []byte(owner))
 		if err == nil {
 			return &lease{l: l, id: id, key: key, owner: owner, token: rev, rev: rev}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("take lease on %s: %w", id, l.s.unavailable(ctx, err))
+			return nil, err
 		}
-		e, err := l.kv.Get(octx, key)
+		e, err := l.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("take lease on %s: %w", id, l.s.unavailable(ctx, err))
+			return nil, err
 		}
 		holder := string(e.Value())
 		if holder != owner {
-			return nil, fmt.Errorf("take lease on %s: %w: %s holds it", id, delegation.ErrLeaseHeld, holder)
+			return nil, fmt.Errorf("%w: %s holds it", delegation.ErrLeaseHeld, holder)
 		}
-		rev, err = l.kv.Update(octx, key, []byte(owner), e.Revision())
+		rev, err = l.kv.Update(ctx, key, []byte(owner), e.Revision())
 		if isWrongLastSequence(err) {
-			return nil, fmt.Errorf("take lease on %s: %w: taken meanwhile", id, delegation.ErrLeaseHeld)
+			return nil, fmt.Errorf("%w: taken meanwhile", delegation.ErrLeaseHeld)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("take lease on %s: %w", id, l.s.unavailable(ctx, err))
+			return nil, err
 		}
 		return &lease{l: l, id: id, key: key, owner: owner, token: rev, rev: rev}, nil
 	}
-	return nil, fmt.Errorf("take lease on %s: %w: it kept changing hands", id, delegation.ErrLeaseHeld)
+	return nil, fmt.Errorf("%w: it kept changing hands", delegation.ErrLeaseHeld)
 }
 
 // Holder implements delegation.Leases.
@@ -116,7 +128,11 @@ func (l *Leases) Holder(ctx context.Context, id string) (string, error) {
 	}
 	octx, cancel := l.s.opContext(ctx)
 	defer cancel()
-	e, err := l.kv.Get(octx, key)
+	var e jetstream.KeyValueEntry
+	err = attempt(octx, func() (err error) {
+		e, err = l.kv.Get(octx, key)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "", nil
 	}
@@ -149,7 +165,11 @@ func (le *lease) Renew(ctx context.Context) error {
 	}
 	octx, cancel := le.l.s.opContext(ctx)
 	defer cancel()
-	rev, err := le.l.kv.Update(octx, le.key, []byte(le.owner), le.rev)
+	var rev uint64
+	err := attempt(octx, func() (err error) {
+		rev, err = le.l.kv.Update(octx, le.key, []byte(le.owner), le.rev)
+		return err
+	})
 	if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		le.lost = true
 		return fmt.Errorf("renew lease on %s: %w", le.id, delegation.ErrLeaseLost)
@@ -172,7 +192,7 @@ func (le *lease) Release(ctx context.Context) error {
 	}
 	octx, cancel := le.l.s.opContext(ctx)
 	defer cancel()
-	err := le.l.kv.Delete(octx, le.key, jetstream.LastRevision(le.rev))
+	err := attempt(octx, func() error { return le.l.kv.Delete(octx, le.key, jetstream.LastRevision(le.rev)) })
 	if err != nil && !isWrongLastSequence(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("release lease on %s: %w", le.id, le.l.s.unavailable(ctx, err))
 	}

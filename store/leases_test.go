@@ -172,14 +172,13 @@ func TestLeases_Cluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	t.Parallel()
 	c := natstest.NewCluster(t, 3)
 	s, err := Open(t.Context(), "", Config{URL: c.URLs(), Replicas: 3}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	l := leasesOf(t, s, 5*time.Second)
+	l := leasesOf(t, s, 10*time.Second)
 	a, err := l.Take(t.Context(), "d1", "proc-a")
 	if err != nil {
 		t.Fatal(err)
@@ -206,8 +205,8 @@ func TestLeases_Cluster(t *testing.T) {
 	}
 	c.Stop(victim)
 	killed := time.Now()
-	// Renew until it goes through: the survivors elect a leader well
-	// within the TTL.
+	// Renew until it goes through: the survivors elect a leader within
+	// the TTL.
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		err := a.Renew(ctx)
@@ -218,8 +217,8 @@ func TestLeases_Cluster(t *testing.T) {
 		if errors.Is(err, delegation.ErrLeaseLost) {
 			t.Fatalf("lease lost after the node went: %v", err)
 		}
-		if time.Since(killed) > 4*time.Second {
-			t.Fatalf("no renewal within 4s of the node going: %v", err)
+		if time.Since(killed) > 8*time.Second {
+			t.Fatalf("no renewal within 8s of the node going: %v", err)
 		}
 	}
 	t.Logf("renewed %s after the stream leader went", time.Since(killed).Round(time.Millisecond))

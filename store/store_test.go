@@ -393,32 +393,48 @@ func crashChild(dir string) {
 // delegation.ErrUnavailable.
 func TestStore_Unavailable(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T) (*Store, func())
-	}{
+	testUnavailable(t, []unavailableCase{
 		{"embedded", func(t *testing.T) (*Store, func()) {
 			s := openTest(t, "", Config{Timeout: time.Second})
 			return s, func() { s.srv.Shutdown(); s.srv.WaitForShutdown() }
-		}},
-		{"external cluster", func(t *testing.T) (*Store, func()) {
-			c := natstest.NewCluster(t, 3)
-			s, err := Open(t.Context(), "", Config{URL: c.URLs(), Replicas: 3, Timeout: time.Second}, testLogger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s, func() {
-				for i := range c.Servers {
-					c.Stop(i)
-				}
-			}
 		}},
 		{"closed", func(t *testing.T) (*Store, func()) {
 			s := openTest(t, "", Config{Timeout: time.Second})
 			return s, func() { s.Close() }
 		}},
-	} {
+	})
+}
+
+// TestStore_UnavailableCluster is TestStore_Unavailable with every node of
+// an external cluster stopped.
+func TestStore_UnavailableCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	testUnavailable(t, []unavailableCase{{"external cluster", func(t *testing.T) (*Store, func()) {
+		c := natstest.NewCluster(t, 3)
+		s, err := Open(t.Context(), "", Config{URL: c.URLs(), Replicas: 3, Timeout: time.Second}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, func() {
+			for i := range c.Servers {
+				c.Stop(i)
+			}
+		}
+	}}})
+}
+
+// unavailableCase opens a store and returns it with a func that takes its
+// server away.
+type unavailableCase struct {
+	name string
+	open func(t *testing.T) (*Store, func())
+}
+
+func testUnavailable(t *testing.T, cases []unavailableCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, stop := tc.open(t)
