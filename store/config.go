@@ -57,8 +57,8 @@ type Config struct {
 	Sync string `yaml:"sync"`
 	// Listen is an optional host:port where the embedded server also
 	// accepts NATS clients (port 0 picks a free one), for inspecting the
-	// state with NATS tools. Default none: only orchd itself, in process,
-	// talks to it.
+	// state with NATS tools. It asks no credentials: keep it on loopback.
+	// Default none: only orchd itself, in process, talks to it.
 	Listen string `yaml:"listen"`
 	// Timeout bounds each store operation and the connection to URL: a
 	// store that does not answer in time is unavailable. Default 5s.

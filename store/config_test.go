@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestConfig_Validate(t *testing.T) {
@@ -88,5 +90,36 @@ func TestOpen_Listen(t *testing.T) {
 	defer other.Close()
 	if err := other.Ping(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConfig_YAML decodes every key as a config file writes it.
+func TestConfig_YAML(t *testing.T) {
+	t.Parallel()
+	const doc = `
+url: nats://a:4222,nats://b:4222
+credentials: /etc/orchd/nats.creds
+tls: {ca: ca.pem, cert: c.pem, key: k.pem}
+namespace: orchd-prod
+replicas: 3
+retention: 72h
+maxBytes: 2147483648
+sync: always
+timeout: 2s
+`
+	var got Config
+	dec := yaml.NewDecoder(strings.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{URL: "nats://a:4222,nats://b:4222", Credentials: "/etc/orchd/nats.creds",
+		TLS: TLSConfig{CA: "ca.pem", Cert: "c.pem", Key: "k.pem"}, Namespace: "orchd-prod", Replicas: 3,
+		Retention: 72 * time.Hour, MaxBytes: 2 << 30, Sync: "always", Timeout: 2 * time.Second}
+	if got != want {
+		t.Errorf("decoded %+v, want %+v", got, want)
+	}
+	if err := got.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
 	}
 }

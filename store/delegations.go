@@ -522,7 +522,7 @@ func (d *Delegations) sweepLoop() {
 // last entry read, or back at the start once it reaches entries younger
 // than the retention or the end.
 func (d *Delegations) sweep(cursor uint64) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*d.s.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(d.s.bg, 4*d.s.cfg.Timeout)
 	defer cancel()
 	for range indexSweepBatch {
 		m, err := d.index.GetMsg(ctx, cursor, jetstream.WithGetMsgSubject(d.indexPf+">"))

@@ -35,8 +35,11 @@ type Store struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 
-	// done is closed by Close, to stop background work; wg waits for it.
+	// done is closed by Close, to stop background work, and bg ends with
+	// it, to stop that work's calls; wg waits for it.
 	done      chan struct{}
+	bg        context.Context
+	stopBG    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -95,6 +98,7 @@ func Open(ctx context.Context, dir string, cfg Config, log *slog.Logger) (*Store
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{cfg: cfg, log: log, done: make(chan struct{})}
+	s.bg, s.stopBG = context.WithCancel(context.Background())
 	var err error
 	if cfg.URL == "" {
 		err = s.startEmbedded(ctx, dir)
@@ -134,6 +138,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
+		s.stopBG()
 		s.wg.Wait()
 		if s.srv != nil && s.opened {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
