@@ -229,7 +229,7 @@ func TestSilence_QuietAgentThatAnswersIsAlive(t *testing.T) {
 func TestSilence_PolledAgentThatStopsAnsweringFails(t *testing.T) {
 	t.Parallel()
 	agent := testagent.Start(t, testagent.Options{Name: "Stuck", Skill: "s"}, testagent.Hang())
-	f := newFixture(t, Config{CallTimeout: 100 * time.Millisecond})
+	f := newFixture(t, Config{CallTimeout: 100 * time.Millisecond, SilenceTimeout: 300 * time.Millisecond})
 	f.add(t, "stuck", agent.URL)
 	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "s"})
 	if err != nil {
@@ -242,8 +242,8 @@ func TestSilence_PolledAgentThatStopsAnsweringFails(t *testing.T) {
 	if !strings.HasPrefix(r.Error, "hop stuck: lost track of task") {
 		t.Errorf("error = %q", r.Error)
 	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("five hung polls took %s, want about 5 × 100ms", took)
+	if took := time.Since(start); took < 300*time.Millisecond || took > 3*time.Second {
+		t.Errorf("hung polls were given up after %s, want silenceTimeout (300ms) and five polls", took)
 	}
 }
 

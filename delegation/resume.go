@@ -69,7 +69,7 @@ func (e *Engine) OnResume(f func(*Delegation)) { e.onResume = f }
 
 // SetUpstream records orchd's A2A task that mirrors the delegation, so a
 // process carrying the delegation on keeps that task up to date.
-func (e *Engine) SetUpstream(ctx context.Context, id string, task a2a.TaskInfo) error {
+func (e *Engine) SetUpstream(ctx context.Context, id string, task Upstream) error {
 	d, ok := e.Get(id)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)

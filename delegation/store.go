@@ -45,12 +45,26 @@ type Record struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Upstream is orchd's own A2A task that mirrors the delegation, when
 	// the work came to orchd over A2A.
-	Upstream *a2a.TaskInfo `json:"upstream,omitempty"`
+	Upstream *Upstream `json:"upstream,omitempty"`
 	// Progress is what another process needs to carry the delegation on
 	// where this one left it. It is kept in the store and not shown by
 	// the API.
 	Progress *Progress `json:"progress,omitempty"`
 }
+
+// Upstream is the A2A task of orchd's own that mirrors a delegation, and
+// whose it is.
+type Upstream struct {
+	// TaskID and ContextID identify the task.
+	TaskID    a2a.TaskID `json:"taskId"`
+	ContextID string     `json:"contextId,omitempty"`
+	// User is the name of the user the task belongs to in orchd's task
+	// store ("" for unauthenticated callers).
+	User string `json:"user,omitempty"`
+}
+
+// TaskInfo implements a2a.TaskInfoProvider.
+func (u Upstream) TaskInfo() a2a.TaskInfo { return a2a.TaskInfo{TaskID: u.TaskID, ContextID: u.ContextID} }
 
 // Progress is the part of a running delegation's state that is not the
 // agent's: how its hop is followed and which signals went down it.

@@ -299,7 +299,7 @@ func classify(err error) (int, string) {
 		return http.StatusConflict, "failed_precondition"
 	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep), errors.Is(err, delegation.ErrDeadline):
 		return http.StatusUnprocessableEntity, "refused"
-	case errors.Is(err, delegation.ErrClosed):
+	case errors.Is(err, delegation.ErrClosed), errors.Is(err, delegation.ErrUnavailable), errors.Is(err, registry.ErrUnavailable):
 		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, registry.ErrNotFound):
 		return http.StatusNotFound, "not_found"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -40,7 +41,7 @@ func TestChildDaemon(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	d, err := New(cfg, nil)
+	d, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -282,4 +283,36 @@ func kinds(evs []delegation.Event) string {
 		fmt.Fprintf(&b, "%d:%s/%s ", ev.Seq, ev.Kind, strings.TrimPrefix(string(ev.State), "TASK_STATE_"))
 	}
 	return b.String()
+}
+
+// TestDurable_MiddleHopRestarts kills B in A → B → agent with SIGKILL
+// mid-task and starts it again: A's delegation carries on to the end,
+// with the artifact whole.
+func TestDurable_MiddleHopRestarts(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
+	b := childDaemon(t, t.TempDir(), "agent:\n  name: b\n")
+	if code := call(t, "POST", b.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add the agent to b = %d", code)
+	}
+	cfg := loadDefaults(t)
+	cfg.Delegation.PollInterval = Duration(50 * time.Millisecond)
+	a := startDaemon(t, cfg)
+	if code := call(t, "POST", a+"/v1/agents", `{"id":"b","url":"`+b.base+`"}`, nil); code != 201 {
+		t.Fatalf("add b to a = %d", code)
+	}
+	var rec delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"skill":"work","message":{"role":"ROLE_USER","parts":[{"text":"go"}]}}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	seen := readUntil(t, a+"/v1/delegations/"+rec.ID+"/events", "", func(ev delegation.Event) bool { return ev.Kind == "artifact" })
+	b.kill()
+	b.start()
+	close(release)
+	rest := readEvents(t, a+"/v1/delegations/"+rec.ID+"/events", fmt.Sprint(seen[len(seen)-1].Seq))
+	call(t, "GET", a+"/v1/delegations/"+rec.ID, "", &rec)
+	if rec.State != a2a.TaskStateCompleted || len(rec.Artifacts) != 1 || len(rec.Artifacts[0].Parts) != 2 {
+		t.Fatalf("A's delegation ended %s (%q) with artifacts %v: %s", rec.State, rec.Error, rec.Artifacts, kinds(append(seen, rest...)))
+	}
 }

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -132,6 +133,14 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 	x.mu.Lock()
 	x.byTask[ec.TaskID] = d.ID()
 	x.mu.Unlock()
+	up := delegation.Upstream{TaskID: ec.TaskID, ContextID: ec.ContextID}
+	if ec.User != nil {
+		up.User = ec.User.Name
+	}
+	if err := x.engine.SetUpstream(ctx, d.ID(), up); err != nil {
+		// The delegation goes on; only a restart would lose the task.
+		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", ec.TaskID, "delegation", d.ID(), "error", err)
+	}
 	if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 		return
 	}
@@ -180,6 +189,11 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 	var d *delegation.Delegation
 	if err == nil {
 		d, err = e.x.engine.Delegate(ctx, dreq)
+	}
+	if errors.Is(err, delegation.ErrUnavailable) {
+		// Nothing was accepted: say so, rather than make a task orchd
+		// cannot keep either.
+		return ctx, nil, a2a.NewError(a2a.ErrInternalError, err.Error())
 	}
 	if err == nil {
 		if rec := d.Record(); rec.State == a2a.TaskStateCompleted && rec.Downstream.TaskID == "" && rec.Result != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/delegation"
@@ -39,18 +40,26 @@ func (x *executor) resumed(d *delegation.Delegation) {
 	if rec.Upstream == nil {
 		return
 	}
-	task := *rec.Upstream
+	up := *rec.Upstream
 	x.mu.Lock()
-	x.byTask[task.TaskID] = rec.ID
+	x.byTask[up.TaskID] = rec.ID
 	x.mu.Unlock()
-	x.wg.Go(func() { x.remirror(d, task, rec.LastEvent) })
+	x.wg.Go(func() { x.remirror(d, up, rec.LastEvent) })
+}
+
+// ownerContext is ctx as the task store sees a call of the task's owner.
+func ownerContext(ctx context.Context, up delegation.Upstream) context.Context {
+	ctx, cc := a2asrv.NewCallContext(ctx, nil)
+	cc.User = &a2asrv.User{Name: up.User, Authenticated: up.User != ""}
+	return ctx
 }
 
 // remirror writes the delegation's events into the upstream task until the
 // delegation ends, waits for input (the caller's next message starts an
 // execution again) or orchd stops.
-func (x *executor) remirror(d *delegation.Delegation, task a2a.TaskInfo, last int64) {
-	ctx, cancel := context.WithCancel(context.Background())
+func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, last int64) {
+	task := up.TaskInfo()
+	ctx, cancel := context.WithCancel(ownerContext(context.Background(), up))
 	defer cancel()
 	stop := context.AfterFunc(x.stoppingCtx, cancel)
 	defer stop()
@@ -90,7 +99,7 @@ func (x *executor) remirror(d *delegation.Delegation, task a2a.TaskInfo, last in
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	w := &watch{}
-	w.stop = d.AfterEnd(func() { x.endWaiting(context.Background(), task, d, w) })
+	w.stop = d.AfterEnd(func() { x.endWaiting(ownerContext(context.Background(), up), task, d, w) })
 	x.unwatchLocked(task.TaskID)
 	x.watches[task.TaskID] = w
 }

@@ -310,7 +310,7 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 		ServerName: s.cfg.Namespace, JetStream: true, StoreDir: s.natsDir,
 		JetStreamMaxStore: s.cfg.MaxBytes, JetStreamMaxMemory: embeddedMaxMemory,
 		SyncAlways: always, SyncInterval: interval,
-		NoSigs: true, DontListen: true,
+		NoSigs: true, DontListen: true, MaxPayload: embeddedMaxPayload,
 	}
 	if s.cfg.Listen != "" {
 		opts.DontListen = false
