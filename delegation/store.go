@@ -64,7 +64,9 @@ type Upstream struct {
 }
 
 // TaskInfo implements a2a.TaskInfoProvider.
-func (u Upstream) TaskInfo() a2a.TaskInfo { return a2a.TaskInfo{TaskID: u.TaskID, ContextID: u.ContextID} }
+func (u Upstream) TaskInfo() a2a.TaskInfo {
+	return a2a.TaskInfo{TaskID: u.TaskID, ContextID: u.ContextID}
+}
 
 // Progress is the part of a running delegation's state that is not the
 // agent's: how its hop is followed and which signals went down it.
