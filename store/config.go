@@ -92,11 +92,12 @@ const (
 	MaxReplicas     = 5
 	MinMaxBytes     = 1 << 20
 	maxNamespaceLen = 32
-	// embeddedMaxPayload is the embedded server's largest message: an A2A
-	// task as large as orchd's request bodies (8 MiB) and its header, or
-	// an agent near the card limit, fits. An external cluster's
-	// max_payload (1 MiB unless configured) is its own.
-	embeddedMaxPayload = 9 << 20
+	// embeddedMaxPayload is the embedded server's largest message, the
+	// most nats-server takes without warning: an A2A task nearly as large
+	// as orchd's request bodies (8 MiB), or an agent near the card limit,
+	// fits. An external cluster's max_payload (1 MiB unless configured) is
+	// its own.
+	embeddedMaxPayload = 8 << 20
 	// embeddedMaxMemory bounds the embedded server's memory storage,
 	// which orchd does not use: everything it keeps is on disk.
 	embeddedMaxMemory = 32 << 20
