@@ -88,6 +88,8 @@ type Delegation struct {
 	// lease is this process's lease on the delegation, nil when the
 	// engine has no Leases.
 	lease Lease
+	// unsaved are events the store could not take yet, oldest first.
+	unsaved []Event
 }
 
 // ID returns the delegation's id.
@@ -172,8 +174,18 @@ func (d *Delegation) emit(ev Event) {
 	}
 	close(d.changed)
 	d.changed = make(chan struct{})
-	if err := d.engine.store.Append(context.Background(), d.rec.ID, ev); err != nil {
-		d.engine.log.Error("store delegation event", "delegation", d.rec.ID, "seq", ev.Seq, "error", err)
+	// Events reach the store in order: one that could not be stored is
+	// tried again, before the next, at the next event.
+	d.unsaved = append(d.unsaved, ev)
+	for len(d.unsaved) > 0 {
+		if err := d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); err != nil {
+			d.engine.log.Error("store delegation event; it is tried again with the next", "delegation", d.rec.ID, "seq", d.unsaved[0].Seq, "unsaved", len(d.unsaved), "error", err)
+			break
+		}
+		d.unsaved = d.unsaved[1:]
+	}
+	if over := len(d.unsaved) - d.engine.cfg.MaxEvents; over > 0 {
+		d.unsaved = d.unsaved[over:] // the log keeps no more than that either
 	}
 	d.persist()
 }

@@ -91,8 +91,11 @@ type Config struct {
 	// follows each running delegation (resume.go). nil means this
 	// process owns every delegation in its store.
 	Leases Leases
+	// Relay passes operations on delegations followed by another process
+	// to it (relay.go); used with Leases.
+	Relay Relay
 	// Instance names this process among those sharing the store, as the
-	// holder of leases. Default a random id.
+	// holder of leases and the address of its relay. Default a random id.
 	Instance string
 }
 
@@ -176,6 +179,8 @@ type Engine struct {
 	clients *lru.Cache[string, cachedClient]
 	// onResume runs for each delegation carried on from the store.
 	onResume func(*Delegation)
+	// stopRelay stops answering operations other processes pass here.
+	stopRelay func()
 }
 
 // NewEngine returns an engine delegating to agents in reg under the
@@ -200,7 +205,11 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 func (e *Engine) Close() {
 	e.mu.Lock() // no timer starts an owned goroutine past this point
 	e.cancel()
+	stop := e.stopRelay
 	e.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	e.wg.Wait()
 }
 
@@ -678,17 +687,24 @@ func (d *Delegation) settled() {
 // Send gives the caller's message to a delegation waiting for input; the
 // same downstream task receives it. Once the engine is closed it fails
 // with ErrClosed and sends nothing.
-func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delegation, error) {
+func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (Record, error) {
 	if e.ctx.Err() != nil {
-		return nil, ErrClosed // nothing would follow the task after the input
+		return Record{}, ErrClosed // nothing would follow the task after the input
 	}
-	d, ok := e.Get(id)
-	if !ok {
-		if _, err := e.store.Get(ctx, id); err == nil {
-			return nil, fmt.Errorf("%w: %q", ErrEnded, id)
-		}
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	d, owner, err := e.route(ctx, id)
+	switch {
+	case err != nil:
+		return Record{}, err
+	case d == nil:
+		res, err := e.forward(ctx, owner, Op{Kind: "input", ID: id, Message: msg})
+		return res.record(), err
 	}
+	return e.sendLocal(ctx, d, msg)
+}
+
+// sendLocal is Send to a delegation live here.
+func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message) (Record, error) {
+	id := d.rec.ID
 	d.op.Lock()
 	defer d.op.Unlock()
 	d.mu.Lock()
@@ -696,21 +712,21 @@ func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delega
 	done := d.followDone
 	d.mu.Unlock()
 	if state.Terminal() {
-		return nil, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
+		return Record{}, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
 	}
 	if !waiting(state) {
-		return nil, fmt.Errorf("%w: %q is %s", ErrNotWaiting, id, state)
+		return Record{}, fmt.Errorf("%w: %q is %s", ErrNotWaiting, id, state)
 	}
 	if done != nil {
 		// The follower saw the task settle and is returning.
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+			return Record{}, context.Cause(ctx)
 		}
 	}
 	if msg == nil || len(msg.Parts) == 0 {
-		return nil, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
+		return Record{}, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
 	}
 	m := *msg
 	if m.ID == "" {
@@ -721,13 +737,13 @@ func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delega
 	d.chain.Attach(&m)
 	s, err := d.send(ctx, &m)
 	if err != nil {
-		return nil, fmt.Errorf("send input to %s: %w", d.rec.Downstream.Agent, err)
+		return Record{}, fmt.Errorf("send input to %s: %w", d.rec.Downstream.Agent, err)
 	}
 	d.mu.Lock()
 	d.emit(Event{Kind: "message", State: a2a.TaskStateWorking, Message: &m})
 	d.mu.Unlock()
 	d.follow(s)
-	return d, nil
+	return d.Record(), nil
 }
 
 // Cancel cancels the downstream task. The delegation ends CANCELED when the
@@ -735,14 +751,26 @@ func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (*Delega
 // CancelWait. Once its deadline has passed it ends FAILED, as at the
 // deadline.
 func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
-	d, ok := e.Get(id)
-	if !ok {
-		r, err := e.Lookup(ctx, id)
-		if err != nil {
-			return Record{}, err
+	d, owner, err := e.route(ctx, id)
+	switch {
+	case errors.Is(err, ErrEnded):
+		r, lerr := e.Lookup(ctx, id)
+		if lerr != nil {
+			return Record{}, lerr
 		}
 		return r, fmt.Errorf("%w: %q is %s", ErrEnded, id, r.State)
+	case err != nil:
+		return Record{}, err
+	case d == nil:
+		res, err := e.forward(ctx, owner, Op{Kind: "cancel", ID: id})
+		return res.record(), err
 	}
+	return e.cancelLocal(ctx, d)
+}
+
+// cancelLocal is Cancel of a delegation live here.
+func (e *Engine) cancelLocal(ctx context.Context, d *Delegation) (Record, error) {
+	id := d.rec.ID
 	d.op.Lock()
 	defer d.op.Unlock()
 	d.mu.Lock()

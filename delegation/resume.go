@@ -35,6 +35,9 @@ import (
 // registered, or orchd stopped before the agent created a task) ends
 // FAILED with the reason.
 func (e *Engine) Start(ctx context.Context) error {
+	if err := e.serveRelayed(); err != nil {
+		return err
+	}
 	if err := e.adopt(ctx); err != nil {
 		return err
 	}

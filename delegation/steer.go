@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orchd/orchd/steering"
 )
@@ -38,19 +39,41 @@ func (errNotAdvertised) Unwrap() error { return ErrNotSteerable }
 func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *a2a.Message) (r steering.Receipt, err error) {
 	ctx, span := e.in.start(ctx, "orchd.steer")
 	defer func() { e.in.steered(ctx, span, c, err) }()
-	d, ok := e.Get(id)
-	if !ok {
-		if _, err := e.store.Get(ctx, id); err == nil {
-			return steering.Receipt{}, fmt.Errorf("%w: %q", ErrEnded, id)
-		}
-		return steering.Receipt{}, fmt.Errorf("%w: %q", ErrNotFound, id)
-	}
 	if c != steering.Steer && c != steering.Interrupt {
 		return steering.Receipt{}, fmt.Errorf("%w: unknown control %q", ErrBadRequest, c)
 	}
 	if msg == nil || len(msg.Parts) == 0 {
 		return steering.Receipt{}, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
 	}
+	d, owner, err := e.route(ctx, id)
+	switch {
+	case errors.Is(err, ErrEnded):
+		// A retry of a signal passed on before the end still gets its
+		// receipt.
+		if rec, gerr := e.store.Get(ctx, id); gerr == nil && rec.Progress != nil {
+			ended := Delegation{prog: *rec.Progress}
+			if r, ok := ended.receipt(msg.ID); ok {
+				r.Duplicate = true
+				return r, nil
+			}
+		}
+		return steering.Receipt{}, err
+	case err != nil:
+		return steering.Receipt{}, err
+	case d == nil:
+		res, err := e.forward(ctx, owner, Op{Kind: "signal", ID: id, Control: c, Message: msg})
+		if res.Receipt == nil || err != nil {
+			return steering.Receipt{}, err
+		}
+		return *res.Receipt, nil
+	}
+	return e.steerLocal(ctx, d, c, msg)
+}
+
+// steerLocal is Steer of a delegation live here.
+func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Control, msg *a2a.Message) (r steering.Receipt, err error) {
+	id := d.rec.ID
+	span := trace.SpanFromContext(ctx)
 	d.op.Lock()
 	defer d.op.Unlock()
 

@@ -60,7 +60,11 @@ type benchAgent struct {
 	calls, traced atomic.Int64
 }
 
-func noopAgent(b *testing.B) *benchAgent {
+func noopAgent(b *testing.B) *benchAgent { return benchAgentOf(b, noop{}, false) }
+
+// benchAgentOf serves the agent exec does the work of, counting calls as
+// noopAgent's does; its card declares streaming when streaming is set.
+func benchAgentOf(b *testing.B, exec a2asrv.AgentExecutor, streaming bool) *benchAgent {
 	b.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -68,8 +72,9 @@ func noopAgent(b *testing.B) *benchAgent {
 	agent := &benchAgent{Server: srv}
 	card := &a2a.AgentCard{Name: "Noop", Description: "answers pong", Version: "1",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: streaming},
 		Skills:              []a2a.AgentSkill{{ID: "noop", Name: "noop", Tags: []string{}}}}
-	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(noop{}))
+	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec))
 	mux.Handle("/rpc", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		agent.calls.Add(1)
 		if r.Header.Get("Traceparent") == benchTrace.Get("Traceparent") {
@@ -110,13 +115,30 @@ func benchClient(b *testing.B, base string, h http.Header) *a2aclient.Client {
 // records at info level, with trace ids), into io.Discard.
 func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) (*Daemon, string, func()) {
 	b.Helper()
+	cfg := benchConfig(b)
+	cfg.Agents = []registry.Spec{{ID: "noop", URL: agentURL}}
+	cfg.Telemetry.Providers = tel
+	return runBenchDaemon(b, cfg)
+}
+
+// benchConfig is the embedded defaults on an ephemeral loopback port.
+// With no stateDir, such a daemon keeps its state in memory.
+func benchConfig(b *testing.B) Config {
+	b.Helper()
 	cfg, err := LoadConfig("")
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg.Listen = "127.0.0.1:0"
-	cfg.Agents = []registry.Spec{{ID: "noop", URL: agentURL}}
-	cfg.Telemetry.Providers = tel
+	return cfg
+}
+
+// runBenchDaemon runs a daemon built from cfg until the benchmark ends,
+// logging as `orchd serve` does into io.Discard. It returns once the
+// daemon listens and has registered cfg's agents (failing the benchmark
+// after 30 seconds) with the daemon, its URL and how to stop it sooner.
+func runBenchDaemon(b *testing.B, cfg Config) (*Daemon, string, func()) {
+	b.Helper()
 	log, err := telemetry.NewLogger(io.Discard, "text", slog.LevelInfo)
 	if err != nil {
 		b.Fatal(err)
@@ -129,9 +151,20 @@ func benchDaemon(b *testing.B, agentURL string, tel *telemetry.Telemetry) (*Daem
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Errorf("daemon: %v", err)
+			}
+		})
+	}
 	b.Cleanup(stop)
-	for d.Addr() == nil || d.Registry().Len() == 0 {
+	deadline := time.Now().Add(30 * time.Second)
+	for d.Addr() == nil || d.Registry().Len() < len(cfg.Agents) {
+		if time.Now().After(deadline) {
+			b.Fatalf("the daemon did not start with its %d agents in 30s", len(cfg.Agents))
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return d, "http://" + d.Addr().String(), stop
@@ -265,38 +298,7 @@ func BenchmarkHop(b *testing.B) {
 		calls, traced := agent.calls.Load(), agent.traced.Load()
 		c, stop := path.start()
 		runtime.GC()
-		b.Run(name+"/latency", func(b *testing.B) {
-			lat := make([]time.Duration, 0, b.N)
-			for b.Loop() {
-				start := time.Now()
-				if err := send(b.Context(), c); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-		})
-		b.Run(name+"/parallel", func(b *testing.B) {
-			b.SetParallelism(8) // 16 callers on 2 cores
-			var mu sync.Mutex
-			var firstErr error
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := send(context.Background(), c); err != nil {
-						mu.Lock()
-						firstErr = err
-						mu.Unlock()
-					}
-				}
-			})
-			if firstErr != nil {
-				b.Fatal(firstErr)
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
-		})
+		hopRuns(b, name, c)
 		stop()
 		if name == "orchd-traceparent" {
 			// The caller's trace context must have reached the agent on
@@ -306,4 +308,42 @@ func BenchmarkHop(b *testing.B) {
 			}
 		}
 	}
+}
+
+// hopRuns measures calls through c as the sub-benchmarks name/latency,
+// one call at a time, reporting p50 and p99, and name/parallel, 16
+// callers, reporting throughput.
+func hopRuns(b *testing.B, name string, c *a2aclient.Client) {
+	b.Run(name+"/latency", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		for b.Loop() {
+			start := time.Now()
+			if err := send(b.Context(), c); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	})
+	b.Run(name+"/parallel", func(b *testing.B) {
+		b.SetParallelism(8) // 16 callers on 2 cores
+		var mu sync.Mutex
+		var firstErr error
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := send(context.Background(), c); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+				}
+			}
+		})
+		if firstErr != nil {
+			b.Fatal(firstErr)
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	})
 }

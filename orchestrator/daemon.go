@@ -110,7 +110,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	dcfg.HTTPClient = &http.Client{Transport: tel.Transport(transport)}
 	dcfg.TracerProvider, dcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
-	dcfg.Leases = st.leases
+	dcfg.Leases, dcfg.Relay = st.leases, st.relay
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,

@@ -122,12 +122,12 @@ func (a *api) delegationInput(w http.ResponseWriter, r *http.Request) {
 	case msg == nil:
 		msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(body.Text))
 	}
-	d, err := a.delegations.Send(r.Context(), r.PathValue("id"), msg)
+	rec, err := a.delegations.Send(r.Context(), r.PathValue("id"), msg)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.reply(w, http.StatusOK, d.Record())
+	a.reply(w, http.StatusOK, rec)
 }
 
 // SteerRequest is the body of POST /v1/delegations/{id}:steer and

@@ -72,42 +72,69 @@ func newExecutor(engine *delegation.Engine, tasks taskstore.Store, stopping cont
 func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		x.unwatch(ec.TaskID)
-		x.mu.Lock()
-		id, known := x.byTask[ec.TaskID]
-		x.mu.Unlock()
+		id, known := x.delegationOf(ec)
 		if !known && ec.StoredTask == nil {
 			x.delegateNew(ctx, ec, yield)
 			return
 		}
-		var d *delegation.Delegation
-		var after int64
-		if known {
-			live, ok := x.engine.Get(id)
-			if !ok {
-				yield(status(ec, a2a.TaskStateFailed, "the delegation of this task is no longer followed"), nil)
-				return
-			}
-			after = live.Record().LastEvent
-			var err error
-			if d, err = x.engine.Send(ctx, id, inputFrom(ec.Message)); err != nil {
-				if rec := live.Record(); rec.State.Terminal() {
-					// It ended while the task waited (its deadline passed).
-					x.mu.Lock()
-					delete(x.byTask, ec.TaskID)
-					x.mu.Unlock()
-					yield(a2a.NewStatusUpdateEvent(ec, rec.State, endMessage(ec, rec)), nil)
-					return
-				}
-				yield(status(ec, a2a.TaskStateInputRequired, "orchd could not pass the input on: "+err.Error()), nil)
-				return
-			}
-		} else {
+		if !known {
 			// A task orchd did not delegate (its delegation was refused).
 			yield(status(ec, a2a.TaskStateRejected, "this task has no delegation to continue"), nil)
 			return
 		}
-		x.mirror(ctx, ec, d, after, yield)
+		rec, err := x.engine.Lookup(ctx, id)
+		if err != nil {
+			yield(status(ec, a2a.TaskStateFailed, "the delegation of this task is no longer kept: "+err.Error()), nil)
+			return
+		}
+		after := rec.LastEvent
+		if _, err := x.engine.Send(ctx, id, inputFrom(ec.Message)); err != nil {
+			if rec, lerr := x.engine.Lookup(ctx, id); lerr == nil && rec.State.Terminal() {
+				// It ended while the task waited (its deadline passed).
+				x.mu.Lock()
+				delete(x.byTask, ec.TaskID)
+				x.mu.Unlock()
+				yield(a2a.NewStatusUpdateEvent(ec, rec.State, endMessage(ec, rec)), nil)
+				return
+			}
+			yield(status(ec, a2a.TaskStateInputRequired, "orchd could not pass the input on: "+err.Error()), nil)
+			return
+		}
+		x.mirror(ctx, ec, id, after, yield)
 	}
+}
+
+// delegationOf returns the id of the delegation behind an upstream task:
+// known here, or named in the stored task's metadata (the task may have
+// been delegated by another process sharing the store).
+func (x *executor) delegationOf(ec *a2asrv.ExecutorContext) (string, bool) {
+	x.mu.Lock()
+	id, known := x.byTask[ec.TaskID]
+	x.mu.Unlock()
+	if known || ec.StoredTask == nil {
+		return id, known
+	}
+	return taskDelegation(ec.StoredTask)
+}
+
+// taskDelegationKey is the metadata key under which orchd's A2A tasks
+// name the delegation behind them: {"delegation": ID}, under the
+// delegation extension's URI.
+const taskDelegationKey = delegation.ExtensionURI
+
+// taskDelegation reads the delegation id from a task's metadata.
+func taskDelegation(t *a2a.Task) (string, bool) {
+	m, _ := t.Metadata[taskDelegationKey].(map[string]any)
+	id, _ := m["delegation"].(string)
+	return id, id != ""
+}
+
+// submitted is the first event of an upstream task: SUBMITTED, naming
+// its delegation in the metadata.
+func submitted(ec *a2asrv.ExecutorContext, id string) *a2a.Task {
+	t := a2a.NewSubmittedTask(ec, ec.Message)
+	t.Metadata = map[string]any{taskDelegationKey: map[string]any{"delegation": id}}
+	return t
 }
 
 // delegateNew follows the delegation of a new message: the one
@@ -141,10 +168,10 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		// The delegation goes on; only a restart would lose the task.
 		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", ec.TaskID, "delegation", d.ID(), "error", err)
 	}
-	if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+	if !yield(submitted(ec, d.ID()), nil) {
 		return
 	}
-	x.mirror(ctx, ec, d, 0, yield)
+	x.mirror(ctx, ec, d.ID(), 0, yield)
 }
 
 // early is a delegation earlyDelegation started for a message, waiting
@@ -229,8 +256,10 @@ func (e earlyDelegation) After(ctx context.Context, _ *a2asrv.CallContext, resp 
 }
 
 // mirror turns the delegation's events after seq into the upstream task's
-// events until the delegation ends or waits for input.
-func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *delegation.Delegation, after int64, yield func(a2a.Event, error) bool) {
+// events until the delegation ends or waits for input. The delegation may
+// be followed here or by another process sharing the store: its events
+// come through the engine either way.
+func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id string, after int64, yield func(a2a.Event, error) bool) {
 	x.mu.Lock()
 	x.mirroring[ec.TaskID] = true
 	x.mu.Unlock()
@@ -239,8 +268,15 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 		delete(x.mirroring, ec.TaskID)
 		x.mu.Unlock()
 	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(x.stoppingCtx, cancel)()
 	for {
-		evs, changed, _ := d.Events(after)
+		evs, _, err := x.engine.Events(ctx, id, after, 0)
+		if err != nil && ctx.Err() == nil {
+			yield(nil, fmt.Errorf("read the events of delegation %s: %w", id, err))
+			return
+		}
 		for _, ev := range evs {
 			after = ev.Seq
 			up := upstreamEvent(ec, ev)
@@ -263,23 +299,24 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, d *de
 				return
 			}
 			if ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired {
-				x.park(ec, d)
+				if d, ok := x.engine.Get(id); ok {
+					x.park(ec, d)
+				}
 				return
 			}
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
-		case <-x.stopping:
-			// The daemon no longer follows the delegation, so the task
-			// cannot go on through it; the execution ends only on a final
-			// event.
-			rec := d.Record()
-			yield(status(ec, a2a.TaskStateFailed, fmt.Sprintf("orchd stopped while the task was in flight; task %s at %s was left as it was",
-				rec.Downstream.TaskID, rec.Downstream.Agent)), nil)
-			return
+		if err := x.engine.WaitEvents(ctx, id, after); err == nil {
+			continue
 		}
+		if x.stoppingCtx.Err() == nil {
+			return // the caller went away
+		}
+		// The daemon no longer follows the delegation, so the task cannot
+		// go on through it; the execution ends only on a final event.
+		rec, _ := x.engine.Lookup(context.WithoutCancel(ctx), id)
+		yield(status(ec, a2a.TaskStateFailed, fmt.Sprintf("orchd stopped while the task was in flight; task %s at %s was left as it was",
+			rec.Downstream.TaskID, rec.Downstream.Agent)), nil)
+		return
 	}
 }
 
@@ -295,6 +332,9 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		id, known := x.byTask[ec.TaskID]
 		running := x.mirroring[ec.TaskID]
 		x.mu.Unlock()
+		if !known && ec.StoredTask != nil {
+			id, known = taskDelegation(ec.StoredTask)
+		}
 		if !known {
 			yield(status(ec, a2a.TaskStateCanceled, "canceled before any agent took the work"), nil)
 			return

@@ -1,7 +1,9 @@
 package orchestrator
 
 import (
+	"context"
 	"net/http"
+	"time"
 )
 
 // Readiness is the body of GET /readyz.
@@ -13,8 +15,9 @@ type Readiness struct {
 }
 
 // notReady lists what keeps the daemon from taking work: it is not
-// listening yet, its agent card is not built, no policy set is loaded, or
-// it is shutting down. The agents' health does not count; /healthz and
+// listening yet, its agent card is not built, no policy set is loaded,
+// its state store does not answer (within readyPing), or it is shutting
+// down. The agents' health does not count; /healthz and
 // the registry report it.
 func (d *Daemon) notReady() []string {
 	var why []string
@@ -32,8 +35,16 @@ func (d *Daemon) notReady() []string {
 	if d.policies.Set() == nil {
 		why = append(why, "policies not loaded")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyPing)
+	defer cancel()
+	if err := d.state.ping(ctx); err != nil {
+		why = append(why, "state store unavailable: "+err.Error())
+	}
 	return why
 }
+
+// readyPing bounds the state store's answer to a readiness check.
+const readyPing = time.Second
 
 // readiness serves GET /readyz: 200 once the daemon serves, 503 with the
 // reasons before and while it stops.

@@ -79,7 +79,10 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 				break
 			}
 		}
-		_, changed, _ := d.Events(after)
+		var changed <-chan struct{}
+		if evs, changed, _ = d.Events(after); len(evs) > 0 {
+			continue // came while the last ones were written
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():

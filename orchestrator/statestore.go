@@ -109,6 +109,9 @@ func (c *StoreConfig) UnmarshalYAML(n *yaml.Node) error {
 func (c StoreConfig) mode(dir string) (string, error) {
 	switch c.Mode {
 	case StoreMemory:
+		if c.URL != "" {
+			return "", fmt.Errorf("config: store.url is set, but store.mode is %s; remove one", StoreMemory)
+		}
 		return StoreMemory, nil
 	case StoreEmbedded:
 		if c.URL != "" {
@@ -146,8 +149,9 @@ type state struct {
 	st    *store.Store // nil in memory mode
 	lock  *os.File     // the state directory's lock, if there is one
 	deleg delegation.Store
-	// leases are nil unless replicas share an external store.
+	// leases and relay are nil unless replicas share an external store.
 	leases delegation.Leases
+	relay  delegation.Relay
 	agents registry.AgentStore // nil in memory mode
 	tasks  *closingTasks
 	// self is the identity kept in the store, external mode only.
@@ -189,12 +193,11 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 	if s.deleg, err = s.st.Delegations(ctx, store.DelegationsConfig{}); err != nil {
 		return nil, err
 	}
-	js, eff := s.st.JetStream(), s.st.Config()
-	if s.agents, err = store.NewAgents(ctx, js, store.AgentsConfig{Bucket: eff.Namespace + "-agents", Replicas: eff.Replicas,
-		Log: log.With("component", "store")}); err != nil {
+	storeLog := log.With("component", "store")
+	if s.agents, err = s.st.Agents(ctx, store.AgentsConfig{Log: storeLog}); err != nil {
 		return nil, err
 	}
-	tasks, err := store.NewTasks(ctx, js, store.TasksConfig{Bucket: eff.Namespace + "-tasks", Replicas: eff.Replicas, Retention: eff.Retention})
+	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +206,7 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		if s.leases, err = s.st.Leases(ctx, store.LeasesConfig{TTL: time.Duration(cfg.Store.LeaseTTL)}); err != nil {
 			return nil, err
 		}
+		s.relay = s.st.Relay()
 	}
 	log.Info("state store open", "mode", mode, "stateDir", dir)
 	return s, nil

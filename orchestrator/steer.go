@@ -51,6 +51,12 @@ func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	id, known := s.x.byTask[msg.TaskID]
 	s.x.mu.Unlock()
 	if !known {
+		// Delegated by another process sharing the store, perhaps.
+		if st, err := s.tasks.Get(ctx, msg.TaskID); err == nil && !st.Task.Status.State.Terminal() {
+			id, known = taskDelegation(st.Task)
+		}
+	}
+	if !known {
 		return ctx, nil, s.noDelegation(ctx, msg.TaskID)
 	}
 	// The execution running now is the one the interrupt ends (a retry of

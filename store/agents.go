@@ -107,18 +107,45 @@ func NewAgents(ctx context.Context, js jetstream.JetStream, cfg AgentsConfig) (*
 	if cfg.MaxValueBytes > math.MaxInt32 {
 		return nil, fmt.Errorf("agent store: MaxValueBytes %d is over %d", cfg.MaxValueBytes, math.MaxInt32)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       cfg.Bucket,
-		Description:  "orchd registry: agents with their last good cards",
-		MaxValueSize: int32(cfg.MaxValueBytes),
-		History:      1,
-		Storage:      jetstream.FileStorage,
-		Replicas:     cfg.Replicas,
-	})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg.bucket())
 	if err != nil {
 		return nil, agentStoreErr("open agent bucket "+cfg.Bucket, err)
 	}
 	return &Agents{js: js, kv: kv, maxValue: cfg.MaxValueBytes, maxAgents: cfg.MaxAgents, log: cfg.Log}, nil
+}
+
+// Agents opens the agent store in the Store's namespace (bucket
+// <namespace>-agents unless cfg names one, with the Store's replicas),
+// retrying while a cluster settles, as every bucket the Store sets up.
+func (s *Store) Agents(ctx context.Context, cfg AgentsConfig) (*Agents, error) {
+	if cfg.Bucket == "" {
+		cfg.Bucket = s.cfg.Namespace + "-agents"
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = s.cfg.Replicas
+	}
+	cfg = cfg.withDefaults()
+	if cfg.MaxValueBytes > math.MaxInt32 {
+		return nil, fmt.Errorf("agent store: MaxValueBytes %d is over %d", cfg.MaxValueBytes, math.MaxInt32)
+	}
+	kv, err := s.ensureKV(ctx, cfg.bucket())
+	if err != nil {
+		return nil, agentStoreErr("open agent bucket "+cfg.Bucket, err)
+	}
+	return &Agents{js: s.js, kv: kv, maxValue: cfg.MaxValueBytes, maxAgents: cfg.MaxAgents, log: cfg.Log}, nil
+}
+
+// bucket is the configuration of the bucket c keeps agents in; c has its
+// defaults.
+func (c AgentsConfig) bucket() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:       c.Bucket,
+		Description:  "orchd registry: agents with their last good cards",
+		MaxValueSize: int32(c.MaxValueBytes),
+		History:      1,
+		Storage:      jetstream.FileStorage,
+		Replicas:     c.Replicas,
+	}
 }
 
 // Save stores ag under its id if the stored agent is at ag.Revision (0:

@@ -226,6 +226,33 @@ func NewTasks(ctx context.Context, js jetstream.JetStream, cfg TasksConfig) (*Ta
 	return newTasksOn(js, kv, cfg)
 }
 
+// Tasks opens the A2A task store in the Store's namespace (bucket
+// <namespace>-tasks unless cfg names one, with the Store's replicas,
+// retention and timeout where cfg leaves them zero), retrying while a
+// cluster settles, as every bucket the Store sets up.
+func (s *Store) Tasks(ctx context.Context, cfg TasksConfig) (*Tasks, error) {
+	if cfg.Bucket == "" {
+		cfg.Bucket = s.cfg.Namespace + "-tasks"
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = s.cfg.Replicas
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = s.cfg.Retention
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = s.cfg.Timeout
+	}
+	if err := cfg.withDefaults(s.nc.MaxPayload()); err != nil {
+		return nil, err
+	}
+	kv, err := s.ensureKV(ctx, cfg.bucket())
+	if err != nil {
+		return nil, fmt.Errorf("tasks: open bucket %s: %w", cfg.Bucket, err)
+	}
+	return newTasksOn(s.js, kv, cfg)
+}
+
 // bucket is the configuration of the bucket c keeps tasks in; c has its
 // defaults.
 func (c *TasksConfig) bucket() jetstream.KeyValueConfig {

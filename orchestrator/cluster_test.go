@@ -1,0 +1,107 @@
+package orchestrator
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/steering"
+)
+
+// TestCluster_OwnerKilledMidTask runs three orchd replicas, each in its
+// own process, on a 3-node NATS cluster started in the test. The replica
+// that took the work is killed with SIGKILL mid-task; another carries the
+// delegation on, a steer sent through the third reaches the agent once,
+// and the event log, read through the second, holds every event once.
+func TestCluster_OwnerKilledMidTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS cluster and three daemons")
+	}
+	t.Parallel()
+	nats := natstest.NewCluster(t, 3)
+	agent := testagent.Start(t, testagent.Options{Name: "Steered", Skill: "work", Streaming: true, Steering: true}, testagent.Steerable())
+	extra := fmt.Sprintf("store:\n  url: %q\n  replicas: 3\n  leaseTTL: 2s\n", nats.URLs())
+	var replicas []*child
+	for range 3 {
+		replicas = append(replicas, childDaemon(t, t.TempDir(), extra))
+	}
+	first, second, third := replicas[0], replicas[1], replicas[2]
+	if code := call(t, "POST", first.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add agent = %d", code)
+	}
+	for _, r := range replicas { // each replica's registry watches the store
+		eventually(t, 10*time.Second, func() bool {
+			var l AgentList
+			return callNoFail(r.base+"/v1/agents", &l) == 200 && len(l.Agents) == 1
+		})
+	}
+	var rec delegation.Record
+	if code := call(t, "POST", first.base+"/v1/delegations", `{"skill":"work","message":{"role":"ROLE_USER","parts":[{"text":"go"}]}}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	// Reads on another replica may lag the write by a moment: the
+	// cluster's followers answer reads too.
+	eventually(t, 5*time.Second, func() bool {
+		var r delegation.Record
+		return callNoFail(second.base+"/v1/delegations/"+rec.ID, &r) == 200
+	})
+	events := "/v1/delegations/" + rec.ID + "/events"
+	seen := readUntil(t, second.base+events, "", func(ev delegation.Event) bool { return ev.State == a2a.TaskStateWorking })
+
+	first.kill()
+	killed := time.Now()
+	var receipt steering.Receipt
+	steer := `{"message":{"messageId":"steer-1","role":"ROLE_USER","parts":[{"text":"finish"}]}}`
+	if code := call(t, "POST", third.base+"/v1/delegations/"+rec.ID+":steer", steer, &receipt); code != 200 {
+		t.Fatalf("steer through the third replica = %d %+v", code, receipt)
+	}
+	// A retry, through the second replica, is answered with the first
+	// receipt and not delivered again.
+	var again steering.Receipt
+	if code := call(t, "POST", second.base+"/v1/delegations/"+rec.ID+":steer", steer, &again); code != 200 || !again.Duplicate || again.Seq != receipt.Seq {
+		t.Errorf("retried steer = %d %+v, first %+v", code, again, receipt)
+	}
+	rest := readEvents(t, second.base+events, fmt.Sprint(seen[len(seen)-1].Seq))
+	t.Logf("the owner was killed; the steer was acknowledged and the work ended %s later", time.Since(killed).Round(time.Millisecond))
+	all := append(seen, rest...)
+	terminal, steers := 0, 0
+	for i, ev := range all {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: %s", i, ev.Seq, kinds(all))
+		}
+		if ev.State.Terminal() && settling(ev) {
+			terminal++
+		}
+		if ev.Kind == "steer" {
+			steers++
+		}
+	}
+	// The record is written just after the log: read it once it caught up.
+	eventually(t, 5*time.Second, func() bool {
+		return call(t, "GET", third.base+"/v1/delegations/"+rec.ID, "", &rec) == 200 && rec.State.Terminal()
+	})
+	if terminal != 1 || steers != 1 || rec.State != a2a.TaskStateCompleted || rec.Result == nil || !strings.Contains(testagent.Text(rec.Result), "finished: finish") {
+		t.Errorf("%s (%q), %d terminal events, %d steers, result %v: %s", rec.State, rec.Error, terminal, steers, rec.Result, kinds(all))
+	}
+	if n := len(agent.Signals()); n != 1 {
+		t.Errorf("the agent took %d signals, want 1", n)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after limit.
+func eventually(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not so within %s", limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
