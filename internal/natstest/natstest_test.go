@@ -56,7 +56,11 @@ func TestCluster_WritesSurviveANode(t *testing.T) {
 	}
 	c.Stop(0)
 	for {
-		_, err := kv.Put(ctx, "k2", []byte("v2"))
+		// Each attempt is bounded: one sent to the stopped node's
+		// leadership waits for an answer that never comes.
+		attempt, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := kv.Put(attempt, "k2", []byte("v2"))
+		cancel()
 		if err == nil {
 			break
 		}
