@@ -20,18 +20,34 @@ func newTasksCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 
 	var state string
+	var limit int
 	list := &cobra.Command{
-		Use:   "list [--state S]",
+		Use:   "list [--state S] [--limit N]",
 		Short: "List delegations, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var l orchestrator.DelegationList
-			path := "/v1/delegations"
-			if state != "" {
-				path += "?state=" + url.QueryEscape(state)
+			if limit < 1 {
+				return fmt.Errorf("--limit %d is not a positive number", limit)
 			}
-			if err := client().do(cmd.Context(), "GET", path, nil, &l); err != nil {
-				return err
+			// The API lists a page at a time: follow the pages up to the
+			// limit.
+			var l orchestrator.DelegationList
+			q := url.Values{}
+			if state != "" {
+				q.Set("state", state)
+			}
+			for len(l.Delegations) < limit {
+				q.Set("pageSize", fmt.Sprint(min(limit-len(l.Delegations), delegation.MaxPageSize)))
+				var page orchestrator.DelegationList
+				if err := client().do(cmd.Context(), "GET", "/v1/delegations?"+q.Encode(), nil, &page); err != nil {
+					return err
+				}
+				l.Delegations = append(l.Delegations, page.Delegations...)
+				l.NextPageToken = page.NextPageToken
+				if page.NextPageToken == "" {
+					break
+				}
+				q.Set("pageToken", page.NextPageToken)
 			}
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), l)
@@ -41,10 +57,17 @@ func newTasksCmd() *cobra.Command {
 			for _, r := range l.Delegations {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, shortState(r.State), r.Downstream.Agent, r.CreatedAt.Format("2006-01-02 15:04:05"))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if l.NextPageToken != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "(the %d newest; raise --limit to see more)\n", len(l.Delegations))
+			}
+			return nil
 		},
 	}
 	list.Flags().StringVar(&state, "state", "", "only delegations in this state (working, input_required, completed, …)")
+	list.Flags().IntVar(&limit, "limit", 100, "list at most this many")
 
 	// show calls the API and prints the delegation it answers with.
 	show := func(cmd *cobra.Command, method, path string) error {
