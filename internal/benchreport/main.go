@@ -3,13 +3,20 @@
 // profile building, policy evaluation, a hop through orchd against a
 // direct call and a reverse proxy (with tracing off and on), steering
 // across a chain, storing delegations into a full store, memory per
-// in-flight delegation, and how soon delegations past their deadline end.
+// in-flight delegation, how soon delegations past their deadline end, and
+// what the embedded state store costs against keeping state in memory.
 // Every ratio in the report compares figures measured in the same run.
 //
-//	go run ./internal/benchreport                 # about three minutes on 2 cores
+//	go run ./internal/benchreport                 # about thirteen minutes on 2 cores
 //	go run ./internal/benchreport -o report.md    # somewhere else
 //	go run ./internal/benchreport -raw run.txt    # keep the raw output too
 //	go run ./internal/benchreport -from run.txt   # render a saved run again
+//	go run ./internal/benchreport -only State     # only the matching runs
+//
+// With -only, only the runs whose benchmark matches the regular
+// expression run, and only the report's sections whose figures all come
+// from those runs are written again: the others keep their text from the
+// report already at -o.
 //
 // It runs `go test -bench` in the module's root, so run it from there, on
 // a machine doing nothing else.
@@ -19,10 +26,12 @@ import (
 	"bufio"
 	"bytes"
 	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"regexp"
@@ -48,6 +57,17 @@ func (r run) command() []string {
 	return append([]string{"test", r.pkg, "-run", "^$"}, r.args...)
 }
 
+// bench is the name of the benchmark r runs: its -bench pattern without
+// anchors.
+func (r run) bench() string {
+	for i, a := range r.args {
+		if a == "-bench" && i+1 < len(r.args) {
+			return strings.TrimSuffix(strings.TrimPrefix(r.args[i+1], "^"), "$")
+		}
+	}
+	return ""
+}
+
 // runs are the benchmarks the report is built from.
 var runs = []run{
 	{"./registry", []string{"-bench", "^BenchmarkLookup$", "-benchmem", "-count", "5"}},
@@ -60,24 +80,46 @@ var runs = []run{
 	{"./delegation", []string{"-bench", "^BenchmarkStorePut$", "-benchmem", "-count", "5"}},
 	{"./delegation", []string{"-bench", "^BenchmarkInFlight$", "-benchtime", "1x"}},
 	{"./delegation", []string{"-bench", "^BenchmarkDeadline$", "-benchtime", "1x", "-count", "3"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkStateHop$", "-benchtime", "2000x"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkStateRestart$", "-benchtime", "5x"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkStateInFlight$", "-benchtime", "1x"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkStateRSS$", "-benchtime", "1x"}},
 }
 
 func main() {
 	out := flag.String("o", "docs/benchmarks.md", "where to write the report")
 	raw := flag.String("raw", "", "also write the benchmarks' raw output here")
 	from := flag.String("from", "", "render the report from this saved raw output instead of running the benchmarks")
+	only := flag.String("only", "", "run only the benchmarks matching this regular expression, and write again only the sections of the report at -o that they measure")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := report(*out, *raw, *from, log); err != nil {
+	if err := report(options{path: *out, raw: *raw, from: *from, only: *only}, log); err != nil {
 		log.Error("benchreport failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func report(path, rawPath, from string, log *slog.Logger) error {
+// options are the command's flags.
+type options struct {
+	path, raw, from, only string
+}
+
+func report(o options, log *slog.Logger) error {
 	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
 	if err != nil {
 		return fmt.Errorf("report template: %w", err)
+	}
+	selected := runs
+	var old string
+	if o.only != "" {
+		if selected, err = selectRuns(o.only); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(o.path)
+		if err != nil {
+			return fmt.Errorf("-only keeps the other sections of the report: %w", err)
+		}
+		old = string(b)
 	}
 	var commands []string
 	for _, r := range runs {
@@ -85,24 +127,25 @@ func report(path, rawPath, from string, log *slog.Logger) error {
 	}
 	start := time.Now()
 	var rawOut bytes.Buffer
-	if from != "" {
-		b, err := os.ReadFile(from)
+	if o.from != "" {
+		b, err := os.ReadFile(o.from)
 		if err != nil {
 			return fmt.Errorf("read saved run: %w", err)
 		}
 		rawOut.Write(b)
 	} else {
-		for i, r := range runs {
-			log.Info("running", "command", commands[i])
+		for _, r := range selected {
+			command := "go " + strings.Join(r.command(), " ")
+			log.Info("running", "command", command)
 			cmd := exec.Command("go", r.command()...)
 			cmd.Stdout = io.MultiWriter(&rawOut, os.Stderr)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("%s: %w", commands[i], err)
+				return fmt.Errorf("%s: %w", command, err)
 			}
 		}
-		if rawPath != "" {
-			if err := os.WriteFile(rawPath, rawOut.Bytes(), 0o644); err != nil {
+		if o.raw != "" {
+			if err := os.WriteFile(o.raw, rawOut.Bytes(), 0o644); err != nil {
 				return fmt.Errorf("write raw output: %w", err)
 			}
 		}
@@ -111,21 +154,50 @@ func report(path, rawPath, from string, log *slog.Logger) error {
 	if err := res.parse(&rawOut); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
 	took := time.Since(start).Round(time.Second).String()
-	if from != "" {
+	if o.from != "" {
 		took = "rendered again from a saved run"
 	}
 	data := map[string]any{"R": res, "Machine": machine(), "Commands": commands,
 		"Date": time.Now().UTC().Format("2006-01-02"), "Took": took}
+	if o.only != "" {
+		data["R"], data["Only"], data["Kept"] = partial{res}, o.only, fullRunDate(old)
+	}
+	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, data); err != nil {
 		return fmt.Errorf("render report: %w", err)
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	text := buf.String()
+	if o.only != "" {
+		if text, err = splice(old, text); err != nil {
+			return err
+		}
+	} else if incomplete(text) {
+		return errors.New("render report: a figure could not be computed")
+	}
+	if err := os.WriteFile(o.path, []byte(text), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	log.Info("report written", "path", path, "took", time.Since(start).Round(time.Second))
+	log.Info("report written", "path", o.path, "took", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// selectRuns returns the runs whose benchmark matches the expression.
+func selectRuns(expr string) ([]run, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("-only: %w", err)
+	}
+	var sel []run
+	for _, r := range runs {
+		if re.MatchString(r.bench()) {
+			sel = append(sel, r)
+		}
+	}
+	if len(sel) == 0 {
+		return nil, fmt.Errorf("-only %q matches no benchmark of the report", expr)
+	}
+	return sel, nil
 }
 
 // results holds every value measured: benchmark name (without the
@@ -139,6 +211,10 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+(.+)$`)
 // is above 1.
 var procsSuffix = "-" + strconv.Itoa(runtime.GOMAXPROCS(0))
 
+// repeatSuffix is what go test appends to the name of a sub-benchmark run
+// again in the same benchmark (#01, #02): each is one more run of it.
+var repeatSuffix = regexp.MustCompile(`#\d+$`)
+
 // parse adds the result lines of `go test -bench` output.
 func (res results) parse(r io.Reader) error {
 	sc := bufio.NewScanner(r)
@@ -147,7 +223,7 @@ func (res results) parse(r io.Reader) error {
 		if m == nil {
 			continue
 		}
-		name, fields := strings.TrimSuffix(m[1], procsSuffix), strings.Fields(m[2])
+		name, fields := repeatSuffix.ReplaceAllString(strings.TrimSuffix(m[1], procsSuffix), ""), strings.Fields(m[2])
 		if len(fields)%2 != 0 {
 			return fmt.Errorf("odd benchmark line %q", sc.Text())
 		}
@@ -235,11 +311,17 @@ func (res results) RatioRange(a, b, unit string) (string, error) {
 var funcs = template.FuncMap{
 	"num":  num,
 	"list": func(xs ...string) []string { return xs },
-	"f1":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
-	"f2":   func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) },
+	"f1":   func(v float64) string { return fixed(v, 1) },
+	"f2":   func(v float64) string { return fixed(v, 2) },
 	"div":  func(a, b float64) float64 { return a / b },
+	"sub":  func(a, b float64) float64 { return a - b },
 	"mul":  func(a, b float64) float64 { return a * b },
-	"pct":  func(v float64) string { return strconv.FormatFloat(v*100, 'f', 1, 64) + "%" },
+	"pct": func(v float64) string {
+		if math.IsNaN(v) {
+			return missing
+		}
+		return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
+	},
 	"met": func(ok bool) string {
 		if ok {
 			return "**met**"
@@ -248,9 +330,20 @@ var funcs = template.FuncMap{
 	},
 }
 
+// fixed formats v with prec decimals.
+func fixed(v float64, prec int) string {
+	if math.IsNaN(v) {
+		return missing
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
 // num formats a figure for a table: thousands separated, one decimal
 // below 100.
 func num(v float64) string {
+	if math.IsNaN(v) {
+		return missing
+	}
 	if v < 100 && v != float64(int64(v)) {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}

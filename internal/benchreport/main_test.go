@@ -43,19 +43,26 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"| 10,000 ended records | 571 | 353 | 1 | 1.5× |",
 		"tracing on costs ≤ 10% throughput against tracing off:\n  **met**",
 		"Target ≤ 2 ms p99 on loopback: steer **not met**",
+		"| message | embedded | 1,269 | 4,609 | 1,151 | 1.71–2.29 | 0.39–0.48 |",
+		"message **not met** (0.42×), with a task **met**",
+		"| 10,000 ended, 100 running carried on | 217 | 247 |",
+		"| embedded | 8.7 KiB | 1.0 | 1.41× |",
+		"Target ≤ 16 KiB per in-flight polled delegation on the embedded store:\n**met** (8.7 KiB).",
+		"| 100,000 ended, written earlier | 87.0 MiB | 87.0 MiB | 37.0 MiB | 12.2 ms | 2.05× |",
+		"**met** (87.0 MiB); right after they were written, **not met**",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "<no value>") {
+	if strings.Contains(out, "<no value>") || incomplete(out) {
 		t.Errorf("report has an empty value:\n%s", out)
 	}
 }
 
 func TestResults_ParseAndSummarize(t *testing.T) {
 	res := results{}
-	in := "goos: linux\nBenchmarkX/a-2   \t 100\t  10.0 ns/op\t 3 p50-µs\nBenchmarkX/a-2 \t 100\t 30.0 ns/op\t 5 p50-µs\nBenchmarkX/b-2 \t 100\t 20 ns/op\t 4 p50-µs\nPASS\n"
+	in := "goos: linux\nBenchmarkX/a-2   \t 100\t  10.0 ns/op\t 3 p50-µs\nBenchmarkX/a#01-2 \t 100\t 30.0 ns/op\t 5 p50-µs\nBenchmarkX/b-2 \t 100\t 20 ns/op\t 4 p50-µs\nPASS\n"
 	if err := res.parse(strings.NewReader(in)); err != nil {
 		t.Fatal(err)
 	}
@@ -73,5 +80,94 @@ func TestResults_ParseAndSummarize(t *testing.T) {
 	}
 	if err := res.parse(strings.NewReader("BenchmarkZ-2 10 5 ns/op 7\n")); err == nil {
 		t.Error("an odd line gave no error")
+	}
+}
+
+// TestSplice_KeepsSectionsNotMeasured renders the report from a run of
+// only the state store's benchmarks over an older report: the state
+// store's section is new, every other section keeps the older text, and
+// the preamble says which date the kept sections come from.
+func TestSplice_KeepsSectionsNotMeasured(t *testing.T) {
+	f, err := os.Open("testdata/sample.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	all := results{}
+	if err := all.parse(f); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full bytes.Buffer
+	if err := tmpl.Execute(&full, map[string]any{"R": all, "Machine": "2 cores", "Commands": []string{"go test"}, "Date": "2026-01-02", "Took": "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(full.String(), "| direct map read |", "| direct map read (older run) |", 1)
+	old = strings.Replace(old, "| message | embedded |", "| message | embedded (older run) |", 1)
+
+	state := results{}
+	for name, units := range all {
+		if strings.HasPrefix(name, "BenchmarkState") {
+			state[name] = units
+		}
+	}
+	var part bytes.Buffer
+	if err := tmpl.Execute(&part, map[string]any{"R": partial{state}, "Only": "State", "Kept": fullRunDate(old),
+		"Machine": "2 cores", "Commands": []string{"go test"}, "Date": "2026-02-03", "Took": "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := splice(old, part.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| direct map read (older run) |",
+		"| message | embedded | 1,269 |",
+		"Measured on 2026-02-03 by `go run ./internal/benchreport -only 'State'`",
+		"the others are\nkept from the full run of 2026-01-02.",
+		"## Hardening",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("spliced report lacks %q:\n%s", want, got)
+		}
+	}
+	for _, bad := range []string{missing, "| message | embedded (older run) |", "NaN"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("spliced report has %q:\n%s", bad, got)
+		}
+	}
+	if n, m := strings.Count(got, "\n## "), strings.Count(full.String(), "\n## "); n != m {
+		t.Errorf("spliced report has %d sections, want %d", n, m)
+	}
+	if again := fullRunDate(got); again != "2026-01-02" {
+		t.Errorf("the spliced report's full run is %q, want 2026-01-02", again)
+	}
+
+	// A section whose figures did not run and that the old report lacks
+	// cannot be written.
+	noState := strings.Replace(old, "## State store", "## Something else", 1)
+	if _, err := splice(noState, strings.Replace(part.String(), "| message | embedded | 1,269 |", "| message | embedded | "+missing+" |", 1)); err == nil {
+		t.Error("splice wrote a section with figures missing")
+	}
+}
+
+func TestSelectRuns(t *testing.T) {
+	for _, tc := range []struct {
+		expr    string
+		want    int
+		wantErr bool
+	}{
+		{"^BenchmarkState", 4, false},
+		{"^BenchmarkHop$", 1, false},
+		{"NoSuchBenchmark", 0, true},
+		{"(", 0, true},
+	} {
+		got, err := selectRuns(tc.expr)
+		if (err != nil) != tc.wantErr || len(got) != tc.want {
+			t.Errorf("selectRuns(%q) = %d runs, %v; want %d (error %v)", tc.expr, len(got), err, tc.want, tc.wantErr)
+		}
 	}
 }
