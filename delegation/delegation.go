@@ -88,8 +88,11 @@ type Delegation struct {
 	// lease is this process's lease on the delegation, nil when the
 	// engine has no Leases.
 	lease Lease
-	// unsaved are events the store could not take yet, oldest first.
-	unsaved []Event
+	// unsaved are events the store could not take yet, oldest first;
+	// persistErr is why the record's last write failed, nil when it
+	// did not.
+	unsaved    []Event
+	persistErr error
 }
 
 // ID returns the delegation's id.
@@ -194,8 +197,9 @@ func (d *Delegation) emit(ev Event) {
 // delegation goes on, and the next write carries the whole record again.
 // Callers hold mu.
 func (d *Delegation) persist() {
-	if err := d.engine.store.Put(context.Background(), d.stored()); err != nil {
-		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", err)
+	d.persistErr = d.engine.store.Put(context.Background(), d.stored())
+	if d.persistErr != nil {
+		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
 	}
 }
 

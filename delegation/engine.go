@@ -493,6 +493,20 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 // restart would lose.
 func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	var err error
+	if _, answered := s.first.(*a2a.Message); answered {
+		// The agent answered at once: the delegation ends as it starts,
+		// and its one record, stored COMPLETED, is all there is to keep.
+		d.arm()
+		e.register(d)
+		d.follow(s)
+		d.mu.Lock()
+		err = d.persistErr
+		d.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%w: keep delegation %s: %v", ErrUnavailable, d.rec.ID, err)
+		}
+		return nil
+	}
 	if l := e.cfg.Leases; l != nil {
 		// Taken before the record is stored as running, so no other
 		// process adopts the delegation.

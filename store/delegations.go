@@ -98,8 +98,11 @@ const (
 	// maxDelegationIDLen bounds a delegation id.
 	maxDelegationIDLen = 200
 	// eventDedupeWindow is the streams' duplicate window (at most their
-	// retention).
-	eventDedupeWindow = 2 * time.Minute
+	// retention): long enough for a write retried within one operation's
+	// timeout, short because the server keeps every message id of the
+	// window in memory and replays them at start (some 190 bytes an
+	// event). Appends are guarded by the expected last sequence anyway.
+	eventDedupeWindow = 10 * time.Second
 )
 
 // Delegations sets up the records bucket, the index and the event stream

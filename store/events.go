@@ -62,6 +62,9 @@ func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byt
 	subject := d.eventsPf + key
 	seqText := strconv.FormatInt(seq, 10)
 	t, known := d.tails.Get(key)
+	if !known && seq == 1 {
+		known = true // a new log is empty; if it is not, the write says so
+	}
 	// Each attempt after the first follows a log that changed since it
 	// was read; a log has one writer, the delegation's lease holder, so
 	// two suffice unless writers compete.
