@@ -272,9 +272,16 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 	defer cancel()
 	defer context.AfterFunc(x.stoppingCtx, cancel)()
 	for {
-		evs, _, err := x.engine.Events(ctx, id, after, 0)
+		evs, ended, err := x.engine.Events(ctx, id, after, 0)
 		if err != nil && ctx.Err() == nil {
 			yield(nil, fmt.Errorf("read the events of delegation %s: %w", id, err))
+			return
+		}
+		if ended && len(evs) == 0 {
+			// It ended in events before these: say how, once.
+			if rec, err := x.engine.Lookup(ctx, id); err == nil {
+				yield(a2a.NewStatusUpdateEvent(ec, rec.State, endMessage(ec, rec)), nil)
+			}
 			return
 		}
 		for _, ev := range evs {
