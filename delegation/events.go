@@ -61,8 +61,11 @@ func (e *Engine) WaitEvents(ctx context.Context, id string, after int64) error {
 		return e.store.Wait(ctx, id, after)
 	}
 	for {
-		evs, changed, ended, _ := d.window(after)
-		if len(evs) > 0 || ended {
+		d.mu.Lock()
+		ready := d.rec.LastEvent > after || d.rec.State.Terminal()
+		changed := d.changed
+		d.mu.Unlock()
+		if ready {
 			return nil
 		}
 		select {
