@@ -191,17 +191,20 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 	}()
 }
 
-// reopen reads the downstream task again: it subscribes to it when the
-// agent streams (the task comes first), else it asks for it. Either is
-// bounded by CallTimeout.
+// reopen reads the downstream task again and, when the agent streams and
+// the task still runs, subscribes to it (the task comes first). Each call
+// is bounded by CallTimeout.
 func (d *Delegation) reopen(ctx context.Context) (*session, error) {
 	e := d.engine
 	taskID := d.rec.Downstream.TaskID
-	if !d.prog.Streaming {
-		task, err := d.getTask(ctx, taskID)
-		if err != nil {
-			return nil, err
-		}
+	// The task is read first: one that has ended, or waits, needs no
+	// subscription (and a2a-go v2.4.0 agents keep an event broker for
+	// every subscription to a task with no execution).
+	task, err := d.getTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if st := task.Status.State; !d.prog.Streaming || st.Terminal() || waiting(st) {
 		return &session{first: task}, nil
 	}
 	openCtx, opened := context.WithTimeout(ctx, e.cfg.CallTimeout)
@@ -216,12 +219,8 @@ func (d *Delegation) reopen(ctx context.Context) (*session, error) {
 	if !ok || err != nil || openCtx.Err() != nil {
 		stop()
 		cancel()
-		// A task that ended, or an agent that cannot subscribe, is read
-		// once instead.
-		task, gerr := d.getTask(ctx, taskID)
-		if gerr != nil {
-			return nil, errors.Join(err, gerr)
-		}
+		// A task that ended meanwhile, or an agent that cannot
+		// subscribe, is followed from the task read above (and polled).
 		return &session{first: task}, nil
 	}
 	return &session{first: first, next: next, stop: func() { stop(); cancel() }, abort: cancel}, nil
