@@ -68,6 +68,9 @@ func Build(raw []byte, opts Options) (*Profile, error) {
 	f.object(doc, "securitySchemes", "")
 	f.array(doc, "security", "")
 	f.array(doc, "securityRequirements", "")
+	if f.err == nil {
+		readSecurity(doc, p)
+	}
 	f.objects(doc, "signatures", "")
 
 	readProtocols(&f, doc, opts, p)

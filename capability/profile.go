@@ -51,6 +51,9 @@ type Profile struct {
 	Steering Steering `json:"steering"`
 	// Skills lists the card's skills.
 	Skills []Skill `json:"skills"`
+	// Security is what the card declares about authenticating to the
+	// agent; nil when it declares no schemes and no requirements.
+	Security *Security `json:"security,omitempty"`
 	// Warnings lists what is odd about the card but does not stop orchd
 	// from using it: deprecated capabilities, versions outside the declared
 	// range, unreadable extension params.
