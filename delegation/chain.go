@@ -42,6 +42,27 @@ type Chain struct {
 	Requires []string `json:"requires,omitempty"`
 	// RootTask identifies the work at the root.
 	RootTask string `json:"rootTask,omitempty"`
+	// Verified lists, index for index with Path, the authenticated
+	// identity under which the next hop received the work from that
+	// orchestrator: entry i is the principal hop i+1 authenticated when
+	// hop i called it. An entry is "" where the receiver authenticated no
+	// one (a daemon with no authentication configured). The receiving
+	// orchd fills in the last entry itself; it never takes it from the
+	// caller.
+	Verified []string `json:"verified,omitempty"`
+	// OnBehalfOf is the authenticated caller at the root, the one the work
+	// is for, so tenants stay apart along the whole chain. A receiver
+	// believes it only from a peer it trusts (docs/security.md).
+	OnBehalfOf *Principal `json:"onBehalfOf,omitempty"`
+}
+
+// Principal is an authenticated caller as a chain carries it and a
+// record keeps it: who, and in which tenant.
+type Principal struct {
+	// ID identifies the principal within its tenant.
+	ID string `json:"principal"`
+	// Tenant is the principal's tenant; "" when it has none.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Errors an orchestrator receiving delegated work decides on.
@@ -88,6 +109,21 @@ func ChainFrom(metadata map[string]any) (Chain, bool, error) {
 	field("maxDepth", func(v any) error { c.MaxDepth, err = integer(v); return err })
 	field("skill", func(v any) error { return str(v, &c.Skill) })
 	field("rootTask", func(v any) error { return str(v, &c.RootTask) })
+	field("verified", func(v any) error { c.Verified, err = stringList(v); return err })
+	field("onBehalfOf", func(v any) error {
+		p, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("want an object, got %T", v)
+		}
+		c.OnBehalfOf = &Principal{}
+		if e := str(p["principal"], &c.OnBehalfOf.ID); e != nil || c.OnBehalfOf.ID == "" {
+			return errors.New("principal: want a non-empty string")
+		}
+		if t, ok := p["tenant"]; ok && t != nil {
+			return str(t, &c.OnBehalfOf.Tenant)
+		}
+		return nil
+	})
 	field("deadline", func(v any) error {
 		var s string
 		if e := str(v, &s); e != nil {
@@ -105,6 +141,9 @@ func ChainFrom(metadata map[string]any) (Chain, bool, error) {
 	}
 	if len(c.Names) > len(c.Path) {
 		return Chain{}, true, fmt.Errorf("delegation extension metadata: %d names for a path of %d", len(c.Names), len(c.Path))
+	}
+	if len(c.Verified) > len(c.Path) {
+		return Chain{}, true, fmt.Errorf("delegation extension metadata: %d verified identities for a path of %d", len(c.Verified), len(c.Path))
 	}
 	return c, true, nil
 }
@@ -174,6 +213,16 @@ func (c Chain) Attach(m *a2a.Message) {
 	if c.RootTask != "" {
 		v["rootTask"] = c.RootTask
 	}
+	if len(c.Verified) > 0 {
+		v["verified"] = anyList(c.Verified)
+	}
+	if c.OnBehalfOf != nil {
+		p := map[string]any{"principal": c.OnBehalfOf.ID}
+		if c.OnBehalfOf.Tenant != "" {
+			p["tenant"] = c.OnBehalfOf.Tenant
+		}
+		v["onBehalfOf"] = p
+	}
 	m.Metadata[ExtensionURI] = v
 }
 
@@ -197,6 +246,9 @@ func (c Chain) Enter(self, name string) (Chain, error) {
 	next := c
 	next.Path = append(slices.Clone(c.Path), self)
 	next.Names = append(c.paddedNames(), name)
+	if len(c.Verified) > 0 {
+		next.Verified = append(padded(c.Verified, len(c.Path)), "")
+	}
 	next.Depth = c.Depth + 1
 	next.Requires = slices.Clone(c.Requires)
 	if slices.Contains(c.Path, self) {
@@ -211,10 +263,26 @@ func (c Chain) Enter(self, name string) (Chain, error) {
 
 // paddedNames returns a copy of Names as long as Path, "" where a hop sent
 // no name.
-func (c Chain) paddedNames() []string {
-	names := make([]string, len(c.Path), len(c.Path)+1)
-	copy(names, c.Names)
-	return names
+func (c Chain) paddedNames() []string { return padded(c.Names, len(c.Path)) }
+
+// padded returns a copy of ss n long (with room for one more), "" where
+// ss is shorter.
+func padded(ss []string, n int) []string {
+	out := make([]string, n, n+1)
+	copy(out, ss)
+	return out
+}
+
+// Received returns the chain as a receiver that authenticated its caller
+// as peer sees it: the last path entry, the caller's own, verified as
+// peer. Whatever the caller claimed for that entry is replaced.
+func (c Chain) Received(peer string) Chain {
+	if len(c.Path) == 0 {
+		return c
+	}
+	c.Verified = padded(c.Verified, len(c.Path))
+	c.Verified[len(c.Path)-1] = peer
+	return c
 }
 
 // PathString writes the path for people: each hop's name with its

@@ -13,7 +13,7 @@ import (
 func TestChain_AttachAndReadBack(t *testing.T) {
 	t.Parallel()
 	c := Chain{Path: []string{"a", "b"}, Names: []string{"gateway", "hub"}, Depth: 2, MaxDepth: 5, Deadline: time.Date(2026, 6, 1, 12, 0, 0, 5, time.UTC),
-		Skill: "research", Requires: []string{"steerable"}, RootTask: "t-1"}
+		Skill: "research", Requires: []string{"steerable"}, RootTask: "t-1", Verified: []string{"orchd-gw", ""}, OnBehalfOf: &Principal{ID: "alice", Tenant: "acme"}}
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("x"))
 	c.Attach(m)
 	// As sent over the wire and decoded by the receiver.
@@ -27,7 +27,8 @@ func TestChain_AttachAndReadBack(t *testing.T) {
 	}
 	back, ok, err := ChainFrom(got.Metadata)
 	if err != nil || !ok || !slices.Equal(back.Path, c.Path) || !slices.Equal(back.Names, c.Names) || back.Depth != 2 || back.MaxDepth != 5 || !back.Deadline.Equal(c.Deadline) ||
-		back.Skill != "research" || !slices.Equal(back.Requires, c.Requires) || back.RootTask != "t-1" {
+		back.Skill != "research" || !slices.Equal(back.Requires, c.Requires) || back.RootTask != "t-1" ||
+		!slices.Equal(back.Verified, c.Verified) || back.OnBehalfOf == nil || *back.OnBehalfOf != *c.OnBehalfOf {
 		t.Errorf("read back %+v, %v, %v", back, ok, err)
 	}
 	// In process, without a wire round trip.
@@ -54,6 +55,10 @@ func TestChain_MalformedMetadata(t *testing.T) {
 		{map[string]any{"depth": -1.0}, "negative depth"},
 		{map[string]any{"path": []any{"a"}, "names": []any{"x", "y"}}, "2 names for a path of 1"},
 		{map[string]any{"names": "x"}, "names: want a list of strings"},
+		{map[string]any{"path": []any{"a"}, "verified": []any{"x", "y"}}, "2 verified identities for a path of 1"},
+		{map[string]any{"onBehalfOf": "alice"}, "onBehalfOf: want an object"},
+		{map[string]any{"onBehalfOf": map[string]any{"tenant": "acme"}}, "onBehalfOf: principal"},
+		{map[string]any{"onBehalfOf": map[string]any{"principal": "alice", "tenant": 3.0}}, "onBehalfOf: want a string"},
 	}
 	for _, tt := range tests {
 		_, ok, err := ChainFrom(map[string]any{ExtensionURI: tt.v})
@@ -128,4 +133,30 @@ func FuzzChainFrom(f *testing.F) {
 			t.Fatalf("round trip of %+v gave %+v, %v", c, back, err)
 		}
 	})
+}
+
+func TestChain_ReceivedVerifiesTheCallersEntry(t *testing.T) {
+	t.Parallel()
+	// The caller claims its own entry was verified as "root"; the receiver
+	// replaces that with whom it authenticated.
+	c := Chain{Path: []string{"a", "b"}, Verified: []string{"orchd-a", "root"}}
+	got := c.Received("orchd-b")
+	if want := []string{"orchd-a", "orchd-b"}; !slices.Equal(got.Verified, want) {
+		t.Errorf("verified %q, want %q", got.Verified, want)
+	}
+	if c.Verified[1] != "root" {
+		t.Error("Received changed the chain it was called on")
+	}
+	// A chain whose hops verified nothing yet gets its last entry.
+	bare := (Chain{Path: []string{"a", "b"}}).Received("orchd-b")
+	if !slices.Equal(bare.Verified, []string{"", "orchd-b"}) {
+		t.Errorf("verified %q", bare.Verified)
+	}
+	next, err := bare.Enter("c", "")
+	if err != nil || !slices.Equal(next.Verified, []string{"", "orchd-b", ""}) {
+		t.Errorf("entered: %q, %v", next.Verified, err)
+	}
+	if got := (Chain{}).Received("x"); got.Verified != nil {
+		t.Errorf("root chain verified %q", got.Verified)
+	}
 }

@@ -232,6 +232,9 @@ func (e *Engine) chains(req Request) (Chain, Chain, error) {
 	in := Chain{MaxDepth: e.cfg.MaxDepth}
 	if req.Chain != nil {
 		in = *req.Chain
+		if req.Peer != "" {
+			in = in.Received(req.Peer)
+		}
 	}
 	out, err := in.Enter(e.cfg.Self, e.cfg.Name)
 	if err != nil {
@@ -246,6 +249,9 @@ func (e *Engine) chains(req Request) (Chain, Chain, error) {
 	}
 	if out.Skill == "" {
 		out.Skill = req.Skill
+	}
+	if out.OnBehalfOf == nil && req.Caller.Principal != "" {
+		out.OnBehalfOf = &Principal{ID: req.Caller.Principal, Tenant: req.Caller.Tenant}
 	}
 	for _, c := range req.Requires {
 		if !containsFold(out.Requires, c) {
@@ -307,7 +313,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1, span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
 			prog: Progress{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
 			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
-				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}}}
+				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored}}
 		msg := req.message()
 		out.Attach(msg)
 		first, err := d.open(ctx, a, msg)

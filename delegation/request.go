@@ -37,8 +37,26 @@ type Request struct {
 	// Chain is the incoming chain context when the work arrived over A2A
 	// from another orchestrator; nil at the root.
 	Chain *Chain `json:"-"`
-	// Caller is who asked, for policies.
+	// Caller is who asked, for policies; its principal and tenant own the
+	// delegation (Record.Owner).
 	Caller policies.Caller `json:"-"`
+	// Peer is the authenticated principal of the orchestrator that sent
+	// Chain, set only when the receiver trusts it as a peer: it verifies
+	// the path's last entry (Chain.Verified).
+	Peer string `json:"-"`
+	// ChainIgnored says why an incoming chain context was not believed
+	// (the caller is not a trusted peer), so the work started a new chain;
+	// it is kept in the record.
+	ChainIgnored string `json:"-"`
+}
+
+// owner is the principal the delegation belongs to: the caller's, nil
+// when no one was authenticated.
+func (r *Request) owner() *Principal {
+	if r.Caller.Principal == "" {
+		return nil
+	}
+	return &Principal{ID: r.Caller.Principal, Tenant: r.Caller.Tenant}
 }
 
 // ErrBadRequest marks requests that cannot be delegated as written.

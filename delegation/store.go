@@ -27,6 +27,12 @@ type Record struct {
 	Downstream Hop `json:"downstream"`
 	// Chain is the chain context sent with the work.
 	Chain Chain `json:"chain"`
+	// ChainIgnored says why the chain context the work arrived with was
+	// not believed, so a new chain started here.
+	ChainIgnored string `json:"chainIgnored,omitempty"`
+	// Owner is the authenticated caller the delegation belongs to, nil
+	// when it was created with no authentication configured.
+	Owner *Principal `json:"owner,omitempty"`
 	// Decision records how the agent was chosen.
 	Decision *Decision `json:"decision"`
 	// Result is the agent's answer when it replied with a message, or the
@@ -149,6 +155,14 @@ type Query struct {
 	// PageToken is the NextPageToken of the previous page; empty starts
 	// with the newest record.
 	PageToken string
+	// Visible, when set, keeps only the records it reports true for (the
+	// ones the caller may read); a page is filled from those.
+	Visible func(Record) bool
+}
+
+// Keeps reports whether the query keeps r: its state, and Visible.
+func (q Query) Keeps(r Record) bool {
+	return (q.State == a2a.TaskStateUnspecified || r.State == q.State) && (q.Visible == nil || q.Visible(r))
 }
 
 // Page is one page of records.
@@ -287,7 +301,7 @@ func (s *MemoryStore) List(_ context.Context, q Query) (Page, error) {
 	s.mu.RLock()
 	out := make([]Record, 0, len(s.records))
 	for _, r := range s.records {
-		if (q.State == a2a.TaskStateUnspecified || r.State == q.State) && (after == nil || after.before(r.Record)) {
+		if q.Keeps(r.Record) && (after == nil || after.before(r.Record)) {
 			out = append(out, r.Record)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -374,7 +373,7 @@ func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.
 	defer cancel()
 	var p delegation.Page
 	err = attempt(octx, func() (err error) {
-		p, err = d.list(octx, q.State, size, hi)
+		p, err = d.list(octx, q, size, hi)
 		return err
 	})
 	if err != nil {
@@ -383,9 +382,9 @@ func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.
 	return p, nil
 }
 
-// list reads a page of records in state (any when unspecified) from the
-// index entries below hi (all when 0).
-func (d *Delegations) list(ctx context.Context, state a2a.TaskState, size int, hi uint64) (delegation.Page, error) {
+// list reads a page of the records q keeps from the index entries below
+// hi (all when 0).
+func (d *Delegations) list(ctx context.Context, q delegation.Query, size int, hi uint64) (delegation.Page, error) {
 	info, err := d.index.Info(ctx)
 	if err != nil {
 		return delegation.Page{}, err
@@ -423,7 +422,7 @@ func (d *Delegations) list(ctx context.Context, state a2a.TaskState, size int, h
 			if err != nil {
 				return delegation.Page{}, err
 			}
-			if state != a2a.TaskStateUnspecified && state != r.State {
+			if !q.Keeps(r) {
 				continue
 			}
 			p.Records = append(p.Records, r)
