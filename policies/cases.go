@@ -25,8 +25,10 @@ type CaseFile struct {
 	Cases []Case `yaml:"cases"`
 }
 
-// Case is one policy test: a request, the candidate agents and the
-// decisions the policies must reach.
+// Case is one policy test. A delegation case gives a request, the
+// candidate agents and the decisions the delegation policies must reach;
+// an authorization case gives Authorize and the decision the authorization
+// policies must reach.
 type Case struct {
 	// Name says what the case checks.
 	Name string `yaml:"name"`
@@ -41,11 +43,47 @@ type Case struct {
 	Now time.Time `yaml:"now"`
 	// Agents are the candidates.
 	Agents []CaseAgent `yaml:"agents"`
-	// Want maps agent ids to "allow" or "deny".
-	Want map[string]string `yaml:"want"`
+	// Want maps agent ids to "allow" or "deny"; for an authorization
+	// case it is "allow" or "deny".
+	Want CaseWant `yaml:"want"`
 	// Winner is the agent that must be chosen, or "none" when every
 	// candidate must be refused. Empty skips the check.
 	Winner string `yaml:"winner"`
+	// Authorize makes this an authorization case: who asks to do what to
+	// what. Now applies; Request, Chain, Caller, Agents and Winner do not.
+	Authorize *AuthzCase `yaml:"authorize"`
+	// DecidedBy, in an authorization case, is the rule that must decide,
+	// as "policy/rule". Empty skips the check.
+	DecidedBy string `yaml:"decidedBy"`
+}
+
+// CaseWant is what a case expects: for a delegation case a mapping of
+// agent ids to "allow" or "deny", for an authorization case "allow" or
+// "deny" alone.
+type CaseWant struct {
+	// Agents maps agent ids to "allow" or "deny".
+	Agents map[string]string
+	// Decision is an authorization case's "allow" or "deny".
+	Decision string
+}
+
+// UnmarshalYAML reads a mapping into Agents and a scalar into Decision.
+func (w *CaseWant) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		w.Decision = n.Value
+		return nil
+	}
+	return n.Decode(&w.Agents)
+}
+
+// AuthzCase is the request of an authorization case.
+type AuthzCase struct {
+	// Caller is who asks.
+	Caller Caller `yaml:"caller"`
+	// Action is what they ask to do, one of [Actions].
+	Action string `yaml:"action"`
+	// Resource is what they ask to do it to.
+	Resource Resource `yaml:"resource"`
 }
 
 // CaseAgent is a candidate in a test case.
@@ -85,8 +123,12 @@ type CaseResult struct {
 	// Failures lists every expectation the decisions broke; none means
 	// the case passed.
 	Failures []string
-	// Result is what the policies decided.
+	// Result is what the delegation policies decided; nil for an
+	// authorization case.
 	Result *Result
+	// Authorization is what the authorization policies decided, with
+	// every rule explained; nil for a delegation case.
+	Authorization *AuthzDecision
 	// Elapsed is how long the evaluation took.
 	Elapsed time.Duration
 }
@@ -138,6 +180,12 @@ func runCase(ctx context.Context, set *Set, dir string, c Case) (CaseResult, err
 	if c.Now.IsZero() {
 		c.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
+	if c.Authorize != nil {
+		return runAuthzCase(set, c)
+	}
+	if c.Want.Decision != "" || c.DecidedBy != "" {
+		return CaseResult{}, errors.New("want: allow|deny and decidedBy belong to authorization cases (with authorize:); a delegation case wants a map of agent ids")
+	}
 	agents := make([]*registry.Agent, 0, len(c.Agents))
 	for _, ca := range c.Agents {
 		a, err := ca.agent(dir, c.Now)
@@ -146,7 +194,7 @@ func runCase(ctx context.Context, set *Set, dir string, c Case) (CaseResult, err
 		}
 		agents = append(agents, a)
 	}
-	for id, want := range c.Want {
+	for id, want := range c.Want.Agents {
 		if want != "allow" && want != "deny" {
 			return CaseResult{}, fmt.Errorf("want %s: %q is neither allow nor deny", id, want)
 		}
@@ -158,7 +206,7 @@ func runCase(ctx context.Context, set *Set, dir string, c Case) (CaseResult, err
 	res := set.Evaluate(ctx, agents, Input{Request: c.Request, Chain: c.Chain, Caller: c.Caller, Now: c.Now})
 	cr := CaseResult{Result: res, Elapsed: time.Since(start)}
 	for _, d := range res.Decisions {
-		want, ok := c.Want[d.Agent]
+		want, ok := c.Want.Agents[d.Agent]
 		if !ok {
 			continue
 		}

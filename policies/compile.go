@@ -98,6 +98,8 @@ type Set struct {
 	tracked bool
 	// readsNow is true when some program refers to now.
 	readsNow bool
+	// authz holds the authorization policies.
+	authz authzSet
 }
 
 type policy struct {
@@ -173,7 +175,12 @@ func Compile(files []File, opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy environment: %w", err)
 	}
-	c := &compiler{env: env, opts: opts, set: &Set{opts: opts, adapter: env.CELTypeAdapter()}}
+	authzEnv, err := newAuthzEnv()
+	if err != nil {
+		return nil, fmt.Errorf("authorization policy environment: %w", err)
+	}
+	c := &compiler{env: env, authzEnv: authzEnv, opts: opts, set: &Set{opts: opts, adapter: env.CELTypeAdapter()}}
+	c.set.authz.adapter = authzEnv.CELTypeAdapter()
 	names := map[string]*document{}
 	for _, f := range files {
 		c.set.files = append(c.set.files, f.Path)
@@ -186,9 +193,14 @@ func Compile(files []File, opts Options) (*Set, error) {
 				continue
 			}
 			names[d.name] = d
-			c.policy(d)
+			if d.kind == kindAuthorization {
+				c.authorization(d)
+			} else {
+				c.policy(d)
+			}
 		}
 	}
+	c.defaultAuthorization(names)
 	if len(c.diags) > 0 {
 		c.diags.sort()
 		return nil, c.diags
@@ -208,10 +220,11 @@ func digestFiles(files []File) string {
 }
 
 type compiler struct {
-	env   *cel.Env
-	opts  Options
-	set   *Set
-	diags Diagnostics
+	env      *cel.Env
+	authzEnv *cel.Env
+	opts     Options
+	set      *Set
+	diags    Diagnostics
 }
 
 func (c *compiler) policy(d *document) {

@@ -16,6 +16,7 @@ type document struct {
 	file        string
 	line, col   int
 	name        string
+	kind        string // "" (or "delegation") or kindAuthorization
 	description string
 	defaultSet  bool
 	defaultOp   string
@@ -179,9 +180,15 @@ func (p *docReader) blockIndent(line int) int {
 }
 
 func (p *docReader) document(n *yaml.Node) *document {
-	d := &document{file: p.file, line: n.Line, col: n.Column}
-	ok := p.mapping(n, "a policy", []string{"policy", "description", "default", "when", "rules"}, func(key string, v *yaml.Node) {
+	d := &document{file: p.file, line: n.Line, col: n.Column, kind: p.kind(n)}
+	keys := []string{"policy", "kind", "description", "default", "when", "rules"}
+	if d.kind == kindAuthorization {
+		keys = authorizationKeys
+	}
+	ok := p.mapping(n, "a policy", keys, func(key string, v *yaml.Node) {
 		switch key {
+		case "kind":
+			// read by p.kind
 		case "policy":
 			d.name, _ = p.scalar(v, "policy")
 		case "description":
@@ -215,6 +222,9 @@ func (p *docReader) document(n *yaml.Node) *document {
 	}
 	if !d.defaultSet {
 		d.defaultOp = "deny"
+	}
+	if d.kind == kindAuthorization {
+		d.rules = p.authorizationRules(d.rules)
 	}
 	return d
 }

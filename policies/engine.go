@@ -37,6 +37,11 @@ type Status struct {
 	Policies []string `json:"policies"`
 	// Rules counts their rules.
 	Rules int `json:"rules"`
+	// AuthorizationPolicies names the authorization policies in force, in
+	// evaluation order, the built-in default included unless replaced.
+	AuthorizationPolicies []string `json:"authorizationPolicies"`
+	// AuthorizationRules counts their rules.
+	AuthorizationRules int `json:"authorizationRules"`
 	// Digest identifies the set in force by its files' contents.
 	Digest string `json:"digest"`
 	// LoadedAt is when the set in force was loaded.
@@ -116,9 +121,12 @@ func (e *Engine) reload(onlyIfChanged bool) error {
 		return err
 	}
 	old := e.current.Swap(set)
-	e.status = Status{Paths: e.paths, Files: set.Files(), Policies: set.Policies(), Rules: set.Rules(), Digest: set.Digest(), LoadedAt: now}
+	e.status = Status{Paths: e.paths, Files: set.Files(), Policies: set.Policies(), Rules: set.Rules(),
+		AuthorizationPolicies: set.AuthorizationPolicies(), AuthorizationRules: set.AuthorizationRules(),
+		Digest: set.Digest(), LoadedAt: now}
 	if old == nil || old.Digest() != set.Digest() {
-		e.log.Info("policies loaded", "policies", set.Policies(), "rules", set.Rules(), "digest", set.Digest())
+		e.log.Info("policies loaded", "policies", set.Policies(), "rules", set.Rules(),
+			"authorizationPolicies", set.AuthorizationPolicies(), "authorizationRules", set.AuthorizationRules(), "digest", set.Digest())
 	}
 	return nil
 }

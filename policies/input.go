@@ -39,8 +39,17 @@ type Caller struct {
 	Principal string `json:"principal" yaml:"principal"`
 	// Tenant is the caller's tenant.
 	Tenant string `json:"tenant" yaml:"tenant"`
+	// Roles are the roles the caller's credential grants, such as admin.
+	Roles []string `json:"roles" yaml:"roles"`
 	// Claims are the caller's verified claims, such as a token's.
 	Claims map[string]any `json:"claims" yaml:"claims"`
+	// Authenticated is true when a credential proved who the caller is.
+	Authenticated bool `json:"authenticated" yaml:"authenticated"`
+	// Method is how the caller was identified: an authentication method
+	// such as "token", "jwt" or "mtls"; [MethodAnonymous] when
+	// authentication is configured but the request carried no credential;
+	// [MethodNone] when no authentication is configured at all.
+	Method string `json:"method" yaml:"method"`
 }
 
 // Input is everything a policy sees besides the candidate agent.
