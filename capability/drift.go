@@ -26,6 +26,10 @@ type Drift struct {
 	// Violations names each removal of a capability that was not deprecated
 	// in the old card.
 	Violations []string `json:"violations,omitempty"`
+	// Signature is set when the card's signature stopped verifying, and
+	// says why ("signature no longer verifies: ..."). Diff never sets it:
+	// whoever verifies signatures does.
+	Signature string `json:"signature,omitempty"`
 }
 
 // VersionChange is the change in the versions an agent speaks over one
@@ -55,7 +59,7 @@ type RangeChange struct {
 // drift.
 func (d *Drift) Empty() bool {
 	return len(d.Added) == 0 && len(d.Removed) == 0 && len(d.Deprecated) == 0 &&
-		len(d.Versions) == 0 && d.Range == nil
+		len(d.Versions) == 0 && d.Range == nil && d.Signature == ""
 }
 
 // Diff compares an agent's old profile with its new one.
