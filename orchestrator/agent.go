@@ -48,8 +48,10 @@ type a2aServer struct {
 	cfg AgentConfig
 	// self is this orchd's identity, advertised in the delegation
 	// extension's card params.
-	self    string
-	agents  routable
+	self   string
+	agents routable
+	// gate says how callers authenticate, for the card to declare.
+	gate    *gate
 	handler a2asrv.RequestHandler
 	exec    *executor
 	// card is the served card JSON and its ETag, set once the listen
@@ -75,14 +77,14 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, stopping context.Context, log *slog.Logger) *a2aServer {
-	exec := newExecutor(engine, tasks, stopping, log)
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, stopping context.Context, log *slog.Logger) *a2aServer {
+	exec := newExecutor(engine, tasks, authz.gate, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
-		a2asrv.WithCallInterceptors(spanNamer{}, versionCheck{}, steer, earlyDelegation{x: exec}),
+		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs))
-	return &a2aServer{cfg: cfg, self: self, agents: agents, handler: h, exec: exec}
+	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, handler: h, exec: exec}
 }
 
 // setCard builds the card for base, the URL this orchd is reached at.
@@ -135,8 +137,12 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills:             cardSkills(s.cfg.Skills, s.agents.List()),
 	}
+	card.SecuritySchemes, card.SecurityRequirements = s.gate.cardSecurity()
 	producer := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
 	b, err := producer.CardJSON(ctx)
+	if err == nil {
+		b, err = dualSecuritySchemes(b, card.SecuritySchemes)
+	}
 	if err != nil {
 		return fmt.Errorf("agent card: %w", err)
 	}
@@ -194,13 +200,13 @@ func cardSkills(configured []SkillConfig, agents []*registry.Agent) []a2a.AgentS
 }
 
 // routes adds the card and the A2A endpoints to mux, traced by tel, their
-// request bodies bounded by limits.
-func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits *bodyLimits) {
+// request bodies bounded by limits, their callers authenticated by g.
+func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits *bodyLimits, g *gate) {
 	ext := []string{delegation.ExtensionURI, steering.URI}
 	handle := func(path, version string, h http.Handler) {
-		mux.Handle(path, tel.Handler(served(version, ext, h), "A2A"))
+		mux.Handle(path, tel.Handler(g.wrap(groupA2A, served(version, ext, h)), "A2A"))
 	}
-	mux.HandleFunc("GET "+a2asrv.WellKnownAgentCardPath, s.serveCard)
+	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, g.wrap(groupCard, http.HandlerFunc(s.serveCard)))
 	handle(pathJSONRPC, "1.0", limits.jsonRPC(a2asrv.NewJSONRPCHandler(s.handler)))
 	handle(pathREST+"/", "1.0", limits.rest(http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler))))
 	handle(pathJSONRPC03, "0.3", limits.jsonRPC(a2av0.NewJSONRPCHandler(s.handler)))

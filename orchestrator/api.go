@@ -36,6 +36,8 @@ type api struct {
 	stopping <-chan struct{}
 	// ready lists what keeps the daemon from being ready (ready.go).
 	ready func() []string
+	// authz decides what each caller may do (authz.go).
+	authz authorizer
 }
 
 // newAPI returns the API's handler.
@@ -58,8 +60,11 @@ type api struct {
 //	POST   /v1/delegations/{id}:cancel
 //	POST   /v1/delegations/{id}:steer
 //	POST   /v1/delegations/{id}:interrupt
-func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, stopping <-chan struct{}, ready func() []string, log *slog.Logger) http.Handler {
-	a := &api{reg: reg, policies: engine, delegations: delegations, stopping: stopping, ready: ready, log: log}
+//
+// Every route but the health checks is authorized by the authorization
+// policies (authz.go).
+func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz authorizer, stopping <-chan struct{}, ready func() []string, log *slog.Logger) http.Handler {
+	a := &api{reg: reg, policies: engine, delegations: delegations, authz: authz, stopping: stopping, ready: ready, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.health)
 	mux.HandleFunc("GET /readyz", a.readiness)
@@ -122,10 +127,16 @@ type AgentList struct {
 }
 
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, policies.ActionAgentsList, policies.Resource{Kind: policies.ResourceAgent}) {
+		return
+	}
 	a.reply(w, http.StatusOK, AgentList{Agents: a.reg.List(), Pending: a.reg.Pending()})
 }
 
 func (a *api) getAgent(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, policies.ActionAgentsRead, policies.Resource{Kind: policies.ResourceAgent, ID: r.PathValue("id")}) {
+		return
+	}
 	ag, ok := a.reg.Get(r.PathValue("id"))
 	if !ok {
 		a.fail(w, r, fmt.Errorf("%w: %q", registry.ErrNotFound, r.PathValue("id")))
@@ -135,6 +146,9 @@ func (a *api) getAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) addAgent(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, policies.ActionAgentsRegister, policies.Resource{Kind: policies.ResourceAgent}) {
+		return
+	}
 	var spec registry.Spec
 	if err := decodeBody(r, &spec); err != nil {
 		a.fail(w, r, err)
@@ -154,6 +168,9 @@ func (a *api) addAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) removeAgent(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, policies.ActionAgentsDelete, policies.Resource{Kind: policies.ResourceAgent, ID: r.PathValue("id")}) {
+		return
+	}
 	if err := a.reg.Remove(r.PathValue("id")); err != nil {
 		a.fail(w, r, err)
 		return
@@ -168,6 +185,9 @@ func (a *api) agentAction(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/agents/{id}:refresh?)"})
 		return
 	}
+	if !a.allow(w, r, policies.ActionAgentsRefresh, policies.Resource{Kind: policies.ResourceAgent, ID: id}) {
+		return
+	}
 	ag, err := a.reg.Refresh(r.Context(), id)
 	if err != nil {
 		a.fail(w, r, err)
@@ -177,10 +197,16 @@ func (a *api) agentAction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) policyStatus(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, policies.ActionPoliciesRead, policies.Resource{Kind: policies.ResourcePolicies}) {
+		return
+	}
 	a.reply(w, http.StatusOK, a.policies.Status())
 }
 
 func (a *api) reloadPolicies(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, policies.ActionPoliciesReload, policies.Resource{Kind: policies.ResourcePolicies}) {
+		return
+	}
 	if err := a.policies.Reload(); err != nil {
 		a.fail(w, r, &apiError{status: http.StatusUnprocessableEntity, code: "invalid_policy",
 			msg: "policies not reloaded; the previous ones stay in force:\n" + err.Error()})
@@ -209,6 +235,9 @@ type EvaluateResponse struct {
 // evaluatePolicies is a dry run: it decides every candidate under the
 // policies in force and explains each decision, delegating nothing.
 func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
+	if !a.allow(w, r, policies.ActionPoliciesEvaluate, policies.Resource{Kind: policies.ResourcePolicies}) {
+		return
+	}
 	var req EvaluateRequest
 	if err := decodeBody(r, &req); err != nil {
 		a.fail(w, r, err)
@@ -352,4 +381,12 @@ func (a *api) reply(w http.ResponseWriter, status int, v any) {
 	if err := enc.Encode(v); err != nil {
 		a.log.Warn("write response", "error", err)
 	}
+}
+
+// writeAPIError answers with an API error where no api is at hand (the
+// authentication gate runs before the routes).
+func writeAPIError(w http.ResponseWriter, e *apiError) {
+	var body ErrorBody
+	body.Error.Code, body.Error.Message, body.Error.Details = e.code, e.msg, e.details
+	writeJSON(w, e.status, body, "  ")
 }

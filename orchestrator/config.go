@@ -54,6 +54,15 @@ type Config struct {
 	// Store is where delegations, agents and A2A tasks are kept: the
 	// embedded NATS server by default, an external cluster, or memory.
 	Store StoreConfig `yaml:"store"`
+	// Auth is how callers authenticate, which routes they may reach
+	// without credentials and which orchds are trusted peers
+	// (docs/security.md). Empty means no authentication: only allowed on
+	// a loopback listen address, or with InsecureNoAuth.
+	Auth AuthConfig `yaml:"auth"`
+	// InsecureNoAuth lets a daemon with no authentication listen beyond
+	// loopback (serve --insecure-no-auth): for a private network or an
+	// authenticating proxy in front. It is not read from the file.
+	InsecureNoAuth bool `yaml:"-"`
 }
 
 // TelemetryConfig is the config file's telemetry section. Traces are
@@ -284,6 +293,12 @@ func (c *Config) validate() error {
 	}
 	if err := c.HTTP.validate(); err != nil {
 		return err
+	}
+	if err := c.Auth.validate(); err != nil {
+		return err
+	}
+	if c.Auth.MTLS != nil && c.HTTP.TLS == nil {
+		return errors.New("config: auth.mtls needs http.tls: client certificates are only presented over HTTPS")
 	}
 	if _, err := c.Store.mode("-"); err != nil {
 		return err

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -31,6 +33,10 @@ type Daemon struct {
 	ownTelemetry bool
 	agent        *a2aServer
 	handler      http.Handler
+	// authn authenticates callers; nil when no authentication is
+	// configured. gate applies it to the routes.
+	authn *auth.Authenticator
+	gate  *gate
 	// state is the store and the state directory's lock.
 	state *state
 	// stopping is closed when Run begins to shut down, ending long-lived
@@ -111,22 +117,48 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	dcfg.HTTPClient = &http.Client{Transport: tel.Transport(transport)}
 	dcfg.TracerProvider, dcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
 	dcfg.Leases, dcfg.Relay = st.leases, st.relay
+	authn, err := newAuthenticator(cfg.Auth, log.With("component", "auth"))
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
+	g := newGate(cfg.Auth, authn, log.With("component", "auth"))
+	authz := authorizer{gate: g, policies: engine}
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
 		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
-		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir,
-		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, stopCtx, log.With("component", "a2a"))}
+		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g,
+		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, stopCtx, log.With("component", "a2a"))}
 	delegations.OnResume(d.agent.exec.resumed)
 	mux := http.NewServeMux()
 	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
-	d.agent.routes(mux, tel, limits)
+	d.agent.routes(mux, tel, limits, g)
 	if h := tel.MetricsHandler(); h != nil {
-		mux.Handle("GET /metrics", h)
+		mux.Handle("GET /metrics", g.wrap(groupMetrics, authz.metrics(h)))
 	}
-	mux.Handle("/", tel.Handler(limits.api(newAPI(reg, engine, delegations, d.stopping, d.notReady, log.With("component", "api"))), "orchd"))
+	api := tel.Handler(limits.api(newAPI(reg, engine, delegations, authz, d.stopping, d.notReady, log.With("component", "api"))), "orchd")
+	for _, route := range []string{"GET /healthz", "GET /readyz"} {
+		mux.Handle(route, g.wrap(groupHealth, api))
+	}
+	mux.Handle("GET /openapi.yaml", g.wrap(groupOpenAPI, api))
+	mux.Handle("/", g.wrap(groupAPI, api))
 	d.handler = mux
 	return d, nil
+}
+
+// newAuthenticator builds the authenticator the auth section describes,
+// or returns nil when it configures no authentication.
+func newAuthenticator(cfg AuthConfig, log *slog.Logger) (*auth.Authenticator, error) {
+	a, err := auth.New(cfg.Config, auth.Options{Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("config: auth: %w", err)
+	}
+	if !a.Enabled() {
+		_ = a.Close() // never started
+		return nil, nil
+	}
+	return a, nil
 }
 
 // stateDirOf returns the configured state directory, else the default
@@ -216,8 +248,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.listener = ln
 	d.mu.Unlock()
+	if err := d.checkExposed(ln.Addr()); err != nil {
+		ln.Close()
+		return err
+	}
 	d.warnLoopback()
-	d.warnExposed(ln.Addr())
 	base := d.cfg.Agent.URL
 	if base == "" {
 		base = "http://" + ln.Addr().String()
@@ -242,6 +277,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.registry.Start()
+	if d.authn != nil {
+		if err := d.authn.Start(ctx); err != nil {
+			ln.Close()
+			return fmt.Errorf("start authentication: %w", err)
+		}
+	}
 	if err := d.delegations.Start(ctx); err != nil {
 		ln.Close()
 		if ctx.Err() != nil {
@@ -258,7 +299,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	srv := d.cfg.HTTP.server(d.handler, d.log)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if d.cfg.HTTP.TLS != nil {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		if d.authn != nil {
+			srv.TLSConfig = d.authn.ServerTLS(srv.TLSConfig)
+		}
+		go func() { errc <- srv.ServeTLS(ln, d.cfg.HTTP.TLS.CertFile, d.cfg.HTTP.TLS.KeyFile) }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir, "store", d.state.mode,
 		"agents", d.registry.Len(), "pending", len(d.registry.Pending()))
 
@@ -290,6 +339,11 @@ func (d *Daemon) Close() {
 		d.delegations.Close()
 		d.agent.exec.wg.Wait()
 		d.registry.Close()
+		if d.authn != nil {
+			if err := d.authn.Close(); err != nil {
+				d.log.Warn("stop authentication", "error", err)
+			}
+		}
 		d.state.close()
 		if d.ownTelemetry {
 			d.shutdownTelemetry()

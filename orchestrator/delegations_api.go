@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -49,6 +50,10 @@ func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if !a.allow(w, r, policies.ActionDelegationsCreate, a.authz.own(r.Context(), policies.ResourceDelegation)) {
+		return
+	}
+	body.Caller = a.authz.gate.callerOf(r.Context())
 	d, err := a.delegations.Delegate(r.Context(), body)
 	if err != nil {
 		a.fail(w, r, err)
@@ -64,7 +69,10 @@ func (a *api) listDelegations(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	q := delegation.Query{State: state, PageToken: r.URL.Query().Get("pageToken")}
+	if !a.allow(w, r, policies.ActionDelegationsList, a.authz.own(r.Context(), policies.ResourceDelegation)) {
+		return
+	}
+	q := delegation.Query{State: state, PageToken: r.URL.Query().Get("pageToken"), Visible: a.authz.visible(r.Context())}
 	if s := r.URL.Query().Get("pageSize"); s != "" {
 		if q.PageSize, err = strconv.Atoi(s); err != nil || q.PageSize == 0 {
 			a.fail(w, r, fmt.Errorf("%w: pageSize %q is not between 1 and %d", delegation.ErrBadRequest, s, delegation.MaxPageSize))
@@ -97,18 +105,18 @@ func parseState(s string) (a2a.TaskState, error) {
 }
 
 func (a *api) getDelegation(w http.ResponseWriter, r *http.Request) {
-	rec, err := a.delegations.Lookup(r.Context(), r.PathValue("id"))
-	if err != nil {
-		a.fail(w, r, err)
-		return
+	if rec, ok := a.delegationFor(w, r, r.PathValue("id"), policies.ActionDelegationsRead); ok {
+		a.reply(w, http.StatusOK, rec)
 	}
-	a.reply(w, http.StatusOK, rec)
 }
 
 func (a *api) delegationInput(w http.ResponseWriter, r *http.Request) {
 	var body InputRequest
 	if err := decodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
+		return
+	}
+	if _, ok := a.delegationFor(w, r, r.PathValue("id"), policies.ActionDelegationsSteer); !ok {
 		return
 	}
 	msg := body.Message
@@ -147,6 +155,15 @@ type SteerRequest struct {
 // :interrupt.
 func (a *api) delegationAction(w http.ResponseWriter, r *http.Request) {
 	id, verb, _ := strings.Cut(r.PathValue("action"), ":")
+	action := policies.ActionDelegationsSteer
+	if verb == "cancel" {
+		action = policies.ActionDelegationsCancel
+	}
+	if verb == "cancel" || verb == "steer" || verb == "interrupt" {
+		if _, ok := a.delegationFor(w, r, id, action); !ok {
+			return
+		}
+	}
 	switch verb {
 	case "cancel":
 		rec, err := a.delegations.Cancel(r.Context(), id)
@@ -218,6 +235,9 @@ func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		after = n
+	}
+	if _, ok := a.delegationFor(w, r, id, policies.ActionDelegationsRead); !ok {
+		return
 	}
 	// The first read answers for an unknown id before the stream starts.
 	evs, ended, err := a.delegations.Events(r.Context(), id, after, sseBatch)

@@ -14,7 +14,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/delegation"
-	"github.com/orchd/orchd/policies"
 )
 
 // SkillMetadataKey is the message metadata key naming the skill to route
@@ -31,7 +30,10 @@ const SkillMetadataKey = "skill"
 // rank them.
 type executor struct {
 	engine *delegation.Engine
-	log    *slog.Logger
+	// gate says who the caller is and whether its chain context is
+	// believed.
+	gate *gate
+	log  *slog.Logger
 	// stopping is closed when the daemon begins to stop: mirrors end then,
 	// so their A2A streams end and the server can shut down. stoppingCtx
 	// is done at the same time.
@@ -61,8 +63,8 @@ type executor struct {
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
-func newExecutor(engine *delegation.Engine, tasks taskstore.Store, stopping context.Context, log *slog.Logger) *executor {
-	return &executor{engine: engine, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{},
+func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *gate, stopping context.Context, log *slog.Logger) *executor {
+	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{},
 		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}}
 }
 
@@ -130,10 +132,15 @@ func taskDelegation(t *a2a.Task) (string, bool) {
 }
 
 // submitted is the first event of an upstream task: SUBMITTED, naming
-// its delegation in the metadata.
-func submitted(ec *a2asrv.ExecutorContext, id string) *a2a.Task {
+// its delegation in the metadata, and saying when the chain context the
+// caller sent was not believed.
+func submitted(ec *a2asrv.ExecutorContext, rec delegation.Record) *a2a.Task {
 	t := a2a.NewSubmittedTask(ec, ec.Message)
-	t.Metadata = map[string]any{taskDelegationKey: map[string]any{"delegation": id}}
+	md := map[string]any{"delegation": rec.ID}
+	if rec.ChainIgnored != "" {
+		md["chainIgnored"] = rec.ChainIgnored
+	}
+	t.Metadata = map[string]any{taskDelegationKey: md}
 	return t
 }
 
@@ -146,7 +153,7 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		d, err = p.d, p.err
 	} else {
 		var req delegation.Request
-		if req, err = requestFrom(ec.Message, ec.User, ec.Tenant); err == nil {
+		if req, err = x.requestFrom(ctx, ec.Message); err == nil {
 			d, err = x.engine.Delegate(ctx, req)
 		}
 	}
@@ -168,7 +175,7 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		// The delegation goes on; only a restart would lose the task.
 		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", ec.TaskID, "delegation", d.ID(), "error", err)
 	}
-	if !yield(submitted(ec, d.ID()), nil) {
+	if !yield(submitted(ec, d.Record()), nil) {
 		return
 	}
 	x.mirror(ctx, ec, d.ID(), 0, yield)
@@ -212,7 +219,7 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 	if !ok || smr.Message == nil || smr.Message.TaskID != "" || smr.Message.ID == "" {
 		return ctx, nil, nil
 	}
-	dreq, err := requestFrom(smr.Message, cc.User, cc.Tenant())
+	dreq, err := e.x.requestFrom(ctx, smr.Message)
 	var d *delegation.Delegation
 	if err == nil {
 		d, err = e.x.engine.Delegate(ctx, dreq)
@@ -362,8 +369,10 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 	}
 }
 
-// requestFrom reads a delegation request from an incoming A2A message.
-func requestFrom(msg *a2a.Message, user *a2asrv.User, tenant string) (delegation.Request, error) {
+// requestFrom reads a delegation request from an incoming A2A message,
+// called for by the caller of ctx. Its chain context is believed only
+// from a trusted peer (trust.go).
+func (x *executor) requestFrom(ctx context.Context, msg *a2a.Message) (delegation.Request, error) {
 	if msg == nil {
 		return delegation.Request{}, fmt.Errorf("%w: no message", delegation.ErrBadRequest)
 	}
@@ -379,11 +388,9 @@ func requestFrom(msg *a2a.Message, user *a2asrv.User, tenant string) (delegation
 	if s, ok := m.Metadata[SkillMetadataKey].(string); ok {
 		req.Skill = s
 	}
+	req.Caller = x.gate.callerOf(ctx)
 	if hasChain {
-		req.Chain = &chain
-	}
-	if user != nil {
-		req.Caller = policies.Caller{Principal: user.Name, Tenant: tenant, Claims: user.Attributes}
+		x.gate.believe(ctx, &req, chain)
 	}
 	return req, nil
 }

@@ -39,6 +39,17 @@ type HTTPConfig struct {
 	// IdleTimeout is how long a kept-alive connection may wait for its
 	// next request. Default 60s.
 	IdleTimeout Duration `yaml:"idleTimeout"`
+	// TLS serves HTTPS with this certificate instead of HTTP; auth.mtls
+	// needs it.
+	TLS *TLSConfig `yaml:"tls"`
+}
+
+// TLSConfig is the certificate orchd serves HTTPS with.
+type TLSConfig struct {
+	// CertFile and KeyFile are PEM files: the certificate chain and its
+	// private key.
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
 }
 
 // The http section's defaults, used for zero fields.
@@ -81,6 +92,8 @@ func (c HTTPConfig) validate() error {
 		return fmt.Errorf("config: http.maxAPIBodyBytes %d: want a positive size in bytes", c.MaxAPIBodyBytes)
 	case c.MaxJSONDepth < 0:
 		return fmt.Errorf("config: http.maxJSONDepth %d: want a positive depth", c.MaxJSONDepth)
+	case c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == ""):
+		return fmt.Errorf("config: http.tls needs certFile and keyFile")
 	}
 	return nil
 }

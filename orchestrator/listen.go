@@ -50,11 +50,17 @@ func beyondLoopback(addr net.Addr) bool {
 	return !ok || !tcp.IP.IsLoopback()
 }
 
-// warnExposed says in the log, when the daemon listens beyond loopback,
-// that its API and A2A endpoints authenticate no one.
-func (d *Daemon) warnExposed(addr net.Addr) {
-	if beyondLoopback(addr) {
-		d.log.Warn("listening beyond loopback, and the HTTP API and A2A endpoints have no authentication: anyone who can reach this address can register agents, delegate work and cancel or steer delegations; listen on 127.0.0.1, or reach orchd only through an authenticating proxy or a private network",
-			"addr", addr.String())
+// checkExposed refuses to serve beyond loopback with no authentication
+// configured, unless the operator said so (--insecure-no-auth); then it
+// says in the log that anyone who reaches the address may do anything.
+func (d *Daemon) checkExposed(addr net.Addr) error {
+	if !beyondLoopback(addr) || d.authn != nil {
+		return nil
 	}
+	if !d.cfg.InsecureNoAuth {
+		return fmt.Errorf("listen %s: reachable beyond loopback with no authentication configured: set auth.tokens, auth.jwt or auth.mtls (docs/security.md), listen on 127.0.0.1, or pass --insecure-no-auth when an authenticating proxy or a private network stands in front", addr)
+	}
+	d.log.Warn("listening beyond loopback with no authentication (--insecure-no-auth): anyone who can reach this address can register agents, delegate work and cancel or steer delegations",
+		"addr", addr.String())
+	return nil
 }

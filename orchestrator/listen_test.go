@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orchd/orchd/auth"
 )
 
 func TestCheckAdvertised(t *testing.T) {
@@ -80,16 +82,22 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-const noAuthWarning = "have no authentication"
+const noAuthWarning = "with no authentication"
 
-// The warning about the API's missing authentication is logged for every
-// address but loopback ones; tests bind only loopback, so the other
-// addresses are given to the warning directly.
-func TestWarnExposed(t *testing.T) {
+// A daemon with no authentication configured refuses every address but
+// loopback ones unless told otherwise (--insecure-no-auth), and then
+// warns; one with authentication serves anywhere. Tests bind only
+// loopback, so the other addresses are given to the check directly.
+func TestCheckExposed(t *testing.T) {
 	t.Parallel()
+	authn, err := auth.New(auth.Config{Tokens: []auth.TokenConfig{{SHA256: strings.Repeat("ab", 32), Principal: "alice"}}}, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = authn.Close() })
 	for _, tc := range []struct {
-		addr net.Addr
-		warn bool
+		addr    net.Addr
+		exposed bool
 	}{
 		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, false},
 		{&net.TCPAddr{IP: net.IPv4(127, 1, 2, 3), Port: 8080}, false},
@@ -102,9 +110,17 @@ func TestWarnExposed(t *testing.T) {
 	} {
 		var out syncBuffer
 		d := &Daemon{log: slog.New(slog.NewTextHandler(&out, nil))}
-		d.warnExposed(tc.addr)
-		if got := strings.Contains(out.String(), noAuthWarning) && strings.Contains(out.String(), "level=WARN"); got != tc.warn {
-			t.Errorf("%v: warned %v, want %v (log %q)", tc.addr, got, tc.warn, out.String())
+		err := d.checkExposed(tc.addr)
+		if got := err != nil; got != tc.exposed || tc.exposed && !strings.Contains(err.Error(), "--insecure-no-auth") {
+			t.Errorf("%v: refused %v (%v), want %v", tc.addr, got, err, tc.exposed)
+		}
+		d.cfg.InsecureNoAuth = true
+		err = d.checkExposed(tc.addr)
+		if warned := strings.Contains(out.String(), noAuthWarning) && strings.Contains(out.String(), "level=WARN"); err != nil || warned != tc.exposed {
+			t.Errorf("%v with --insecure-no-auth: %v, warned %v (log %q)", tc.addr, err, warned, out.String())
+		}
+		if err := (&Daemon{authn: authn, log: d.log}).checkExposed(tc.addr); err != nil {
+			t.Errorf("%v with authentication: %v", tc.addr, err)
 		}
 	}
 

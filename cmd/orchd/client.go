@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -20,6 +21,27 @@ import (
 type apiClient struct {
 	base string
 	hc   *http.Client
+	// token is sent as a bearer token when the daemon authenticates its
+	// callers: ORCHD_TOKEN, read from the environment rather than a flag
+	// so it does not show in the process list.
+	token string
+}
+
+// tokenEnv names the environment variable holding the bearer token the
+// client commands send.
+const tokenEnv = "ORCHD_TOKEN"
+
+// newAPIClient returns a client of the daemon at base, authenticating
+// with $ORCHD_TOKEN when it is set.
+func newAPIClient(base string) *apiClient {
+	return &apiClient{base: base, hc: &http.Client{}, token: os.Getenv(tokenEnv)}
+}
+
+// authorize adds the client's credentials to req.
+func (c *apiClient) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 }
 
 // apiError is an error answer from the daemon.
@@ -47,6 +69,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) er
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("reach orchd at %s: %w", c.base, err)
@@ -77,6 +100,7 @@ func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(
 		return err
 	}
 	req.Header.Set("Last-Event-ID", fmt.Sprint(after))
+	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("reach orchd at %s: %w", c.base, err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -40,7 +39,7 @@ when the work is refused, fails, is rejected or canceled.`,
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
 			req.Text = args[0]
-			c := &apiClient{base: server, hc: &http.Client{}}
+			c := newAPIClient(server)
 			out := cmd.OutOrStdout()
 			var rec delegation.Record
 			err := c.do(cmd.Context(), "POST", "/v1/delegations", req, &rec)

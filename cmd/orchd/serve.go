@@ -13,6 +13,7 @@ import (
 
 func newServeCmd(g *globals) *cobra.Command {
 	var configPath, listen, stateDir string
+	var insecureNoAuth bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon",
@@ -33,6 +34,7 @@ they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
 			if stateDir != "" {
 				cfg.StateDir = stateDir
 			}
+			cfg.InsecureNoAuth = insecureNoAuth
 			d, err := orchestrator.New(cfg, log)
 			if err != nil {
 				return err
@@ -60,5 +62,6 @@ they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML config file, read on top of the embedded defaults")
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address, overriding the config (default 127.0.0.1:8080)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "state directory (identity, locked while serving), overriding the config (default one per listen address under the user's state directory)")
+	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "serve beyond loopback with no authentication configured (behind an authenticating proxy or on a private network only)")
 	return cmd
 }

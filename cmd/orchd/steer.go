@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -39,7 +38,7 @@ resume the same tasks. Every hop must advertise the interruptible mode.`
 			if len(args) > 1 {
 				body.Text = args[1]
 			}
-			api := &apiClient{base: server, hc: &http.Client{}}
+			api := newAPIClient(server)
 			var r steering.Receipt
 			if err := api.do(cmd.Context(), "POST", "/v1/delegations/"+url.PathEscape(args[0])+":"+string(c), body, &r); err != nil {
 				return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"text/tabwriter"
 
@@ -14,7 +13,7 @@ import (
 
 func newTasksCmd() *cobra.Command {
 	var server, output string
-	client := func() *apiClient { return &apiClient{base: server, hc: &http.Client{}} }
+	client := func() *apiClient { return newAPIClient(server) }
 	cmd := &cobra.Command{Use: "tasks", Short: "List, inspect, answer and cancel delegations of a running orchd"}
 	cmd.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8080", "orchd daemon to talk to")
 	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")

@@ -1,0 +1,284 @@
+package orchestrator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// Tokens the auth tests' callers present.
+const (
+	aliceToken = "alice-acme-0123456789"
+	bobToken   = "bob-globex-0123456789"
+	rootToken  = "root-admin-0123456789"
+)
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// authTokens is an auth section with alice (tenant acme), bob (tenant
+// globex) and root (admin), the last two kept only as hashes.
+func authTokens() AuthConfig {
+	return AuthConfig{Config: auth.Config{Tokens: []auth.TokenConfig{
+		{Token: aliceToken, Principal: "alice", Tenant: "acme"},
+		{SHA256: sha256Hex(bobToken), Principal: "bob", Tenant: "globex"},
+		{SHA256: sha256Hex(rootToken), Principal: "root", Roles: []string{"admin"}},
+	}}}
+}
+
+// callAs is call with a bearer token ("" for none); it returns the status
+// and the response headers.
+func callAs(t testing.TB, token, method, url, body string, out any) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, url, err, b)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Telemetry.Prometheus = true
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	// Health and the card stay open; everything else needs credentials.
+	if code, _ := callAs(t, "", "GET", base+"/healthz", "", nil); code != 200 {
+		t.Errorf("healthz without credentials = %d", code)
+	}
+	if code, _ := callAs(t, "", "GET", base+"/.well-known/agent-card.json", "", nil); code != 200 {
+		t.Errorf("card without credentials = %d", code)
+	}
+	var e ErrorBody
+	code, h := callAs(t, "", "GET", base+"/v1/agents", "", &e)
+	if code != 401 || e.Error.Code != "unauthenticated" || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("agents without credentials = %d %+v %q", code, e, h.Get("WWW-Authenticate"))
+	}
+	code, _ = callAs(t, "wrong-secret-token", "GET", base+"/v1/agents", "", &e)
+	if code != 401 || e.Error.Code != "unauthenticated" || strings.Contains(e.Error.Message, "wrong-secret-token") {
+		t.Errorf("agents with a wrong token = %d %+v", code, e)
+	}
+	if code, _ := callAs(t, "", "GET", base+"/metrics", "", nil); code != 401 {
+		t.Errorf("metrics without credentials = %d", code)
+	}
+	if code, _ := callAs(t, aliceToken, "GET", base+"/metrics", "", &e); code != 403 || e.Error.Code != "permission_denied" {
+		t.Errorf("metrics as alice = %d %+v", code, e)
+	}
+	if code, _ := callAs(t, rootToken, "GET", base+"/metrics", "", nil); code != 200 {
+		t.Errorf("metrics as the admin = %d", code)
+	}
+	// Registering agents is for admins.
+	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/agents", `{"url": "http://127.0.0.1:1"}`, &e); code != 403 {
+		t.Errorf("register as alice = %d %+v", code, e)
+	}
+	if code, _ := callAs(t, aliceToken, "GET", base+"/v1/agents/worker", "", nil); code != 200 {
+		t.Errorf("read an agent as alice = %d", code)
+	}
+
+	var rec delegation.Record
+	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("delegate as alice = %d %+v", code, rec)
+	}
+	if rec.Owner == nil || *rec.Owner != (delegation.Principal{ID: "alice", Tenant: "acme"}) || rec.Chain.OnBehalfOf == nil || rec.Chain.OnBehalfOf.ID != "alice" {
+		t.Errorf("owner %+v, chain %+v", rec.Owner, rec.Chain)
+	}
+	// The agent hears whom the work is for.
+	worker.WaitCalls(t, "SendStreamingMessage", 1)
+	if chain, _, _ := delegation.ChainFrom(worker.Messages()[0].Metadata); chain.OnBehalfOf == nil || chain.OnBehalfOf.Tenant != "acme" {
+		t.Errorf("chain at the agent = %+v", chain)
+	}
+
+	// Bob is told nothing of alice's work: not found, as for no delegation.
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/v1/delegations/" + rec.ID},
+		{"GET", "/v1/delegations/" + rec.ID + "/events"},
+		{"POST", "/v1/delegations/" + rec.ID + ":cancel"},
+		{"POST", "/v1/delegations/" + rec.ID + ":steer"},
+		{"POST", "/v1/delegations/" + rec.ID + "/messages"},
+	} {
+		var got ErrorBody
+		if code, _ := callAs(t, bobToken, req.method, base+req.path, `{"text": "mine now"}`, &got); code != 404 || got.Error.Code != "not_found" {
+			t.Errorf("%s %s as bob = %d %+v", req.method, req.path, code, got)
+		}
+	}
+	listed := func(token string) []string {
+		t.Helper()
+		var l DelegationList
+		if code, _ := callAs(t, token, "GET", base+"/v1/delegations", "", &l); code != 200 {
+			t.Fatalf("list = %d", code)
+		}
+		var ids []string
+		for _, r := range l.Delegations {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	if ids := listed(bobToken); slices.Contains(ids, rec.ID) {
+		t.Errorf("bob lists %v", ids)
+	}
+	if ids := listed(aliceToken); !slices.Equal(ids, []string{rec.ID}) {
+		t.Errorf("alice lists %v", ids)
+	}
+	if ids := listed(rootToken); !slices.Contains(ids, rec.ID) {
+		t.Errorf("the admin lists %v", ids)
+	}
+	if code, _ := callAs(t, rootToken, "GET", base+"/v1/delegations/"+rec.ID, "", nil); code != 200 {
+		t.Errorf("read as the admin = %d", code)
+	}
+	var canceled delegation.Record
+	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", &canceled); code != 200 || canceled.State != a2a.TaskStateCanceled {
+		t.Errorf("cancel as alice = %d %+v", code, canceled.State)
+	}
+}
+
+// bearer is an http.RoundTripper that sends a bearer token.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// a2aAs is an A2A client of orchd at base authenticating with token.
+func a2aAs(t *testing.T, base, token string) *a2aclient.Client {
+	t.Helper()
+	hc := &http.Client{Transport: bearer{token}}
+	return testagent.Client(t, base, a2aclient.WithJSONRPCTransport(hc))
+}
+
+func TestAuth_A2ATasksBelongToTheirCallers(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	// orchd's card says how to authenticate.
+	var card map[string]any
+	if code := call(t, "GET", base+"/.well-known/agent-card.json", "", &card); code != 200 || card["securitySchemes"] == nil || card["securityRequirements"] == nil {
+		t.Errorf("card = %d, securitySchemes %v, securityRequirements %v", code, card["securitySchemes"], card["securityRequirements"])
+	}
+
+	alice, bob := a2aAs(t, base, aliceToken), a2aAs(t, base, bobToken)
+	res, err := alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("SendMessage = %T", res)
+	}
+	list, err := alice.ListTasks(t.Context(), &a2a.ListTasksRequest{})
+	if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
+		t.Errorf("alice's ListTasks = %+v, %v", list, err)
+	}
+	list, err = bob.ListTasks(t.Context(), &a2a.ListTasksRequest{})
+	if err != nil || len(list.Tasks) != 0 {
+		t.Errorf("bob's ListTasks = %+v, %v", list, err)
+	}
+	if _, err := bob.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's GetTask = %v, want task not found", err)
+	}
+
+	// No credentials, or bad ones: A2A's unauthenticated error.
+	anon := testagent.Client(t, base)
+	if _, err := anon.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("x"))}); !errors.Is(err, a2a.ErrUnauthenticated) {
+		t.Errorf("anonymous SendMessage = %v, want unauthenticated", err)
+	}
+	forged := a2aAs(t, base, "not-a-token-of-ours")
+	if _, err := forged.ListTasks(t.Context(), &a2a.ListTasksRequest{}); !errors.Is(err, a2a.ErrUnauthenticated) || strings.Contains(err.Error(), "not-a-token-of-ours") {
+		t.Errorf("ListTasks with a bad token = %v, want unauthenticated", err)
+	}
+}
+
+func TestAuth_ChainContextFromAnUntrustedCallerIsIgnored(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	cfg := loadDefaults(t)
+	cfg.Delegation.Self = "hub"
+	cfg.Auth = authTokens()
+	cfg.Auth.Peers = []string{"root"} // alice is no peer
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	// Alice forges a chain that, believed, would be refused as a cycle
+	// through this hub, work for bob's tenant and skip the requirement.
+	forgedChain := func() *a2a.Message {
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
+		delegation.Chain{Path: []string{"gateway", "hub"}, Depth: 2, MaxDepth: 8, Skill: "research",
+			Verified: []string{"root", "root"}, OnBehalfOf: &delegation.Principal{ID: "bob", Tenant: "globex"}}.Attach(m)
+		return m
+	}
+	res, err := a2aAs(t, base, aliceToken).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: forgedChain()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("SendMessage = %+v", res)
+	}
+	md, _ := task.Metadata[delegation.ExtensionURI].(map[string]any)
+	note, _ := md["chainIgnored"].(string)
+	id, _ := md["delegation"].(string)
+	if !strings.Contains(note, `"alice"`) || !strings.Contains(note, "not a trusted orchd peer") {
+		t.Errorf("task metadata = %v", task.Metadata)
+	}
+	var rec delegation.Record
+	if code, _ := callAs(t, aliceToken, "GET", base+"/v1/delegations/"+id, "", &rec); code != 200 || rec.ChainIgnored != note ||
+		rec.Owner == nil || rec.Owner.ID != "alice" || !slices.Equal(rec.Chain.Path, []string{"hub"}) || rec.Chain.Depth != 1 || rec.Chain.OnBehalfOf.ID != "alice" {
+		t.Errorf("record = %d %+v", code, rec)
+	}
+	chain, _, _ := delegation.ChainFrom(worker.Messages()[0].Metadata)
+	if !slices.Equal(chain.Path, []string{"hub"}) || chain.OnBehalfOf == nil || *chain.OnBehalfOf != (delegation.Principal{ID: "alice", Tenant: "acme"}) || len(chain.Verified) != 0 {
+		t.Errorf("chain at the agent = %+v", chain)
+	}
+
+	// From a trusted peer the same chain is believed: the cycle is found.
+	res, err = a2aAs(t, base, rootToken).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: forgedChain()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateRejected || !strings.Contains(testagent.Text(task.Status.Message), "delegation cycle") {
+		t.Errorf("from a peer: %+v", res)
+	}
+}
