@@ -201,7 +201,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 		return nil, err
 	}
 	if tok != "" {
-		return a.authenticateToken(r.Context(), tok, apiKey)
+		return a.authenticateToken(tok, apiKey)
 	}
 	return a.AuthenticateTLS(r.TLS)
 }
@@ -282,22 +282,20 @@ func (a *Authenticator) presented(h http.Header) (string, bool, error) {
 	return tok, fromKey, nil
 }
 
-// isSchemeName reports whether s looks like an auth scheme name (a short
-// word), and so may be quoted back without echoing a token.
+// isSchemeName reports whether s is a known HTTP authentication scheme, and
+// so may be quoted back: anything else before the first space may be a
+// token, and is not quoted.
 func isSchemeName(s string) bool {
-	if s == "" || len(s) > 16 {
-		return false
+	switch strings.ToLower(s) {
+	case "basic", "digest", "negotiate", "ntlm", "dpop", "token", "hoba", "mutual", "apikey",
+		"aws4-hmac-sha256", "scram-sha-1", "scram-sha-256", "vapid", "privatetoken", "concealed":
+		return true
 	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return false
 }
 
 // authenticateToken checks tok against the static tokens, then as a JWT.
-func (a *Authenticator) authenticateToken(ctx context.Context, tok string, fromAPIKey bool) (*Principal, error) {
+func (a *Authenticator) authenticateToken(tok string, fromAPIKey bool) (*Principal, error) {
 	sum := sha256.Sum256([]byte(tok))
 	if set := a.tokens.Load(); set != nil && len(set.entries) > 0 {
 		if e := set.match(&sum, a.compare); e != nil {
@@ -312,10 +310,10 @@ func (a *Authenticator) authenticateToken(ctx context.Context, tok string, fromA
 	}
 	if a.jwt != nil && !fromAPIKey {
 		if looksLikeJWT(tok) {
-			return a.jwt.verify(ctx, tok, &sum)
+			return a.jwt.verify(tok, &sum)
 		}
 		if !a.tokenMeth {
-			return nil, malformed(MethodJWT, "malformed JWT: not three dot-separated base64url parts")
+			return nil, malformed(MethodJWT, "malformed JWT: not a compact JWS of three base64url parts")
 		}
 	}
 	return nil, refuse(MethodToken, "unknown token")

@@ -11,8 +11,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -321,6 +321,29 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-var _ = fmt.Sprintf
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// logBuffer collects log lines safely across goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testLog returns a logger writing text lines to the returned buffer.
+func testLog() (*slog.Logger, *logBuffer) {
+	b := &logBuffer{}
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}

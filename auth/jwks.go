@@ -55,6 +55,8 @@ type keySource struct {
 	gen    atomic.Uint64
 	snapMu sync.Mutex // serialises snapshot builds
 
+	fetchErr chan error // the cache's fetch errors, for setup's wait
+
 	sf          singleflight.Group
 	refetchMu   sync.Mutex
 	lastRefetch time.Time // real time of the last on-demand refetch
@@ -78,7 +80,11 @@ type verifyKey struct {
 // start creates the cache and sets the source up, retrying in the
 // background (owned by wg) when the issuer cannot be reached yet.
 func (ks *keySource) start(ctx context.Context, wg *sync.WaitGroup) error {
-	cache, err := jwk.NewCache(ctx, httprc.NewClient(httprc.WithHTTPClient(ks.client), httprc.WithWorkers(2)))
+	ks.fetchErr = make(chan error, 1)
+	cache, err := jwk.NewCache(ctx, httprc.NewClient(
+		httprc.WithHTTPClient(ks.client),
+		httprc.WithWorkers(2),
+		httprc.WithErrorSink(fetchErrors{ks})))
 	if err != nil {
 		return fmt.Errorf("jwt: start key cache: %w", err)
 	}
@@ -157,12 +163,33 @@ func (ks *keySource) setup(ctx context.Context) error {
 		return fmt.Errorf("look up key set %s: %w", u, err)
 	}
 	ks.res.Store(r)
+	// Wait for the first fetch to succeed or fail, bounded.
 	wctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-	defer cancel()
-	if err := r.Ready(wctx); err != nil && ctx.Err() == nil {
-		ks.log.Warn("jwt: the issuer's key set has not been fetched yet; it is retried", "url", u)
+	ready := make(chan struct{})
+	go func() {
+		defer close(ready)
+		_ = r.Ready(wctx)
+	}()
+	select {
+	case <-ready:
+	case <-ks.fetchErr:
 	}
+	cancel()
+	<-ready
 	return nil
+}
+
+// fetchErrors is the cache's error sink: it logs each failed fetch of the
+// key set (the previous set stays in use) and wakes setup's wait.
+type fetchErrors struct{ ks *keySource }
+
+// Put logs err and hands it to setup if it is waiting.
+func (s fetchErrors) Put(_ context.Context, err error) {
+	s.ks.log.Warn("jwt: fetching the issuer's key set failed; the previous keys, if any, stay in use", "issuer", s.ks.cfg.Issuer, "error", err)
+	select {
+	case s.ks.fetchErr <- err:
+	default:
+	}
 }
 
 // current returns the keys of the latest fetched set, or nil when no set has
@@ -230,14 +257,15 @@ func (ks *keySource) build(set jwk.Set) *keySnapshot {
 }
 
 // refetch fetches the key set again now, unless it was refetched within
-// RefetchInterval. Concurrent callers share one fetch. It reports whether a
-// fetch succeeded.
-func (ks *keySource) refetch(ctx context.Context) bool {
+// RefetchInterval. Concurrent callers share one fetch, made in the first
+// caller's goroutine and bounded by fetchTimeout. It reports whether a fetch
+// succeeded.
+func (ks *keySource) refetch() bool {
 	r := ks.res.Load()
 	if r == nil || ks.runCtx == nil {
 		return false
 	}
-	ch := ks.sf.DoChan("jwks", func() (any, error) {
+	_, err, _ := ks.sf.Do("jwks", func() (any, error) {
 		ks.refetchMu.Lock()
 		if !ks.lastRefetch.IsZero() && time.Since(ks.lastRefetch) < ks.cfg.RefetchInterval {
 			ks.refetchMu.Unlock()
@@ -245,20 +273,15 @@ func (ks *keySource) refetch(ctx context.Context) bool {
 		}
 		ks.lastRefetch = time.Now()
 		ks.refetchMu.Unlock()
-		fctx, cancel := context.WithTimeout(ks.runCtx, fetchTimeout)
+		ctx, cancel := context.WithTimeout(ks.runCtx, fetchTimeout)
 		defer cancel()
-		if _, err := ks.cache.Refresh(fctx, r.URL()); err != nil {
+		if _, err := ks.cache.Refresh(ctx, r.URL()); err != nil {
 			ks.log.Warn("jwt: refetching the issuer's key set failed", "url", r.URL(), "error", err)
 			return nil, err
 		}
 		return nil, nil
 	})
-	select {
-	case <-ctx.Done():
-		return false
-	case res := <-ch:
-		return res.Err == nil
-	}
+	return err == nil
 }
 
 // discover reads the issuer's OIDC discovery document and returns its

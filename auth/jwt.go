@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
@@ -106,7 +105,7 @@ func looksLikeJWT(tok string) bool {
 }
 
 // verify checks raw, whose SHA-256 is sum, and returns its principal.
-func (v *jwtVerifier) verify(ctx context.Context, raw string, sum *[sha256.Size]byte) (*Principal, error) {
+func (v *jwtVerifier) verify(raw string, sum *[sha256.Size]byte) (*Principal, error) {
 	now := v.now()
 	if c, ok := v.cached(sum); ok {
 		if s := v.keys.current(); s != nil && s.gen == c.gen && !now.Before(c.since) && now.Before(c.until) {
@@ -148,7 +147,7 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string, sum *[sha256.Size]
 		return nil, refuse(MethodJWT, "JWT algorithm %s is not accepted (accepted: %s)", quote(algName), v.accepted)
 	}
 
-	key, rerr := v.key(ctx, hdr.Kid, algName)
+	key, rerr := v.key(hdr.Kid, algName)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -194,10 +193,10 @@ func (v *jwtVerifier) cached(sum *[sha256.Size]byte) (verifiedJWT, bool) {
 
 // key finds the issuer's key for kid and alg, refetching the key set once
 // (rate-limited) when kid is unknown or no set has been fetched yet.
-func (v *jwtVerifier) key(ctx context.Context, kid, alg string) (*verifyKey, *Error) {
+func (v *jwtVerifier) key(kid, alg string) (*verifyKey, *Error) {
 	s := v.keys.current()
 	if s == nil || (kid != "" && len(s.byKid[kid]) == 0) {
-		if v.keys.refetch(ctx) {
+		if v.keys.refetch() {
 			s = v.keys.current()
 		}
 	}
