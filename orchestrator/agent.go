@@ -17,9 +17,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"github.com/hashicorp/go-version"
+	"github.com/lestrrat-go/jwx/v3/jwk"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -51,7 +53,9 @@ type a2aServer struct {
 	self   string
 	agents routable
 	// gate says how callers authenticate, for the card to declare.
-	gate    *gate
+	gate *gate
+	// signer signs the card; nil when agent.signingKey is not set.
+	signer  jwk.Key
 	handler a2asrv.RequestHandler
 	exec    *executor
 	// card is the served card JSON and its ETag, set once the listen
@@ -77,14 +81,14 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, stopping context.Context, log *slog.Logger) *a2aServer {
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger) *a2aServer {
 	exec := newExecutor(engine, tasks, authz.gate, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
 		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs))
-	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, handler: h, exec: exec}
+	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, signer: signer, handler: h, exec: exec}
 }
 
 // setCard builds the card for base, the URL this orchd is reached at.
@@ -142,6 +146,9 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 	b, err := producer.CardJSON(ctx)
 	if err == nil {
 		b, err = dualSecuritySchemes(b, card.SecuritySchemes)
+	}
+	if err == nil && s.signer != nil {
+		b, err = capability.SignCard(b, s.signer)
 	}
 	if err != nil {
 		return fmt.Errorf("agent card: %w", err)

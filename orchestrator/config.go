@@ -93,6 +93,13 @@ type AgentConfig struct {
 	URL string `yaml:"url"`
 	// Skills are the skills the card lists: the work this orchd routes.
 	Skills []SkillConfig `yaml:"skills"`
+	// SigningKey, when set, is a private key (PEM, or a JWK in JSON) orchd
+	// signs its card with (A2A 1.0 card signatures), so agents and other
+	// orchds that pin the public key can verify the card is this orchd's.
+	SigningKey string `yaml:"signingKey"`
+	// SigningKeyID is the key id ("kid") the signature names. Empty means
+	// the key's own kid, else its RFC 7638 thumbprint.
+	SigningKeyID string `yaml:"signingKeyID"`
 }
 
 // SkillConfig is one skill of orchd's card.

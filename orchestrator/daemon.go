@@ -122,6 +122,14 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		reg.Close()
 		return nil, err
 	}
+	signer, err := loadSigningKey(cfg.Agent)
+	if err != nil {
+		reg.Close()
+		if authn != nil {
+			_ = authn.Close()
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	g := newGate(cfg.Auth, authn, log.With("component", "auth"))
 	authz := authorizer{gate: g, policies: engine}
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
@@ -129,7 +137,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
 		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
 		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g,
-		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, stopCtx, log.With("component", "a2a"))}
+		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"))}
 	delegations.OnResume(d.agent.exec.resumed)
 	mux := http.NewServeMux()
 	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
