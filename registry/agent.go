@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/credentials"
 )
 
 // Agent is a registered agent: its capability profile and the state of its
@@ -34,7 +35,13 @@ type Agent struct {
 	Breaker Breaker `json:"breaker"`
 	// Drift lists the agent's most recent card changes, oldest first.
 	Drift []DriftRecord `json:"drift,omitempty"`
+	// Credentials says what the card requires of a caller and whether
+	// the credentials configured for the agent meet it; an agent whose
+	// requirement they do not meet is not chosen.
+	Credentials credentials.Status `json:"credentials"`
 
+	// creds are the agent's configured credentials (CredentialConfig).
+	creds     *credentials.Config
 	base      string
 	nextCheck time.Time
 }

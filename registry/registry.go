@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/credentials"
 )
 
 // Spec names an agent to register: its base URL and, optionally, the id to
@@ -26,6 +27,10 @@ type Spec struct {
 	// URL/.well-known/agent-card.json. A URL ending in .json is read as
 	// the card itself.
 	URL string `json:"url" yaml:"url"`
+	// Credentials are what orchd may send to authenticate to the agent
+	// (see package credentials). They come only from the configuration:
+	// never from the API, never saved in the store, never in JSON.
+	Credentials *credentials.Config `json:"-" yaml:"credentials,omitempty"`
 }
 
 // Pending is a configured agent whose card could not be fetched yet. The
@@ -68,6 +73,9 @@ type Registry struct {
 
 	inflightMu sync.Mutex
 	inflight   map[string]bool // bases being refreshed in the background
+
+	// creds holds the configured agents' credentials by base URL.
+	creds credentialSet
 
 	// With a Store, storeMu serializes store writes and every change to
 	// the set of agents, so stored tracks the store's revisions exactly.
@@ -160,12 +168,12 @@ func (r *Registry) add(ctx context.Context, spec Spec, origin string) (*Agent, e
 func (r *Registry) AddOrRetry(ctx context.Context, spec Spec) (*Agent, error) {
 	if r.cfg.Store != nil {
 		if a, ok := r.registered(spec); ok {
-			return a, nil
+			return r.credentialed(a, spec), nil
 		}
 	}
 	a, err := r.add(ctx, spec, OriginConfig)
 	refused := errors.Is(err, ErrConflict) && !errors.Is(err, ErrStale) // a store conflict is retried
-	if err == nil || refused || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrInvalidID) || errors.Is(err, ErrClosed) {
+	if err == nil || refused || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrInvalidID) || errors.Is(err, ErrInvalidCredentials) || errors.Is(err, ErrClosed) {
 		return a, err
 	}
 	base, _ := NormalizeURL(spec.URL)
@@ -186,6 +194,9 @@ func (r *Registry) checkSpec(spec Spec) (string, error) {
 	}
 	if spec.ID != "" && !idPattern.MatchString(spec.ID) {
 		return "", fmt.Errorf("%w %q: use letters, digits, '.', '_' and '-' (at most 64)", ErrInvalidID, spec.ID)
+	}
+	if err := spec.Credentials.Validate(); err != nil {
+		return "", fmt.Errorf("%w: agent %s: %w", ErrInvalidCredentials, base, err)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -238,7 +249,7 @@ func (r *Registry) prepare(spec Spec, base string, e *entry) (*Agent, error) {
 	if id == "" {
 		id = r.freeID(slug(e.profile.Name))
 	}
-	a := &Agent{base: base, Healthy: true, Breaker: Breaker{State: BreakerClosed}, Drift: drift}
+	a := &Agent{base: base, Healthy: true, Breaker: Breaker{State: BreakerClosed}, Drift: drift, creds: spec.Credentials}
 	a.Profile = withID(e.profile, id)
 	a.setCacheState(e, r.cfg)
 	return a, nil
@@ -373,6 +384,7 @@ func (r *Registry) Inspect(ctx context.Context, url string) (*Agent, error) {
 	a.setHealth(&r.cfg)
 	a.Profile = e.profile
 	a.setCacheState(e, r.cfg)
+	r.creds.attach(a)
 	return a, nil
 }
 
@@ -541,6 +553,7 @@ func (r *Registry) indexKeys(a *Agent, fn func(m map[string][]*Agent, key string
 // index adds a to every index. Callers hold mu for writing. Index slices
 // are copied on write, so slices handed to readers never change.
 func (r *Registry) index(a *Agent) {
+	r.creds.attach(a) // a is not published yet: every indexed agent passes here
 	r.gen.Add(1)
 	r.byID[a.ID] = a
 	r.byURL[a.base] = a
