@@ -49,6 +49,7 @@ type Authenticator struct {
 	jwt       *jwtVerifier
 	mtls      *mtlsVerifier
 	tokenMeth bool // static tokens configured (inline or file)
+	enabled   bool // any method configured
 
 	mu      sync.Mutex
 	started bool
@@ -70,6 +71,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 		now:       opts.Now,
 		compare:   subtle.ConstantTimeCompare,
 		tokenMeth: len(cfg.Tokens) > 0 || cfg.TokensFile != "",
+		enabled:   cfg.Enabled(),
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -119,7 +121,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 
 // Enabled reports whether any kind of credential is configured. When it is
 // false, Authenticate returns (nil, nil) for every request.
-func (a *Authenticator) Enabled() bool { return a.cfg.Enabled() }
+func (a *Authenticator) Enabled() bool { return a.enabled }
 
 // Start starts the background work: watching the tokens file, and finding,
 // fetching and refreshing the JWT issuer's keys. It tries the issuer once

@@ -321,7 +321,6 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 // logBuffer collects log lines safely across goroutines.

@@ -147,7 +147,7 @@ func (v *jwtVerifier) verify(raw string, sum *[sha256.Size]byte) (*Principal, er
 		return nil, refuse(MethodJWT, "JWT algorithm %s is not accepted (accepted: %s)", quote(algName), v.accepted)
 	}
 
-	key, rerr := v.key(hdr.Kid, algName)
+	key, gen, rerr := v.key(hdr.Kid, algName)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -169,13 +169,13 @@ func (v *jwtVerifier) verify(raw string, sum *[sha256.Size]byte) (*Principal, er
 	if rerr != nil {
 		return nil, rerr
 	}
-	if s := v.keys.current(); s != nil && v.verified != nil {
+	if v.verified != nil {
 		until := now.Add(verifiedCacheTTL)
 		if exp, ok := tok.Expiration(); ok && exp.Before(until) {
 			until = exp
 		}
 		if now.Before(until) {
-			v.verified.Add(*sum, verifiedJWT{p: p.clone(), since: now, until: until, gen: s.gen})
+			v.verified.Add(*sum, verifiedJWT{p: p.clone(), since: now, until: until, gen: gen})
 		}
 	}
 	p.secret = &bearer{token: raw}
@@ -192,8 +192,9 @@ func (v *jwtVerifier) cached(sum *[sha256.Size]byte) (verifiedJWT, bool) {
 }
 
 // key finds the issuer's key for kid and alg, refetching the key set once
-// (rate-limited) when kid is unknown or no set has been fetched yet.
-func (v *jwtVerifier) key(kid, alg string) (*verifyKey, *Error) {
+// (rate-limited) when kid is unknown or no set has been fetched yet. It
+// also returns the generation of the key set the key is from.
+func (v *jwtVerifier) key(kid, alg string) (*verifyKey, uint64, *Error) {
 	s := v.keys.current()
 	if s == nil || (kid != "" && len(s.byKid[kid]) == 0) {
 		if v.keys.refetch() {
@@ -201,7 +202,7 @@ func (v *jwtVerifier) key(kid, alg string) (*verifyKey, *Error) {
 		}
 	}
 	if s == nil {
-		return nil, unavailable(MethodJWT, "the issuer's signing keys are not available")
+		return nil, 0, unavailable(MethodJWT, "the issuer's signing keys are not available")
 	}
 	if kid == "" {
 		var fits []*verifyKey
@@ -212,24 +213,24 @@ func (v *jwtVerifier) key(kid, alg string) (*verifyKey, *Error) {
 		}
 		switch len(fits) {
 		case 1:
-			return fits[0], nil
+			return fits[0], s.gen, nil
 		case 0:
-			return nil, refuse(MethodJWT, "JWT has no kid and the issuer has no %s key", alg)
+			return nil, 0, refuse(MethodJWT, "JWT has no kid and the issuer has no %s key", alg)
 		default:
-			return nil, refuse(MethodJWT, "JWT has no kid and the issuer has %d %s keys", len(fits), alg)
+			return nil, 0, refuse(MethodJWT, "JWT has no kid and the issuer has %d %s keys", len(fits), alg)
 		}
 	}
 	cands := s.byKid[kid]
 	if len(cands) == 0 {
-		return nil, refuse(MethodJWT, "JWT key id %s is not one of the issuer's keys", quote(kid))
+		return nil, 0, refuse(MethodJWT, "JWT key id %s is not one of the issuer's keys", quote(kid))
 	}
 	why := ""
 	for _, k := range cands {
 		if why = keyFits(k, alg); why == "" {
-			return k, nil
+			return k, s.gen, nil
 		}
 	}
-	return nil, refuse(MethodJWT, "JWT key %s %s", quote(kid), why)
+	return nil, 0, refuse(MethodJWT, "JWT key %s %s", quote(kid), why)
 }
 
 // keyFits returns why k cannot verify alg, or "" when it can: the key's

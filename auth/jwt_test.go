@@ -239,3 +239,35 @@ func TestAuthenticator_Authenticate_JWTClock(t *testing.T) {
 	p, err := a.Authenticate(bearerRequest(tok))
 	refusal(t, p, err, ErrExpired, "token expired at 2026-12-01T12:00:00Z", tok)
 }
+
+// TestAuthenticator_Authenticate_JWTWithoutKid accepts a token without a kid
+// only when exactly one of the issuer's keys fits its algorithm.
+func TestAuthenticator_Authenticate_JWTWithoutKid(t *testing.T) {
+	t.Parallel()
+	k1, k2 := newRSAKey(t, "r1"), newRSAKey(t, "r2")
+	signer := func(k *signingKey) func([]byte) []byte {
+		return func(in []byte) []byte {
+			h := sha256.Sum256(in)
+			s, err := rsa.SignPKCS1v15(rand.Reader, k.raw.(*rsa.PrivateKey), crypto.SHA256, h[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	}
+	one := newTestIdP(t, k1)
+	a1 := started(t, one.jwtConfig(), Options{HTTPClient: one.srv.Client()})
+	tok := handCrafted(t, map[string]any{"alg": "RS256", "typ": "JWT"}, one.claims("alice"), signer(k1))
+	if p, err := a1.Authenticate(bearerRequest(tok)); err != nil || p.ID != "alice" {
+		t.Fatalf("one key, no kid: %v, %v", p, err)
+	}
+	tok = handCrafted(t, map[string]any{"alg": "ES256"}, one.claims("alice"), signer(k1))
+	p, err := a1.Authenticate(bearerRequest(tok))
+	refusal(t, p, err, ErrInvalidCredentials, "no kid and the issuer has no ES256 key", tok)
+
+	two := newTestIdP(t, k1, k2)
+	a2 := started(t, two.jwtConfig(), Options{HTTPClient: two.srv.Client()})
+	tok = handCrafted(t, map[string]any{"alg": "RS256"}, two.claims("alice"), signer(k1))
+	p, err = a2.Authenticate(bearerRequest(tok))
+	refusal(t, p, err, ErrInvalidCredentials, "no kid and the issuer has 2 RS256 keys", tok)
+}

@@ -193,19 +193,21 @@ func (v *verifier) verify(s any) (Signature, string) {
 	switch {
 	case prot == "":
 		return Signature{}, "malformed signature: protected is missing or not a string"
-	case sigVal == "":
-		return Signature{}, "malformed signature: signature is missing or not a string"
 	case len(prot) > maxProtectedLen:
 		return Signature{}, fmt.Sprintf("malformed signature: protected header is over %d characters", maxProtectedLen)
+	}
+	h, reason := parseProtected(prot)
+	if reason != "" {
+		return Signature{}, reason
+	}
+	switch {
+	case sigVal == "":
+		return Signature{}, "malformed signature: signature is missing or not a string"
 	case len(sigVal) > maxSignatureLen:
 		return Signature{}, fmt.Sprintf("malformed signature: signature is over %d characters", maxSignatureLen)
 	}
 	if _, err := base64.RawURLEncoding.Strict().DecodeString(sigVal); err != nil {
 		return Signature{}, "malformed signature: signature is not unpadded base64url"
-	}
-	h, reason := parseProtected(prot)
-	if reason != "" {
-		return Signature{}, reason
 	}
 	alg, ok := jwa.LookupSignatureAlgorithm(h.alg)
 	if !ok {

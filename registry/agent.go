@@ -39,11 +39,17 @@ type Agent struct {
 	// the credentials configured for the agent meet it; an agent whose
 	// requirement they do not meet is not chosen.
 	Credentials credentials.Status `json:"credentials"`
+	// Signature is what the check of the card's JWS signatures found
+	// (A2A 1.0 §8.4), with the agent's pinned keys and the allowed jku
+	// key sets.
+	Signature capability.Signature `json:"signature"`
 
 	// creds are the agent's configured credentials (CredentialConfig).
 	creds     *credentials.Config
 	base      string
 	nextCheck time.Time
+	// cardKeys are the agent's pinned card key files (Spec.CardKeys).
+	cardKeys []string
 }
 
 // DriftRecord is a card change seen on refresh.

@@ -22,8 +22,12 @@ type entry struct {
 	// profile is nil for a failure with no good card to fall back on.
 	profile *capability.Profile
 	// raw is the card as fetched, kept only when Config.Store is set, so
-	// a saved agent rebuilds the same profile.
-	raw     []byte
+	// a saved agent rebuilds the same profile, or when the card may be
+	// signed, as signatures are verified over the card as served.
+	raw []byte
+	// sig is the card's signature check for the agent it is registered
+	// as; set on a copy by register, for prepare.
+	sig     capability.Signature
 	etag    string
 	lastMod string
 	policy  cachePolicy
@@ -185,7 +189,7 @@ func (c *cardCache) store(ctx context.Context, base string, prev *entry) (*entry
 
 	e := &entry{base: base, cardURL: res.cardURL, legacy: res.legacy, profile: p, fetchedAt: now,
 		etag: res.etag, lastMod: res.lastMod, policy: res.policy}
-	if c.cfg.Store != nil {
+	if c.cfg.Store != nil || capability.CardSigned(res.raw) {
 		e.raw = res.raw
 	}
 	if res.notModified {

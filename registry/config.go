@@ -83,6 +83,18 @@ type Config struct {
 	// RefreshConcurrency bounds concurrent background refreshes. Default 4.
 	RefreshConcurrency int
 
+	// RequireSignatures refuses agents whose card is unsigned or carries
+	// no signature that verifies: Add and AddOrRetry fail with
+	// ErrSignature, and a refresh that fetches such a card fails, keeping
+	// the last good card (the failure counts towards UnhealthyAfter and is
+	// recorded as drift).
+	RequireSignatures bool
+	// CardKeyURLs lists the JWKS URLs a card signature's jku may name:
+	// only those are fetched (through the SSRF guard, within Timeout and
+	// 256 KiB, cached for 5m), and their keys are trusted for every agent.
+	// Empty follows no jku.
+	CardKeyURLs []string
+
 	// Deprecated adds capability names or extension URIs to the Tier 3
 	// (deprecated) list; see capability.Options.
 	Deprecated []string

@@ -27,6 +27,9 @@ type Spec struct {
 	// URL/.well-known/agent-card.json. A URL ending in .json is read as
 	// the card itself.
 	URL string `json:"url" yaml:"url"`
+	// CardKeys pins the keys the agent's card signatures must verify with:
+	// paths to PEM public keys or JWKS files, read afresh at each check.
+	CardKeys []string `json:"cardKeys,omitempty" yaml:"cardKeys,omitempty"`
 	// Credentials are what orchd may send to authenticate to the agent
 	// (see package credentials). They come only from the configuration:
 	// never from the API, never saved in the store, never in JSON.
@@ -59,6 +62,7 @@ type Registry struct {
 	cfg   Config
 	log   *slog.Logger
 	cache *cardCache
+	sigs  *cardVerifier
 
 	mu      sync.RWMutex
 	byID    map[string]*Agent
@@ -123,9 +127,13 @@ func New(cfg Config, log *slog.Logger) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
+	sigs, err := newCardVerifier(cfg, f.client, log)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Registry{
-		cfg: cfg, log: log, cache: cache,
+		cfg: cfg, log: log, cache: cache, sigs: sigs,
 		byID: map[string]*Agent{}, byURL: map[string]*Agent{},
 		bySkill: map[string][]*Agent{}, byCap: map[string][]*Agent{}, byExt: map[string][]*Agent{},
 		pending: map[string]*pendingAgent{}, inflight: map[string]bool{},
@@ -168,11 +176,12 @@ func (r *Registry) add(ctx context.Context, spec Spec, origin string) (*Agent, e
 func (r *Registry) AddOrRetry(ctx context.Context, spec Spec) (*Agent, error) {
 	if r.cfg.Store != nil {
 		if a, ok := r.registered(spec); ok {
-			return r.credentialed(a, spec), nil
+			return r.adopt(ctx, r.credentialed(a, spec), spec), nil
 		}
 	}
 	a, err := r.add(ctx, spec, OriginConfig)
-	refused := errors.Is(err, ErrConflict) && !errors.Is(err, ErrStale) // a store conflict is retried
+	refused := errors.Is(err, ErrConflict) && !errors.Is(err, ErrStale) || // a store conflict is retried
+		errors.Is(err, ErrSignature) || errors.Is(err, ErrCardKeys)
 	if err == nil || refused || errors.Is(err, ErrInvalidURL) || errors.Is(err, ErrInvalidID) || errors.Is(err, ErrInvalidCredentials) || errors.Is(err, ErrClosed) {
 		return a, err
 	}
@@ -215,6 +224,10 @@ func (r *Registry) conflict(id, base string) error {
 
 // register inserts a freshly fetched agent; with a Store, once it is saved.
 func (r *Registry) register(ctx context.Context, spec Spec, base string, e *entry, origin string) (*Agent, error) {
+	e, err := r.signedEntry(ctx, spec, base, e)
+	if err != nil {
+		return nil, err
+	}
 	if r.cfg.Store != nil {
 		return r.registerKept(ctx, spec, base, e, origin)
 	}
@@ -251,6 +264,7 @@ func (r *Registry) prepare(spec Spec, base string, e *entry) (*Agent, error) {
 	}
 	a := &Agent{base: base, Healthy: true, Breaker: Breaker{State: BreakerClosed}, Drift: drift, creds: spec.Credentials}
 	a.Profile = withID(e.profile, id)
+	a.Signature, a.cardKeys = e.sig, spec.CardKeys
 	a.setCacheState(e, r.cfg)
 	return a, nil
 }
@@ -383,6 +397,7 @@ func (r *Registry) Inspect(ctx context.Context, url string) (*Agent, error) {
 	}
 	a.setHealth(&r.cfg)
 	a.Profile = e.profile
+	a.Signature, _ = r.signature(ctx, nil, e)
 	a.setCacheState(e, r.cfg)
 	r.creds.attach(a)
 	return a, nil
@@ -391,6 +406,10 @@ func (r *Registry) Inspect(ctx context.Context, url string) (*Agent, error) {
 // apply records the outcome of a revalidation of agent id and returns the
 // agent as it now stands.
 func (r *Registry) apply(id string, e *entry, fetchErr error) (*Agent, error) {
+	var sig capability.Signature
+	if fetchErr == nil {
+		sig, fetchErr = r.refreshSignature(id, e)
+	}
 	now := r.cfg.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -405,6 +424,9 @@ func (r *Registry) apply(id string, e *entry, fetchErr error) (*Agent, error) {
 		next.nextCheck = now.Add(r.cfg.backoff(next.Failures))
 		r.refreshed(&next, fetchErr, now)
 		next.setHealth(&r.cfg)
+		if errors.Is(fetchErr, ErrSignature) {
+			r.signatureDrift(old, &next, sig, e, now)
+		}
 		r.cache.in.cache.Add(context.Background(), 1, cacheStale) // the last good card stays in use
 		if next.Failures == r.cfg.UnhealthyAfter {
 			r.log.Error("agent marked unhealthy; serving its last good card", "id", id, "failures", next.Failures, "error", fetchErr)
@@ -435,6 +457,8 @@ func (r *Registry) apply(id string, e *entry, fetchErr error) (*Agent, error) {
 			r.log.Debug("agent card changed without capability drift", "id", id, "digest", d.To)
 		}
 	}
+	next.Signature = sig
+	r.signatureDrift(old, &next, sig, e, now)
 	if !old.Healthy {
 		r.log.Info("agent healthy again", "id", id)
 	}
