@@ -19,8 +19,9 @@ import (
 
 // Config is the auth section of orchd's configuration. Each section that is
 // set enables one kind of credential; with none set nothing is authenticated
-// ([Authenticator.Enabled] reports false). Durations are written as Go
-// durations ("30s", "15m"). Example:
+// ([Authenticator.Enabled] reports false). In YAML, durations are written as
+// Go durations ("30s", "15m"); the JSON form is for output and carries
+// nanoseconds. Example:
 //
 //	tokens:
 //	  - sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
