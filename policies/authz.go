@@ -3,6 +3,9 @@ package policies
 import (
 	"slices"
 	"time"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 )
 
 // Actions are what a caller may ask orchd to do, as authorization policies
@@ -53,6 +56,15 @@ var actions = []string{
 	ActionPoliciesRead, ActionPoliciesReload, ActionPoliciesEvaluate,
 	ActionMetricsRead,
 }
+
+// actionValues are the actions as CEL values, boxed once.
+var actionValues = func() []ref.Val {
+	vals := make([]ref.Val, len(actions))
+	for i, a := range actions {
+		vals[i] = types.String(a)
+	}
+	return vals
+}()
 
 // Actions returns every action an authorization policy can see, in
 // documentation order.

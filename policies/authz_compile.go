@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/checker"
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
@@ -85,16 +86,18 @@ func (p *docReader) authorizationRules(rules []ruleDoc) []ruleDoc {
 // authzSet is a Set's compiled authorization policies.
 type authzSet struct {
 	policies []*authzPolicy
-	// denies and allows are every policy's rules of that kind, in the
-	// order written.
-	denies, allows []*authzRule
+	// denies and allows hold, for each action (by its index in
+	// actions), the rules of that kind that can match it, in the order
+	// written. A rule whose expressions require `action` to be other
+	// than the one asked for (action == "x" or action in [...] as a
+	// conjunct) cannot match, so it is not run at all; that result is
+	// the same as running it, since false && anything is false in CEL.
+	denies, allows [][]*authzRule
 	rules          int
 	// builtin is false when the files replace the built-in default.
 	builtin  bool
 	tracked  bool
 	readsNow bool
-	// adapter wraps Caller and Resource as CEL values.
-	adapter types.Adapter
 }
 
 type authzPolicy struct {
@@ -112,6 +115,8 @@ type authzRule struct {
 	when, body *program
 	reason     string
 	reasonExpr *program
+	// fallback is the reason when reasonExpr gives "".
+	fallback string
 }
 
 // AuthorizationPolicies returns the names of the set's authorization
@@ -132,8 +137,9 @@ func (s *Set) AuthorizationRules() int { return s.authz.rules }
 // authorization compiles one authorization policy document.
 func (c *compiler) authorization(d *document) {
 	p := &authzPolicy{name: d.name, file: d.file, index: len(c.set.authz.policies)}
+	policyMask := allActions
 	if d.when != nil {
-		p.when = c.authzExpr(d.file, d.when, "when", cel.BoolType)
+		p.when, policyMask = c.authzExpr(d.file, d.when, "when", cel.BoolType)
 	}
 	seen := map[string]bool{}
 	for _, rd := range d.rules {
@@ -143,29 +149,40 @@ func (c *compiler) authorization(d *document) {
 		}
 		seen[rd.name] = true
 		r := &authzRule{policy: p, name: rd.name, deny: rd.deny != nil, reason: rd.reason}
+		whenMask, bodyMask := allActions, allActions
 		if rd.when != nil {
-			r.when = c.authzExpr(d.file, rd.when, "when", cel.BoolType)
+			r.when, whenMask = c.authzExpr(d.file, rd.when, "when", cel.BoolType)
 		}
 		if r.deny {
-			r.body = c.authzExpr(d.file, rd.deny, "deny", cel.BoolType)
+			r.body, bodyMask = c.authzExpr(d.file, rd.deny, "deny", cel.BoolType)
 		} else {
-			r.body = c.authzExpr(d.file, rd.allow, "allow", cel.BoolType)
+			r.body, bodyMask = c.authzExpr(d.file, rd.allow, "allow", cel.BoolType)
 		}
 		if rd.reasonExpr != nil {
-			r.reasonExpr = c.authzExpr(d.file, rd.reasonExpr, "reasonExpression", cel.StringType)
+			r.reasonExpr, _ = c.authzExpr(d.file, rd.reasonExpr, "reasonExpression", cel.StringType)
 		}
-		if r.reason == "" && r.reasonExpr == nil {
-			verb := "allowed by"
-			if r.deny {
-				verb = "denied by"
-			}
-			r.reason = fmt.Sprintf("%s rule %q of policy %q", verb, r.name, d.name)
+		verb := "allowed by"
+		if r.deny {
+			verb = "denied by"
+		}
+		r.fallback = fmt.Sprintf("%s rule %q of policy %q", verb, r.name, d.name)
+		if r.reason == "" {
+			r.reason = r.fallback
 		}
 		p.rules = append(p.rules, r)
-		if r.deny {
-			c.set.authz.denies = append(c.set.authz.denies, r)
-		} else {
-			c.set.authz.allows = append(c.set.authz.allows, r)
+		az := &c.set.authz
+		if az.denies == nil {
+			az.denies, az.allows = make([][]*authzRule, len(actions)), make([][]*authzRule, len(actions))
+		}
+		for i := range actions {
+			if policyMask&whenMask&bodyMask&(1<<i) == 0 {
+				continue
+			}
+			if r.deny {
+				az.denies[i] = append(az.denies[i], r)
+			} else {
+				az.allows[i] = append(az.allows[i], r)
+			}
 		}
 	}
 	c.set.authz.policies = append(c.set.authz.policies, p)
@@ -194,15 +211,16 @@ func (c *compiler) defaultAuthorization(names map[string]*document) {
 // authzExpr compiles one authorization expression, reporting its errors
 // against the file, checking its type is one of want (or dyn, checked when
 // it runs), and checking that the action and resource kind it compares
-// against are ones orchd knows.
-func (c *compiler) authzExpr(file string, src *source, what string, want ...*cel.Type) *program {
+// against are ones orchd knows. It returns the program and the actions
+// for which the expression can be true (see actionMask).
+func (c *compiler) authzExpr(file string, src *source, what string, want ...*cel.Type) (*program, uint64) {
 	checked, iss := c.authzEnv.Compile(src.text)
 	if iss.Err() != nil {
 		for _, e := range iss.Errors() {
 			line, col := src.position(e.Location.Line(), e.Location.Column())
 			c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col, Msg: what + ": " + e.Message})
 		}
-		return nil
+		return nil, 0
 	}
 	out := checked.OutputType()
 	if !slices.ContainsFunc(want, out.IsExactType) && !out.IsExactType(types.DynType) {
@@ -213,16 +231,22 @@ func (c *compiler) authzExpr(file string, src *source, what string, want ...*cel
 		line, col := src.position(1, 0)
 		c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col,
 			Msg: fmt.Sprintf("%s must be %s, but %q is %s", what, strings.Join(names, " or "), src.text, out)})
-		return nil
+		return nil, 0
 	}
 	if !c.knownLiterals(file, src, what, checked) {
-		return nil
+		return nil, 0
 	}
 	p := &program{src: src.text}
 	c.set.authz.readsNow = c.set.authz.readsNow || refersTo(checked, "now")
-	est, err := c.authzEnv.EstimateCost(checked, noSizeHints{})
-	p.tracked = err != nil || est.Max > min(c.opts.CostLimit, untrackedCostCeiling)
-	var opts []cel.ProgramOption
+	// Authorize bounds the strings and roles it is given, so an expression
+	// over them has a worst-case cost known now; only one that could
+	// exceed the cost limit (one over claims, say) needs tracking. One
+	// evaluation within the limit ends long before any timeout.
+	est, err := c.authzEnv.EstimateCost(checked, authzSizes{})
+	p.tracked = err != nil || est.Max > c.opts.CostLimit
+	// OptOptimize folds constants, so `action in [...]` is a set lookup
+	// rather than a list built at every evaluation.
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
 	if p.tracked {
 		c.set.authz.tracked = true
 		opts = append(opts, cel.CostLimit(c.opts.CostLimit), cel.InterruptCheckFrequency(64))
@@ -231,9 +255,9 @@ func (c *compiler) authzExpr(file string, src *source, what string, want ...*cel
 	if err != nil {
 		line, col := src.position(1, 0)
 		c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col, Msg: what + ": " + err.Error()})
-		return nil
+		return nil, 0
 	}
-	return p
+	return p, actionMask(checked.NativeRep().Expr())
 }
 
 // knownLiterals reports string literals that `action` or `resource.kind`
@@ -307,4 +331,90 @@ func comparedField(e ast.Expr) (string, []string) {
 		}
 	}
 	return "", nil
+}
+
+// Bounds on the input Authorize decides; larger input is denied. They let
+// the cost of every expression over caller, action and resource (but not
+// claims) be bounded when it loads.
+const (
+	// AuthzMaxString is the longest string, in bytes, of the action, a
+	// caller's principal, tenant, method or role, or a resource's fields.
+	AuthzMaxString = 4096
+	// AuthzMaxRoles is the most roles a caller may have.
+	AuthzMaxRoles = 256
+)
+
+// authzSizes gives the cost estimator the bounds Authorize enforces.
+type authzSizes struct{}
+
+func (authzSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	switch strings.Join(n.Path(), ".") {
+	case "action", "caller.principal", "caller.tenant", "caller.method", "caller.roles.@items",
+		"resource.kind", "resource.id", "resource.owner", "resource.tenant":
+		return &checker.SizeEstimate{Min: 0, Max: AuthzMaxString}
+	case "caller.roles":
+		return &checker.SizeEstimate{Min: 0, Max: AuthzMaxRoles}
+	}
+	return nil
+}
+
+func (authzSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// allActions is the action mask of an expression that can be true for any
+// action. (There are fewer than 64 actions; a test checks.)
+const allActions = ^uint64(0)
+
+// actionMask returns, as a bit per index in actions, the actions for which
+// a boolean expression can be true: an expression requiring action == "x"
+// or action in [...] (alone, or as an operand of && or of || whose every
+// operand does) can only be true for those. Anything else can be true for
+// any action.
+func actionMask(e ast.Expr) uint64 {
+	if e.Kind() != ast.CallKind {
+		return allActions
+	}
+	call := e.AsCall()
+	args := call.Args()
+	if len(args) != 2 {
+		return allActions
+	}
+	isAction := func(e ast.Expr) bool { return e.Kind() == ast.IdentKind && e.AsIdent() == "action" }
+	bit := func(lit ast.Expr) uint64 {
+		if lit.Kind() != ast.LiteralKind {
+			return allActions
+		}
+		s, ok := lit.AsLiteral().(types.String)
+		if !ok {
+			return allActions
+		}
+		if i := slices.Index(actions, string(s)); i >= 0 {
+			return 1 << i
+		}
+		return 0
+	}
+	switch call.FunctionName() {
+	case operators.LogicalAnd:
+		return actionMask(args[0]) & actionMask(args[1])
+	case operators.LogicalOr:
+		return actionMask(args[0]) | actionMask(args[1])
+	case operators.Equals:
+		switch {
+		case isAction(args[0]):
+			return bit(args[1])
+		case isAction(args[1]):
+			return bit(args[0])
+		}
+	case operators.In:
+		if !isAction(args[0]) || args[1].Kind() != ast.ListKind {
+			return allActions
+		}
+		mask := uint64(0)
+		for _, el := range args[1].AsList().Elements() {
+			mask |= bit(el)
+		}
+		return mask
+	}
+	return allActions
 }

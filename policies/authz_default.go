@@ -11,7 +11,9 @@ const defaultAuthorizationFile = "built-in:default-authorization.yaml"
 // DefaultAuthorizationPolicy is the built-in authorization policy, in
 // force unless the policy files replace it. Its rules only allow, so
 // another policy's deny rule always overrides it and another policy's
-// allow rule always widens it:
+// allow rule always widens it. The rules that name actions come first:
+// they decide the common requests, and only the first matching rule runs
+// when nothing denies.
 //
 //   - With no authentication configured (caller.method "none"), every
 //     caller may do everything, as before orchd knew its callers.
@@ -29,12 +31,6 @@ description: >-
   do everything. Authenticated callers may read agents and policies, create
   delegations, and act on the delegations they own.
 rules:
-  - name: no-authentication-configured
-    allow: caller.method == "none"
-    reason: no authentication is configured, so every caller may do everything
-  - name: admin
-    allow: caller.authenticated && "admin" in caller.roles
-    reason: admins may do everything
   - name: read-agents-and-policies
     allow: |
       caller.authenticated &&
@@ -49,4 +45,10 @@ rules:
       action in ["delegations.read", "delegations.cancel", "delegations.steer"] &&
       resource.owner == caller.principal && resource.tenant == caller.tenant
     reason: the caller owns the delegation
+  - name: admin
+    allow: caller.authenticated && "admin" in caller.roles
+    reason: admins may do everything
+  - name: no-authentication-configured
+    allow: caller.method == "none"
+    reason: no authentication is configured, so every caller may do everything
 `

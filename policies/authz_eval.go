@@ -1,9 +1,12 @@
 package policies
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,8 +91,13 @@ type outcome struct {
 
 func (s *Set) authorize(in AuthzInput, explain bool) AuthzDecision {
 	dec := AuthzDecision{PolicySet: s.digest}
-	if !knownAction(in.Action) {
+	action := slices.Index(actions, in.Action)
+	if action < 0 {
 		dec.Reason = fmt.Sprintf("unknown action %q", in.Action)
+		return dec
+	}
+	if why := oversized(&in); why != "" {
+		dec.Reason = "authorization input too large: " + why
 		return dec
 	}
 	az := &s.authz
@@ -106,11 +114,10 @@ func (s *Set) authorize(in AuthzInput, explain bool) AuthzDecision {
 		ev.ctx, cancel = context.WithTimeout(ev.ctx, s.opts.Timeout)
 		defer cancel()
 	}
-	adapter := az.adapter
 	ev.act = authzActivation{
-		caller:   adapter.NativeToValue(&ev.in.Caller),
-		action:   types.String(ev.in.Action),
-		resource: adapter.NativeToValue(&ev.in.Resource),
+		caller:   nativeRef[Caller]{&ev.in.Caller},
+		action:   actionValues[action],
+		resource: nativeRef[Resource]{&ev.in.Resource},
 	}
 	if az.readsNow {
 		ev.act.now = types.Timestamp{Time: in.Now}
@@ -124,7 +131,7 @@ func (s *Set) authorize(in AuthzInput, explain bool) AuthzDecision {
 	}
 	var failed *authzRule
 	var failure error
-	for _, r := range az.denies {
+	for _, r := range az.denies[action] {
 		o := ev.rule(r)
 		if o.matched {
 			return decided(dec, r, false, o.reason)
@@ -136,7 +143,7 @@ func (s *Set) authorize(in AuthzInput, explain bool) AuthzDecision {
 	if failed != nil {
 		return decided(dec, failed, false, failedReason(failed, failure))
 	}
-	for _, r := range az.allows {
+	for _, r := range az.allows[action] {
 		o := ev.rule(r)
 		if o.matched {
 			return decided(dec, r, true, o.reason)
@@ -217,18 +224,18 @@ func failedReason(r *authzRule, err error) string {
 	return fmt.Sprintf("policy %q rule %q failed: %v", r.policy.name, r.name, err)
 }
 
-// nothingAllows says why a request no rule matched is denied.
+// nothingAllows says why a request no rule matched is denied. It runs on
+// every such denial, so it builds the string in one allocation.
 func nothingAllows(in *AuthzInput) string {
-	var b strings.Builder
-	b.WriteString("no authorization rule allows ")
+	who := ""
 	if !in.Caller.Authenticated && in.Caller.Method != MethodNone {
-		b.WriteString("an unauthenticated caller to ")
+		who = "an unauthenticated caller to "
 	}
-	b.WriteString(in.Action)
+	on := ""
 	if in.Resource.ID != "" {
-		fmt.Fprintf(&b, " on %s %q", in.Resource.Kind, in.Resource.ID)
+		on = " on " + in.Resource.Kind + " " + strconv.Quote(in.Resource.ID)
 	}
-	return b.String()
+	return "no authorization rule allows " + who + in.Action + on
 }
 
 // release clears what the evaluation refers to and returns it to the pool.
@@ -293,7 +300,7 @@ func (ev *authzEval) rule(r *authzRule) outcome {
 		if !isStr {
 			return outcome{applied: true, err: fmt.Errorf("reasonExpression is %s, not a string", v.Type().TypeName())}
 		}
-		o.reason = string(s)
+		o.reason = cmp.Or(string(s), r.fallback)
 	}
 	return o
 }
@@ -331,4 +338,27 @@ func (ev *authzEval) run(p *program) (ref.Val, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// oversized says which part of the input exceeds the bounds the cost
+// estimates assume, or "" when none does.
+func oversized(in *AuthzInput) string {
+	c, r := &in.Caller, &in.Resource
+	if len(c.Roles) > AuthzMaxRoles {
+		return fmt.Sprintf("the caller has %d roles (at most %d)", len(c.Roles), AuthzMaxRoles)
+	}
+	for _, f := range [...]struct {
+		name, v string
+	}{{"action", in.Action}, {"caller principal", c.Principal}, {"caller tenant", c.Tenant}, {"caller method", c.Method},
+		{"resource kind", r.Kind}, {"resource id", r.ID}, {"resource owner", r.Owner}, {"resource tenant", r.Tenant}} {
+		if len(f.v) > AuthzMaxString {
+			return fmt.Sprintf("the %s is %d bytes (at most %d)", f.name, len(f.v), AuthzMaxString)
+		}
+	}
+	for _, role := range c.Roles {
+		if len(role) > AuthzMaxString {
+			return fmt.Sprintf("a caller role is %d bytes (at most %d)", len(role), AuthzMaxString)
+		}
+	}
+	return ""
 }

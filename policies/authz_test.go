@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -462,5 +463,50 @@ func TestA2AAction(t *testing.T) {
 	}
 	if got := Actions(); len(got) != 14 || got[0] != ActionAgentsList {
 		t.Errorf("Actions() = %v", got)
+	}
+}
+
+// TestActionMask checks which actions a rule is run for: skipping a rule
+// is only right when the rule could not have matched.
+func TestActionMask(t *testing.T) {
+	t.Parallel()
+	if len(actions) >= 64 {
+		t.Fatalf("%d actions do not fit the uint64 action masks", len(actions))
+	}
+	env, err := newAuthzEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bits := func(names ...string) uint64 {
+		var m uint64
+		for _, n := range names {
+			m |= 1 << slices.Index(actions, n)
+		}
+		return m
+	}
+	cases := []struct {
+		expr string
+		want uint64
+	}{
+		{`caller.authenticated`, allActions},
+		{`action == "agents.list"`, bits("agents.list")},
+		{`"agents.list" == action && caller.authenticated`, bits("agents.list")},
+		{`caller.authenticated && action in ["agents.list", "metrics.read"]`, bits("agents.list", "metrics.read")},
+		{`action in ["agents.list", "metrics.read"] && action == "metrics.read"`, bits("metrics.read")},
+		{`action == "agents.list" || action == "agents.read"`, bits("agents.list", "agents.read")},
+		{`action == "agents.list" || caller.authenticated`, allActions},
+		{`action != "agents.list"`, allActions},
+		{`!(action == "agents.list")`, allActions},
+		{`action.startsWith("agents.")`, allActions},
+		{`action in caller.roles`, allActions},
+	}
+	for _, tc := range cases {
+		checked, iss := env.Compile(tc.expr)
+		if iss.Err() != nil {
+			t.Fatal(iss.Err())
+		}
+		if got := actionMask(checked.NativeRep().Expr()); got != tc.want {
+			t.Errorf("actionMask(%s) = %b, want %b", tc.expr, got, tc.want)
+		}
 	}
 }

@@ -180,7 +180,6 @@ func Compile(files []File, opts Options) (*Set, error) {
 		return nil, fmt.Errorf("authorization policy environment: %w", err)
 	}
 	c := &compiler{env: env, authzEnv: authzEnv, opts: opts, set: &Set{opts: opts, adapter: env.CELTypeAdapter()}}
-	c.set.authz.adapter = authzEnv.CELTypeAdapter()
 	names := map[string]*document{}
 	for _, f := range files {
 		c.set.files = append(c.set.files, f.Path)
