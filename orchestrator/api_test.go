@@ -71,6 +71,17 @@ func nodeDaemon(base string) *Daemon {
 // startDaemon runs a daemon on an ephemeral port until the test ends.
 func startDaemon(t testing.TB, cfg Config) string {
 	t.Helper()
+	d := runDaemon(t, cfg)
+	base := "http://" + d.Addr().String()
+	daemons.Store(base, d)
+	t.Cleanup(func() { daemons.Delete(base) })
+	return base
+}
+
+// runDaemon runs a daemon on an ephemeral loopback port until the test
+// ends, and returns it once it has bound the port.
+func runDaemon(t testing.TB, cfg Config) *Daemon {
+	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	d, err := New(cfg, testLogger(t))
 	if err != nil {
@@ -92,10 +103,7 @@ func startDaemon(t testing.TB, cfg Config) string {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	base := "http://" + d.Addr().String()
-	daemons.Store(base, d)
-	t.Cleanup(func() { daemons.Delete(base) })
-	return base
+	return d
 }
 
 func call(t testing.TB, method, url, body string, out any) int {

@@ -221,6 +221,16 @@ func (d *Daemon) Policies() *policies.Engine { return d.policies }
 // edit keeps the policies in force and is returned.
 func (d *Daemon) ReloadPolicies() error { return d.policies.Reload() }
 
+// ReloadTokens reads auth.tokensFile again now, as SIGHUP does (it is
+// also read again when it changes). A broken edit keeps the tokens in
+// force and is returned. It does nothing without a tokens file.
+func (d *Daemon) ReloadTokens() error {
+	if d.authn == nil {
+		return nil
+	}
+	return d.authn.ReloadTokens()
+}
+
 // Registry returns the daemon's agent registry.
 func (d *Daemon) Registry() *registry.Registry { return d.registry }
 

@@ -20,8 +20,8 @@ func newServeCmd(g *globals) *cobra.Command {
 		Long: `Run the orchd daemon: register the configured agents, keep their cards
 fresh and serve the HTTP JSON API. Without --config the embedded defaults
 apply (listen on 127.0.0.1:8080, card fetches may reach loopback, no
-policies). SIGHUP reloads the policy files (they are also reloaded when
-they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
+policies). SIGHUP reloads the policy files and auth.tokensFile (they are
+also reloaded when they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, cfg, err := g.setup(configPath)
@@ -50,8 +50,11 @@ they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
 					case <-ctx.Done():
 						return
 					case <-hup:
-						log.Info("SIGHUP: reloading policies")
+						log.Info("SIGHUP: reloading policies and the tokens file")
 						_ = d.ReloadPolicies() // the engine logs a failed reload
+						if err := d.ReloadTokens(); err != nil {
+							log.Error("tokens file not reloaded; the previous tokens stay in force", "error", err)
+						}
 					}
 				}
 			})

@@ -1,0 +1,146 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/registry"
+)
+
+// BenchmarkAuth measures what authenticating callers costs, in the same
+// run: the same delegation through orchd to a no-op a2a-go agent, and the
+// same small API read (GET /v1/agents/noop), with no authentication, with
+// a static token (one of 100 configured, kept as hashes) and with an RS256
+// JWT whose issuer's keys are cached. Each path gets its own daemon, with
+// the daemon's logger, and 16 callers; it reports throughput.
+//
+//	go test ./orchestrator -run '^$' -bench BenchmarkAuth -benchtime 3000x
+func BenchmarkAuth(b *testing.B) {
+	agent := noopAgent(b)
+	token, jwtConfig, jwtToken := benchTokens(b)
+
+	paths := []struct {
+		name   string
+		auth   AuthConfig
+		bearer string
+	}{
+		{"none", AuthConfig{}, ""},
+		{"token", token, "bench-token-42"},
+		{"jwt", AuthConfig{Config: auth.Config{JWT: jwtConfig}}, jwtToken},
+	}
+	for _, path := range paths {
+		cfg := benchConfig(b)
+		cfg.Agents = []registry.Spec{{ID: "noop", URL: agent.URL}}
+		cfg.Auth = path.auth
+		_, base, stop := runBenchDaemon(b, cfg)
+		h := http.Header{}
+		if path.bearer != "" {
+			h.Set("Authorization", "Bearer "+path.bearer)
+		}
+		c := benchClient(b, base, h)
+		if err := send(b.Context(), c); err != nil {
+			b.Fatalf("%s: %v", path.name, err)
+		}
+		runtime.GC()
+		b.Run(path.name+"/delegate", func(b *testing.B) {
+			parallelCalls(b, func() error { return send(context.Background(), c) })
+		})
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+		read := func() error {
+			req, _ := http.NewRequest("GET", base+"/v1/agents/noop", nil)
+			req.Header = h.Clone()
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("GET /v1/agents/noop = %d", resp.StatusCode)
+			}
+			return nil
+		}
+		b.Run(path.name+"/api-read", func(b *testing.B) { parallelCalls(b, read) })
+		hc.CloseIdleConnections()
+		stop()
+	}
+}
+
+// parallelCalls runs call from 16 callers b.N times in all and reports
+// the throughput.
+func parallelCalls(b *testing.B, call func() error) {
+	b.SetParallelism(8) // 16 callers on 2 cores
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := call(); err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		}
+	})
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}
+
+// benchTokens returns an auth section with 100 static tokens, the
+// 43rd of them "bench-token-42", and a JWT configuration whose issuer's
+// key set a test server serves, with a token it signed.
+func benchTokens(b *testing.B) (AuthConfig, *auth.JWTConfig, string) {
+	b.Helper()
+	var tokens AuthConfig
+	for i := range 100 {
+		tokens.Tokens = append(tokens.Tokens, auth.TokenConfig{SHA256: sha256Hex(fmt.Sprintf("bench-token-%d", i)), Principal: fmt.Sprintf("caller-%d", i), Tenant: "bench"})
+	}
+	raw, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key, err := jwk.Import(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = key.Set(jwk.KeyIDKey, "bench")
+	_ = key.Set(jwk.AlgorithmKey, jwa.RS256())
+	pub, err := key.PublicKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := jwk.NewSet()
+	_ = set.AddKey(pub)
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	b.Cleanup(jwks.Close)
+	tok, err := jwt.NewBuilder().Issuer("https://idp.example").Audience([]string{"orchd"}).Subject("carol").
+		Claim("tenant", "bench").IssuedAt(time.Now()).Expiration(time.Now().Add(time.Hour)).Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	signed, err := jwt.Sign(tok, jwt.WithKey(jwa.RS256(), key))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tokens, &auth.JWTConfig{Issuer: "https://idp.example", JWKSURL: jwks.URL, Audience: "orchd"}, string(signed)
+}
