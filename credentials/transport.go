@@ -79,6 +79,21 @@ func NewClients(cfg ClientsConfig) *Clients {
 	return &Clients{cfg: cfg, states: states}
 }
 
+// CloseIdleConnections closes the idle connections of every transport
+// Clients cloned for a TLS client certificate or CA; the base transport's
+// are its owner's to close.
+func (c *Clients) CloseIdleConnections() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.states.Values() {
+		if s.base != c.cfg.Base {
+			if ci, ok := s.base.(interface{ CloseIdleConnections() }); ok {
+				ci.CloseIdleConnections()
+			}
+		}
+	}
+}
+
 // agentState is what one agent's transports share for one Config.
 type agentState struct {
 	agent  string

@@ -96,7 +96,9 @@ func newClients(t *testing.T, logs *logBuffer, now func() time.Time) *Clients {
 	t.Helper()
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
-	return NewClients(ClientsConfig{Base: base, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: now})
+	c := NewClients(ClientsConfig{Base: base, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: now})
+	t.Cleanup(c.CloseIdleConnections)
+	return c
 }
 
 // call posts a body to url through rt and returns the answer's body.

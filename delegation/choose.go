@@ -17,6 +17,11 @@ import (
 // hold.
 var ErrUnknownAgent = errors.New("unknown agent")
 
+// refusedCredentials is the refusal reason of an agent whose card requires
+// credentials orchd has not got for it (registry.Agent.Credentials), as
+// counted by orchd.delegation.refusals: nothing is sent to it.
+const refusedCredentials = "credentials"
+
 // choose decides which agents may take the work, best first. It never
 // contacts an agent.
 func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Decision, []*registry.Agent, error) {
@@ -45,6 +50,9 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 			return nil, nil, err
 		}
 		reasons, why = e.unhealthy(a, reasons, why)
+		if !a.Credentials.Satisfied {
+			reasons, why = append(reasons, "credentials: "+a.Credentials.Reason), append(why, refusedCredentials)
+		}
 		if len(reasons) > 0 {
 			refused = append(refused, Candidate{Agent: a.ID, Reasons: reasons})
 			kinds = append(kinds, why...)

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -79,6 +80,14 @@ type Config struct {
 	// timeout (streams last as long as their tasks). Give one whose
 	// transport applies the registry's SSRF rules (registry.NewTransport).
 	HTTPClient *http.Client
+	// Credentials builds the transports of agents that have credentials
+	// configured (registry.Agent.CredentialConfig); each agent's client is
+	// HTTPClient with that transport. Give one over the transport under
+	// HTTPClient's telemetry: credentials.NewClients with Base the
+	// registry.NewTransport transport and Wrap the telemetry. nil means
+	// one over HTTPClient's transport as it is, which cannot present TLS
+	// client certificates when that transport is wrapped.
+	Credentials *credentials.Clients
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// TracerProvider records spans for delegations, policy evaluations and
@@ -132,6 +141,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
+	}
+	if c.Credentials == nil {
+		c.Credentials = credentials.NewClients(credentials.ClientsConfig{Base: c.HTTPClient.Transport})
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -401,11 +413,16 @@ type session struct {
 // over JSON-RPC and HTTP+JSON, activating the delegation extension when
 // the card declares it.
 //
-// Clients are kept per agent and card digest: building one parses the card
-// and selects a transport, which costs more than a small delegation.
+// An agent with credentials configured is called through a transport that
+// attaches them as its card's security requirements say.
+//
+// Clients are kept per agent and card digest (and credentials): building
+// one parses the card and selects a transport, which costs more than a
+// small delegation.
 func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Client, *a2a.AgentCard, error) {
 	key := a.ID + "@" + a.Digest
-	if c, ok := e.clients.Get(key); ok {
+	creds := a.CredentialConfig()
+	if c, ok := e.clients.Get(key); ok && c.creds == creds {
 		return c.client, c.card, nil
 	}
 	card, err := a.AgentCard()
@@ -413,6 +430,19 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		return nil, nil, err
 	}
 	hc := e.cfg.HTTPClient
+	if creds != nil {
+		urls := make([]string, len(a.Protocols))
+		for i, p := range a.Protocols {
+			urls[i] = p.URL
+		}
+		rt, err := e.cfg.Credentials.Transport(a.ID, creds, a.Security, urls)
+		if err != nil {
+			return nil, nil, err
+		}
+		withCreds := *hc
+		withCreds.Transport = rt
+		hc = &withCreds
+	}
 	c, err := a2aclient.NewFromCard(ctx, card,
 		a2aclient.WithJSONRPCTransport(hc),
 		a2aclient.WithRESTTransport(hc),
@@ -423,7 +453,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 	if err != nil {
 		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)
 	}
-	e.clients.Add(key, cachedClient{client: c, card: card})
+	e.clients.Add(key, cachedClient{client: c, card: card, creds: creds})
 	return c, card, nil
 }
 
@@ -431,6 +461,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 type cachedClient struct {
 	client *a2aclient.Client
 	card   *a2a.AgentCard
+	creds  *credentials.Config
 }
 
 // open sends the first message to an agent and waits until it accepts the
@@ -446,7 +477,9 @@ func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Messa
 	if err := e.reg.Admit(a.ID); err != nil {
 		return nil, err
 	}
-	return d.send(ctx, msg)
+	s, err := d.send(ctx, msg)
+	return s, credentials.Refusal(a.ID, err) // a 401 or 403 says so first
+
 }
 
 // send sends a message on the delegation's client: the first message, or
@@ -849,10 +882,12 @@ func (d *Delegation) stop() {
 
 // retryable reports whether an agent's failure to accept work warrants
 // trying the next candidate: it could not be reached, failed on the server
-// side, its breaker is open, or it does not speak the version the client
-// chose.
+// side, its breaker is open, it does not speak the version the client
+// chose, it refused orchd's credentials, or orchd could not get them.
 func retryable(err error) bool {
 	return errors.Is(err, a2a.ErrVersionNotSupported) ||
+		errors.Is(err, a2a.ErrUnauthenticated) || errors.Is(err, a2a.ErrUnauthorized) ||
+		errors.Is(err, credentials.ErrUnavailable) ||
 		errors.Is(err, registry.ErrBreakerOpen) ||
 		errors.Is(err, a2a.ErrInternalError) ||
 		errors.Is(err, a2a.ErrServerError) ||
