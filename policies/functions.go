@@ -79,6 +79,20 @@ func newEnv() (*cel.Env, error) {
 			}
 			return types.False
 		}),
+		// agent.signed() is true when the agent's card signature verified;
+		// agent.signedBy(kid) when it verified with the key named kid.
+		cel.Function("signed",
+			cel.MemberOverload("agent_signed", []*cel.Type{agentType}, cel.BoolType,
+				cel.UnaryBinding(func(a ref.Val) ref.Val {
+					ag, err := agentOf(a)
+					if err != nil {
+						return types.NewErrFromString(err.Error())
+					}
+					return types.Bool(ag.Signature.Verified)
+				}))),
+		agentMethod("signedBy", cel.BoolType, func(ag *registry.Agent, kid string) ref.Val {
+			return types.Bool(ag.Signature.Verified && ag.Signature.KeyID == kid)
+		}),
 		cel.Function("semver",
 			cel.Overload("semver_string", []*cel.Type{cel.StringType}, semverType,
 				cel.UnaryBinding(func(s ref.Val) ref.Val {
