@@ -13,7 +13,7 @@ import (
 )
 
 func newPolicyCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "policy", Short: "Check and test delegation policies"}
+	cmd := &cobra.Command{Use: "policy", Short: "Check and test delegation and authorization policies"}
 	cmd.AddCommand(newPolicyCheckCmd(), newPolicyTestCmd())
 	return cmd
 }
@@ -33,6 +33,8 @@ Exits non-zero when any file has a problem.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ok: %d policies, %d rules in %d files (%s)\n",
 				len(set.Policies()), set.Rules(), len(set.Files()), set.Digest())
+			fmt.Fprintf(cmd.OutOrStdout(), "authorization: %d policies (%s), %d rules\n",
+				len(set.AuthorizationPolicies()), strings.Join(set.AuthorizationPolicies(), ", "), set.AuthorizationRules())
 			return nil
 		},
 	}
@@ -60,9 +62,11 @@ func newPolicyTestCmd() *cobra.Command {
 		Use:   "test FILE|DIR... --cases PATH",
 		Short: "Run policy test cases",
 		Long: `Compile the policy files, then run the test cases in --cases (a case file or
-a directory of them). Each case gives a request, candidate agents with their
-cards, and the decision expected for each agent and the expected winner.
-Prints a line per case like a test runner and exits non-zero on any failure.`,
+a directory of them). A delegation case gives a request, candidate agents with
+their cards, and the decision expected for each agent and the expected winner.
+An authorization case gives authorize: {caller, action, resource} and want:
+allow or deny (and optionally decidedBy: policy/rule). Prints a line per case
+like a test runner and exits non-zero on any failure.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(cases) == 0 {
@@ -106,6 +110,12 @@ func printCaseResults(w io.Writer, results []policies.CaseResult, verbose bool) 
 		for _, f := range r.Failures {
 			fmt.Fprintf(w, "    %s\n", f)
 		}
+		if r.Authorization != nil {
+			if verbose || !r.Passed() {
+				printAuthorization(w, r.Authorization, verbose)
+			}
+			continue
+		}
 		if verbose || !r.Passed() {
 			for _, d := range r.Result.Decisions {
 				verdict := "deny"
@@ -127,4 +137,32 @@ func printCaseResults(w io.Writer, results []policies.CaseResult, verbose bool) 
 	}
 	fmt.Fprintf(w, "%d passed, %d failed\n", len(results)-failed, failed)
 	return failed
+}
+
+// printAuthorization writes an authorization decision and, when verbose,
+// every rule that matched or failed.
+func printAuthorization(w io.Writer, d *policies.AuthzDecision, verbose bool) {
+	verdict, by := "deny", "no rule"
+	if d.Allowed {
+		verdict = "allow"
+	}
+	if d.Rule != "" {
+		by = d.Policy + "/" + d.Rule
+	}
+	fmt.Fprintf(w, "      %-6s by %s: %s\n", verdict, by, d.Reason)
+	if !verbose {
+		return
+	}
+	for _, rr := range d.Explain {
+		name := rr.Policy
+		if rr.Rule != "" {
+			name += "/" + rr.Rule
+		}
+		switch {
+		case rr.Error != "":
+			fmt.Fprintf(w, "        %s %s failed: %s\n", rr.Kind, name, rr.Error)
+		case rr.Matched:
+			fmt.Fprintf(w, "        %s %s matched\n", rr.Kind, name)
+		}
+	}
 }
