@@ -108,8 +108,8 @@ func (s *Set) authorize(in AuthzInput, explain bool) AuthzDecision {
 	defer ev.release()
 	ev.in, ev.set, ev.ctx = in, s, context.Background()
 	if az.tracked {
-		// Only programs with comprehensions can run long enough to need
-		// interrupting.
+		// Only programs whose cost is not bounded at load (over claims,
+		// say) can run long enough to need interrupting.
 		var cancel context.CancelFunc
 		ev.ctx, cancel = context.WithTimeout(ev.ctx, s.opts.Timeout)
 		defer cancel()
@@ -129,9 +129,13 @@ func (s *Set) authorize(in AuthzInput, explain bool) AuthzDecision {
 	if explain {
 		return ev.explained(dec)
 	}
+	var denies, allows []*authzRule
+	if az.denies != nil { // nil when the set has no authorization rules
+		denies, allows = az.denies[action], az.allows[action]
+	}
 	var failed *authzRule
 	var failure error
-	for _, r := range az.denies[action] {
+	for _, r := range denies {
 		o := ev.rule(r)
 		if o.matched {
 			return decided(dec, r, false, o.reason)
@@ -143,7 +147,7 @@ func (s *Set) authorize(in AuthzInput, explain bool) AuthzDecision {
 	if failed != nil {
 		return decided(dec, failed, false, failedReason(failed, failure))
 	}
-	for _, r := range az.allows[action] {
+	for _, r := range allows {
 		o := ev.rule(r)
 		if o.matched {
 			return decided(dec, r, true, o.reason)

@@ -155,6 +155,22 @@ rules:
 	})
 }
 
+// TestSet_Authorize_NoRules: with the default replaced by a policy without
+// rules, or in a Set not made by Compile, nothing is allowed.
+func TestSet_Authorize_NoRules(t *testing.T) {
+	t.Parallel()
+	empty := compileText(t, "kind: authorization\npolicy: default-authorization\n")
+	for _, set := range []*Set{empty, {}} {
+		for _, in := range []AuthzInput{{Caller: developer, Action: ActionAgentsList}, {Caller: root, Action: ActionAgentsDelete}} {
+			for _, got := range []AuthzDecision{set.Authorize(in), set.ExplainAuthorization(in)} {
+				if got.Allowed || !strings.HasPrefix(got.Reason, "no authorization rule allows ") {
+					t.Errorf("%+v: %+v", in, got)
+				}
+			}
+		}
+	}
+}
+
 func TestSet_Authorize_Failures(t *testing.T) {
 	t.Parallel()
 	set := compileText(t, `kind: authorization
@@ -204,6 +220,9 @@ rules:
 `)}}, Options{CostLimit: 500})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !set.authz.tracked || compileText(t).authz.tracked {
+		t.Error("only expressions that could exceed the cost limit should be tracked; the built-in default cannot")
 	}
 	roles := make([]string, 100)
 	for i := range roles {
@@ -508,5 +527,32 @@ func TestActionMask(t *testing.T) {
 		if got := actionMask(checked.NativeRep().Expr()); got != tc.want {
 			t.Errorf("actionMask(%s) = %b, want %b", tc.expr, got, tc.want)
 		}
+	}
+}
+
+// TestSet_Authorize_Bounds: input beyond the bounds the cost estimates
+// assume is denied, even on a daemon without authentication.
+func TestSet_Authorize_Bounds(t *testing.T) {
+	t.Parallel()
+	set := compileText(t)
+	long := strings.Repeat("x", AuthzMaxString+1)
+	cases := []struct {
+		name string
+		in   AuthzInput
+		want string
+	}{
+		{"too many roles", AuthzInput{Caller: Caller{Method: MethodNone, Roles: make([]string, AuthzMaxRoles+1)}, Action: ActionAgentsList}, "the caller has 257 roles (at most 256)"},
+		{"long role", AuthzInput{Caller: Caller{Method: MethodNone, Roles: []string{long}}, Action: ActionAgentsList}, "a caller role is 4097 bytes (at most 4096)"},
+		{"long principal", AuthzInput{Caller: Caller{Method: MethodNone, Principal: long}, Action: ActionAgentsList}, "the caller principal is 4097 bytes (at most 4096)"},
+		{"long resource id", AuthzInput{Caller: developer, Action: ActionAgentsRead, Resource: Resource{Kind: ResourceAgent, ID: long}}, "the resource id is 4097 bytes (at most 4096)"},
+	}
+	for _, tc := range cases {
+		if got := set.Authorize(tc.in); got.Allowed || got.Reason != "authorization input too large: "+tc.want {
+			t.Errorf("%s: %+v", tc.name, got.Reason)
+		}
+	}
+	in := AuthzInput{Caller: Caller{Method: MethodNone, Principal: long[1:], Roles: make([]string, AuthzMaxRoles)}, Action: ActionAgentsList}
+	if got := set.Authorize(in); !got.Allowed {
+		t.Errorf("input at the bounds: %+v", got)
 	}
 }
