@@ -148,33 +148,29 @@ func VerifyCardSignatures(card []byte, keys KeySource) Signature {
 	return Signature{Present: true, Error: strings.Join(reasons, "; ")}
 }
 
-// verifier checks the signatures of one card, computing its canonical
-// payloads once.
+// verifier checks the signatures of one card, computing each of its
+// canonical payloads once, and only when needed.
 type verifier struct {
 	doc      map[string]any
 	keys     KeySource
-	payloads [][]byte
-	err      error
-	done     bool
+	payloads [2][]byte // as served, and with empty members removed
+	errs     [2]error
+	done     [2]bool
 }
 
-// payloadsOnce returns the card's canonical forms without signatures: as
-// served and, when it differs, with empty members removed.
-func (v *verifier) payloadsOnce() ([][]byte, error) {
-	if v.done {
-		return v.payloads, v.err
+// payload returns the card's canonical form without signatures: as served
+// (i = 0) or with empty members removed (i = 1, nil when that is the same).
+func (v *verifier) payload(i int) ([]byte, error) {
+	if !v.done[i] {
+		v.done[i] = true
+		v.payloads[i], v.errs[i] = canonicalCard(v.doc, i == 1)
+		if i == 1 && v.errs[i] == nil {
+			if served, err := v.payload(0); err == nil && bytes.Equal(served, v.payloads[1]) {
+				v.payloads[1] = nil
+			}
+		}
 	}
-	v.done = true
-	served, err := canonicalCard(v.doc, false)
-	if err != nil {
-		v.err = err
-		return nil, err
-	}
-	v.payloads = [][]byte{served}
-	if cleaned, err := canonicalCard(v.doc, true); err == nil && !bytes.Equal(cleaned, served) {
-		v.payloads = append(v.payloads, cleaned)
-	}
-	return v.payloads, nil
+	return v.payloads[i], v.errs[i]
 }
 
 // protectedHeader is what a signature's protected header says.
@@ -230,8 +226,7 @@ func (v *verifier) verify(s any) (Signature, string) {
 	if len(keys) > MaxKeysPerSignature {
 		keys = keys[:MaxKeysPerSignature]
 	}
-	payloads, err := v.payloadsOnce()
-	if err != nil {
+	if _, err := v.payload(0); err != nil {
 		return Signature{}, "card cannot be canonicalized: " + err.Error()
 	}
 	// Only the protected header and the signature are signed over; the
@@ -241,17 +236,27 @@ func (v *verifier) verify(s any) (Signature, string) {
 		return Signature{}, "malformed signature"
 	}
 	var mismatch string
-	tried := 0
+	fit := make([]jwk.Key, 0, len(keys))
 	for _, k := range keys {
 		if r := keyFits(k, alg); r != "" {
 			mismatch = r
 			continue
 		}
-		tried++
-		for _, p := range payloads {
+		fit = append(fit, k)
+	}
+	tried := len(fit)
+	for i := range 2 {
+		p, err := v.payload(i)
+		if err != nil || p == nil {
+			continue
+		}
+		for _, k := range fit {
 			if _, err := jws.Verify(buf, jws.WithJSON(), jws.WithKey(alg, k), jws.WithDetachedPayload(p)); err == nil {
 				return Signature{Present: true, Verified: true, KeyID: keyID(h.kid, k), Algorithm: h.alg}, ""
 			}
+		}
+		if tried == 0 {
+			break
 		}
 	}
 	reason = "signature does not match the card"
