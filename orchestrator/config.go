@@ -215,6 +215,11 @@ type RegistryConfig struct {
 	RefreshConcurrency int `yaml:"refreshConcurrency"`
 	// Deprecated lists capabilities or extension URIs to treat as Tier 3.
 	Deprecated []string `yaml:"deprecated"`
+	// RequireSignatures refuses agents whose card is unsigned or whose
+	// signature does not verify with the agent's cardKeys.
+	RequireSignatures bool `yaml:"requireSignatures"`
+	// CardKeyURLs lists the JWKS URLs a card signature's jku may name.
+	CardKeyURLs []string `yaml:"cardKeyURLs"`
 }
 
 // Duration is a time.Duration written as "30s" in YAML.
@@ -335,6 +340,7 @@ func (c *Config) RegistryConfig() registry.Config {
 		UnhealthyAfter: r.UnhealthyAfter, DriftHistory: r.DriftHistory,
 		BreakerAfter: r.BreakerAfter, BreakerMinBackoff: time.Duration(r.BreakerMinBackoff), BreakerMaxBackoff: time.Duration(r.BreakerMaxBackoff),
 		RefreshInterval: time.Duration(r.RefreshInterval), RefreshConcurrency: r.RefreshConcurrency,
-		Deprecated: r.Deprecated,
+		Deprecated:        r.Deprecated,
+		RequireSignatures: r.RequireSignatures, CardKeyURLs: r.CardKeyURLs,
 	}
 }

@@ -29,7 +29,9 @@ type Spec struct {
 	URL string `json:"url" yaml:"url"`
 	// CardKeys pins the keys the agent's card signatures must verify with:
 	// paths to PEM public keys or JWKS files, read afresh at each check.
-	CardKeys []string `json:"cardKeys,omitempty" yaml:"cardKeys,omitempty"`
+	// They come from the config file only: the API cannot name files on
+	// the daemon's machine.
+	CardKeys []string `json:"-" yaml:"cardKeys,omitempty"`
 	// Credentials are what orchd may send to authenticate to the agent
 	// (see package credentials). They come only from the configuration:
 	// never from the API, never saved in the store, never in JSON.
