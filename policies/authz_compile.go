@@ -101,8 +101,8 @@ type authzSet struct {
 }
 
 type authzPolicy struct {
-	name, file string
-	when       *program
+	name string
+	when *program
 	// rules are the policy's rules as written, for explanations.
 	rules []*authzRule
 	index int
@@ -136,7 +136,7 @@ func (s *Set) AuthorizationRules() int { return s.authz.rules }
 
 // authorization compiles one authorization policy document.
 func (c *compiler) authorization(d *document) {
-	p := &authzPolicy{name: d.name, file: d.file, index: len(c.set.authz.policies)}
+	p := &authzPolicy{name: d.name, index: len(c.set.authz.policies)}
 	policyMask := allActions
 	if d.when != nil {
 		p.when, policyMask = c.authzExpr(d.file, d.when, "when", cel.BoolType)
