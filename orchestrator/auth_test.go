@@ -1,7 +1,12 @@
 package orchestrator
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/pem"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -280,5 +286,135 @@ func TestAuth_ChainContextFromAnUntrustedCallerIsIgnored(t *testing.T) {
 	}
 	if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateRejected || !strings.Contains(testagent.Text(task.Status.Message), "delegation cycle") {
 		t.Errorf("from a peer: %+v", res)
+	}
+}
+
+// Tenants stay apart along a chain: A authenticates alice (acme) and bob
+// (globex) and passes their work to B with its own credentials; B trusts A
+// as a peer, so its policies see the root caller's tenant and route each
+// tenant's work to that tenant's agent, and never the other's.
+func TestAuth_TenantsStayApartAcrossTheChain(t *testing.T) {
+	t.Parallel()
+	acme := testagent.Start(t, testagent.Options{Name: "Acme research", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	globex := testagent.Start(t, testagent.Options{Name: "Globex research", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+
+	dir := t.TempDir()
+	policy := dir + "/tenants.yaml"
+	writeFile(t, policy, `policy: tenant-agents
+default: deny
+rules:
+  - name: own-tenant
+    allow: agent.id == caller.tenant + "-research"
+`)
+	const peerToken = "orchd-a-to-b-0123456789"
+	b := loadDefaults(t)
+	b.Delegation.Self = "b"
+	b.Agent.Skills = []SkillConfig{{ID: "research"}}
+	b.Policies.Paths = []string{policy}
+	b.Auth = AuthConfig{Config: auth.Config{Tokens: []auth.TokenConfig{{SHA256: sha256Hex(peerToken), Principal: "orchd-a"}}}, Peers: []string{"orchd-a"}}
+	b.Agents = []registry.Spec{{ID: "acme-research", URL: acme.URL}, {ID: "globex-research", URL: globex.URL}}
+	bURL := startDaemon(t, b)
+
+	tokenFile := dir + "/b.token"
+	writeFile(t, tokenFile, peerToken+"\n")
+	a := loadDefaults(t)
+	a.Delegation.Self = "a"
+	a.Auth = authTokens()
+	a.Agents = []registry.Spec{{ID: "b", URL: bURL, Credentials: &credentials.Config{Bearer: &credentials.Bearer{TokenFile: tokenFile}}}}
+	aURL := startDaemon(t, a)
+
+	for _, tc := range []struct {
+		token, tenant string
+		agent         *testagent.Agent
+		other         *testagent.Agent
+	}{
+		{aliceToken, "acme", acme, globex},
+		{bobToken, "globex", globex, acme},
+	} {
+		var rec delegation.Record
+		if code, _ := callAs(t, tc.token, "POST", aURL+"/v1/delegations", `{"text": "survey for `+tc.tenant+`", "skill": "research"}`, &rec); code != 201 {
+			t.Fatalf("%s: delegate at A = %d %+v", tc.tenant, code, rec)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for rec.State != a2a.TaskStateCompleted {
+			if time.Now().After(deadline) || rec.State.Terminal() {
+				t.Fatalf("%s: delegation at A = %+v", tc.tenant, rec)
+			}
+			time.Sleep(10 * time.Millisecond)
+			callAs(t, tc.token, "GET", aURL+"/v1/delegations/"+rec.ID, "", &rec)
+		}
+		var got *a2a.Message
+		for _, m := range tc.agent.Messages() {
+			if testagent.Text(m) == "survey for "+tc.tenant {
+				got = m
+			}
+		}
+		if got == nil {
+			t.Fatalf("%s's agent did not get its work", tc.tenant)
+		}
+		for _, m := range tc.other.Messages() {
+			if testagent.Text(m) == "survey for "+tc.tenant {
+				t.Errorf("%s's work reached the other tenant's agent", tc.tenant)
+			}
+		}
+		chain, _, err := delegation.ChainFrom(got.Metadata)
+		if err != nil || !slices.Equal(chain.Path, []string{"a", "b"}) || !slices.Equal(chain.Verified, []string{"orchd-a", ""}) ||
+			chain.OnBehalfOf == nil || chain.OnBehalfOf.Tenant != tc.tenant {
+			t.Errorf("%s: chain at the agent = %+v, %v", tc.tenant, chain, err)
+		}
+	}
+}
+
+// An orchd given a signing key signs its card; another orchd pinning the
+// public key verifies it, and its policies can require it.
+func TestAuth_SignedCardOfAPeerVerifies(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	priv, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir+"/card.key", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: priv})))
+	writeFile(t, dir+"/card.pub", string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})))
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPub, _ := x509.MarshalPKIXPublicKey(&other.PublicKey)
+	writeFile(t, dir+"/other.pub", string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: otherPub})))
+
+	b := loadDefaults(t)
+	b.Delegation.Self = "b"
+	b.Agent.Skills = []SkillConfig{{ID: "research"}}
+	b.Agent.SigningKey = dir + "/card.key"
+	b.Agent.SigningKeyID = "orchd-b-2026"
+	bURL := startDaemon(t, b)
+
+	var card map[string]any
+	if code := call(t, "GET", bURL+"/.well-known/agent-card.json", "", &card); code != 200 || card["signatures"] == nil {
+		t.Fatalf("card = %d, signatures %v", code, card["signatures"])
+	}
+	a := loadDefaults(t)
+	a.Agents = []registry.Spec{{ID: "b", URL: bURL, CardKeys: []string{dir + "/card.pub"}}, {ID: "b-wrong-key", URL: bURL + "/.well-known/agent-card.json", CardKeys: []string{dir + "/other.pub"}}}
+	aURL := startDaemon(t, a)
+	var ag registry.Agent
+	if code := call(t, "GET", aURL+"/v1/agents/b", "", &ag); code != 200 || !ag.Signature.Present || !ag.Signature.Verified || ag.Signature.KeyID != "orchd-b-2026" {
+		t.Errorf("b pinned to its key = %d %+v", code, ag.Signature)
+	}
+	if code := call(t, "GET", aURL+"/v1/agents/b-wrong-key", "", &ag); code != 200 || !ag.Signature.Present || ag.Signature.Verified || ag.Signature.Error == "" {
+		t.Errorf("b pinned to another key = %d %+v", code, ag.Signature)
+	}
+	// Key files are named in the config only, never through the API.
+	var e ErrorBody
+	if code := call(t, "POST", aURL+"/v1/agents", `{"url": "`+bURL+`/x", "cardKeys": ["/etc/passwd"]}`, &e); code != 400 || !strings.Contains(e.Error.Message, "cardKeys") {
+		t.Errorf("cardKeys through the API = %d %+v", code, e)
 	}
 }
