@@ -16,6 +16,12 @@
 // in the set. Survivors are ordered by the sum of their ranks, highest
 // first, ties broken by agent id.
 //
+// The same files hold authorization policies (`kind: authorization`): allow
+// and deny rules over the caller, the action it asks for and the resource
+// it acts on, which decide what each caller may do ([Set.Authorize]); a
+// built-in default ([DefaultAuthorizationPolicy]) lets admins do
+// everything and callers act on what they own.
+//
 // An [Engine] holds the current [Set], reloads it when the files change or
 // on request, and swaps it atomically only when the new files compile, so a
 // broken edit never replaces a working set.
