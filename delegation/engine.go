@@ -479,7 +479,6 @@ func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Messa
 	}
 	s, err := d.send(ctx, msg)
 	return s, credentials.Refusal(a.ID, err) // a 401 or 403 says so first
-
 }
 
 // send sends a message on the delegation's client: the first message, or
