@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -19,12 +20,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
 
 	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
 )
 
 // testCA is a certificate authority made for one test.
@@ -198,5 +204,60 @@ func TestAuth_JWTFromTheIssuersKeys(t *testing.T) {
 	var e ErrorBody
 	if code, _ := callAs(t, token("billing"), "GET", base+"/v1/delegations", "", &e); code != 401 || !strings.Contains(e.Error.Message, "audience") {
 		t.Errorf("list with a JWT for another audience = %d %+v", code, e)
+	}
+}
+
+// An agent that demands a client certificate is called with the one its
+// credentials name, through the daemon's own transports; without
+// credentials it is not chosen, and the reason says why.
+func TestAuth_AgentCalledWithAClientCertificate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clientCA := newTestCA(t, "agent's client CA")
+	certPEM, keyPEM := clientCA.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "orchd"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature})
+	writeFile(t, dir+"/client.pem", string(certPEM))
+	writeFile(t, dir+"/client.key", string(keyPEM))
+
+	pool := x509.NewCertPool()
+	pool.AddCert(clientCA.cert)
+	mux := http.NewServeMux()
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(noop{})))
+	agent := httptest.NewUnstartedServer(mux)
+	agent.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+	agent.StartTLS()
+	t.Cleanup(agent.Close)
+	writeFile(t, dir+"/agent-ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: agent.Certificate().Raw})))
+
+	// The card is served over plain HTTP on loopback; its interface is the
+	// mTLS endpoint.
+	card, err := json.Marshal(&a2a.AgentCard{Name: "Secure", Description: "needs a client certificate", Version: "1",
+		SupportedInterfaces:  []*a2a.AgentInterface{a2a.NewAgentInterface(agent.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
+		SecuritySchemes:      a2a.NamedSecuritySchemes{"corp-mtls": a2a.MutualTLSSecurityScheme{}},
+		SecurityRequirements: a2a.SecurityRequirementsOptions{{"corp-mtls": {}}},
+		Skills:               []a2a.AgentSkill{{ID: "secure", Name: "secure", Tags: []string{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(card)
+	}))
+	t.Cleanup(cards.Close)
+
+	cfg := loadDefaults(t)
+	cfg.Agents = []registry.Spec{{ID: "secure", URL: cards.URL + "/card.json",
+		Credentials: &credentials.Config{TLS: &credentials.TLS{CertFile: dir + "/client.pem", KeyFile: dir + "/client.key", CAFile: dir + "/agent-ca.pem"}}}}
+	base := startDaemon(t, cfg)
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "ping", "skill": "secure"}`, &rec); code != 201 || rec.State != a2a.TaskStateCompleted || testagent.Text(rec.Result) != "pong" {
+		t.Errorf("delegate with a client certificate = %d %+v", code, rec)
+	}
+
+	cfg.Agents[0].Credentials = nil
+	bare := startDaemon(t, cfg)
+	var e ErrorBody
+	if code := call(t, "POST", bare+"/v1/delegations", `{"text": "ping", "skill": "secure"}`, &e); code != 422 || !strings.Contains(fmt.Sprint(e.Error.Details), "corp-mtls") {
+		t.Errorf("delegate without credentials = %d %+v", code, e)
 	}
 }

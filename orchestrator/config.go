@@ -324,6 +324,11 @@ func (c *Config) validate() error {
 		if _, err := registry.NormalizeURL(a.URL); err != nil {
 			return fmt.Errorf("config: agents[%d]: %w", i, err)
 		}
+		if a.Credentials != nil {
+			if err := a.Credentials.Validate(); err != nil {
+				return fmt.Errorf("config: agents[%d].credentials: %w", i, err)
+			}
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -37,6 +38,8 @@ type Daemon struct {
 	// configured. gate applies it to the routes.
 	authn *auth.Authenticator
 	gate  *gate
+	// credentials holds the transports of agents called with credentials.
+	credentials *credentials.Clients
 	// state is the store and the state directory's lock.
 	state *state
 	// stopping is closed when Run begins to shut down, ending long-lived
@@ -115,6 +118,9 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	dcfg := cfg.DelegationConfig()
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	dcfg.HTTPClient = &http.Client{Transport: tel.Transport(transport)}
+	// Agents with credentials get their own transports over the same
+	// guarded one, traced the same way.
+	dcfg.Credentials = credentials.NewClients(credentials.ClientsConfig{Base: transport, Wrap: tel.Transport, Log: log.With("component", "credentials")})
 	dcfg.TracerProvider, dcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
 	dcfg.Leases, dcfg.Relay = st.leases, st.relay
 	authn, err := newAuthenticator(cfg.Auth, log.With("component", "auth"))
@@ -136,7 +142,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	stopCtx, stopNow := context.WithCancel(context.Background())
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
 		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
-		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g,
+		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials,
 		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"))}
 	delegations.OnResume(d.agent.exec.resumed)
 	mux := http.NewServeMux()
@@ -355,6 +361,7 @@ func (d *Daemon) Close() {
 	d.closeOnce.Do(func() {
 		d.stop()
 		d.delegations.Close()
+		d.credentials.CloseIdleConnections()
 		d.agent.exec.wg.Wait()
 		d.registry.Close()
 		if d.authn != nil {
