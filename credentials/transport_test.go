@@ -3,20 +3,13 @@ package credentials
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,6 +23,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/internal/testclock"
 )
 
@@ -529,68 +523,13 @@ func TestTransport_OAuth2Refused(t *testing.T) {
 	}
 }
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key for cn, a server certificate
-// for 127.0.0.1 when server is true.
-func (ca *testCA) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})
-}
-
 // mtlsServer serves ok only to requests over a TLS connection with a
 // client certificate from clientCA whose common name is "orchd".
-func mtlsServer(t *testing.T, serverCA, clientCA *testCA) *httptest.Server {
+func mtlsServer(t *testing.T, serverCA, clientCA *testca.CA) *httptest.Server {
 	t.Helper()
-	certPEM, keyPEM := serverCA.issue(t, "agent", true)
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := serverCA.Server(t, "agent").TLS
 	pool := x509.NewCertPool()
-	pool.AddCert(clientCA.cert)
+	pool.AddCert(clientCA.Cert)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Subject.CommonName != "orchd" {
 			http.Error(w, "client certificate required", http.StatusUnauthorized)
@@ -609,11 +548,11 @@ func mtlsServer(t *testing.T, serverCA, clientCA *testCA) *httptest.Server {
 // through caFile; without the certificate the agent refuses.
 func TestTransport_MutualTLS(t *testing.T) {
 	t.Parallel()
-	serverCA, clientCA := newTestCA(t), newTestCA(t)
+	serverCA, clientCA := testca.New(t, "server CA"), testca.New(t, "client CA")
 	srv := mtlsServer(t, serverCA, clientCA)
 	dir := t.TempDir()
-	certPEM, keyPEM := clientCA.issue(t, "orchd", false)
-	files := map[string][]byte{"client.pem": certPEM, "client-key.pem": keyPEM, "ca.pem": serverCA.pem}
+	client := clientCA.Client(t, "orchd")
+	files := map[string][]byte{"client.pem": client.CertPEM, "client-key.pem": client.KeyPEM, "ca.pem": serverCA.PEM()}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)

@@ -3,20 +3,13 @@ package delegation
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,6 +24,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/credentials"
+	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/internal/testclock"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -349,28 +343,23 @@ func TestDelegate_OAuth2(t *testing.T) {
 // certificate from a test CA.
 func TestDelegate_MutualTLS(t *testing.T) {
 	t.Parallel()
-	serverCA, clientCA := newCA(t), newCA(t)
+	serverCA, clientCA := testca.New(t, "server CA"), testca.New(t, "client CA")
 	dir := t.TempDir()
-	serverCert, serverKey := serverCA.issue(t, "agent", true)
-	clientCert, clientKey := clientCA.issue(t, "orchd", false)
-	for name, b := range map[string][]byte{"client.pem": clientCert, "client-key.pem": clientKey, "ca.pem": serverCA.pem} {
+	server, client := serverCA.Server(t, "agent"), clientCA.Client(t, "orchd")
+	for name, b := range map[string][]byte{"client.pem": client.CertPEM, "client-key.pem": client.KeyPEM, "ca.pem": serverCA.PEM()} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cert, err := tls.X509KeyPair(serverCert, serverKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clientPool := x509.NewCertPool()
-	clientPool.AddCert(clientCA.cert)
-	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: clientPool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	clientPool.AddCert(clientCA.Cert)
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{server.TLS}, ClientCAs: clientPool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
 	schemes := a2a.NamedSecuritySchemes{"mtls": a2a.MutualTLSSecurityScheme{}}
 	agent := startSecured(t, schemes, require("mtls"), func(r *http.Request) bool {
 		return r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && r.TLS.PeerCertificates[0].Subject.CommonName == "orchd"
 	}, tlsCfg)
 	serverPool := x509.NewCertPool()
-	serverPool.AddCert(serverCA.cert)
+	serverPool.AddCert(serverCA.Cert)
 	f := newCredFixture(t, serverPool) // the registry reads the card over TLS too
 	creds := &credentials.Config{TLS: &credentials.TLS{CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem"), CAFile: filepath.Join(dir, "ca.pem")}}
 	if _, err := f.reg.Add(t.Context(), registry.Spec{ID: "research", URL: agent.URL, Credentials: creds}); err != nil {
@@ -444,61 +433,4 @@ func TestDelegate_CredentialsRefused(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "refused orchd's credentials") {
 		t.Errorf("the refusal is not logged: %s", f.logs.String())
 	}
-}
-
-// ca is a certificate authority made for one test.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key for cn: a server certificate
-// for 127.0.0.1 when server is true, a client certificate otherwise.
-func (c *ca) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})
 }

@@ -1,21 +1,15 @@
 package orchestrator
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -30,48 +24,9 @@ import (
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/registry"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate signed by the CA and its key, as PEM.
-func (ca *testCA) issue(t *testing.T, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalPKCS8PrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})
-}
 
 // startTLSDaemon runs a daemon serving HTTPS on an ephemeral loopback
 // port until the test ends and returns its base URL.
@@ -86,12 +41,11 @@ func startTLSDaemon(t *testing.T, cfg Config) string {
 func TestAuth_MTLSClientCertificates(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
-	srvCert, srvKey := serverCA.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "orchd"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature})
-	writeFile(t, dir+"/server.pem", string(srvCert))
-	writeFile(t, dir+"/server.key", string(srvKey))
-	writeFile(t, dir+"/client-ca.pem", string(clientCA.pem))
+	serverCA, clientCA, otherCA := testca.New(t, "server CA"), testca.New(t, "client CA"), testca.New(t, "other CA")
+	srv := serverCA.Server(t, "orchd")
+	writeFile(t, dir+"/server.pem", string(srv.CertPEM))
+	writeFile(t, dir+"/server.key", string(srv.KeyPEM))
+	writeFile(t, dir+"/client-ca.pem", string(clientCA.PEM()))
 
 	const spiffe = "spiffe://acme.example/agent/reporter"
 	cfg := loadDefaults(t)
@@ -101,18 +55,11 @@ func TestAuth_MTLSClientCertificates(t *testing.T) {
 	base := startTLSDaemon(t, cfg)
 
 	roots := x509.NewCertPool()
-	roots.AddCert(serverCA.cert)
-	client := func(ca *testCA) *http.Client {
+	roots.AddCert(serverCA.Cert)
+	client := func(ca *testca.CA) *http.Client {
 		tc := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 		if ca != nil {
-			u, _ := url.Parse(spiffe)
-			certPEM, keyPEM := ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "reporter"}, URIs: []*url.URL{u},
-				ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature})
-			pair, err := tls.X509KeyPair(certPEM, keyPEM)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.Certificates = []tls.Certificate{pair}
+			tc.Certificates = []tls.Certificate{ca.Client(t, "reporter", spiffe).TLS}
 		}
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
 		t.Cleanup(c.CloseIdleConnections)
@@ -213,14 +160,13 @@ func TestAuth_JWTFromTheIssuersKeys(t *testing.T) {
 func TestAuth_AgentCalledWithAClientCertificate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	clientCA := newTestCA(t, "agent's client CA")
-	certPEM, keyPEM := clientCA.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "orchd"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature})
-	writeFile(t, dir+"/client.pem", string(certPEM))
-	writeFile(t, dir+"/client.key", string(keyPEM))
+	clientCA := testca.New(t, "agent's client CA")
+	client := clientCA.Client(t, "orchd")
+	writeFile(t, dir+"/client.pem", string(client.CertPEM))
+	writeFile(t, dir+"/client.key", string(client.KeyPEM))
 
 	pool := x509.NewCertPool()
-	pool.AddCert(clientCA.cert)
+	pool.AddCert(clientCA.Cert)
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(noop{})))
 	agent := httptest.NewUnstartedServer(mux)
