@@ -114,6 +114,8 @@ func FuzzChainFrom(f *testing.F) {
 	f.Add(`{"path":["a","b"],"names":["gateway"],"depth":2}`)
 	f.Add(`{"depth":1e300}`)
 	f.Add(`[1,2]`)
+	f.Add(`{"path":["a","b"],"verified":["orchd-a",""],"onBehalfOf":{"principal":"alice","tenant":"acme"}}`)
+	f.Add(`{"path":["a"],"verified":["x","y"],"onBehalfOf":{"tenant":"acme"}}`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		var v any
 		if json.Unmarshal([]byte(raw), &v) != nil {
@@ -129,7 +131,9 @@ func FuzzChainFrom(f *testing.F) {
 		var md map[string]any
 		_ = json.Unmarshal(b, &md)
 		back, _, err := ChainFrom(md)
-		if err != nil || back.Depth != c.Depth || !slices.Equal(back.Path, c.Path) || !slices.Equal(back.Names, c.Names) {
+		if err != nil || back.Depth != c.Depth || !slices.Equal(back.Path, c.Path) || !slices.Equal(back.Names, c.Names) ||
+			!slices.Equal(back.Verified, c.Verified) || (back.OnBehalfOf == nil) != (c.OnBehalfOf == nil) ||
+			c.OnBehalfOf != nil && *back.OnBehalfOf != *c.OnBehalfOf {
 			t.Fatalf("round trip of %+v gave %+v, %v", c, back, err)
 		}
 	})
