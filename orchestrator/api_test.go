@@ -106,11 +106,24 @@ func runDaemon(t testing.TB, cfg Config) *Daemon {
 	return d
 }
 
+// call sends a request with no credentials and decodes the answer into
+// out; it returns the status.
 func call(t testing.TB, method, url, body string, out any) int {
+	t.Helper()
+	code, _ := callAs(t, "", method, url, body, out)
+	return code
+}
+
+// callAs is call with a bearer token ("" for none); it returns the status
+// and the response headers.
+func callAs(t testing.TB, token, method, url, body string, out any) (int, http.Header) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -127,7 +140,7 @@ func call(t testing.TB, method, url, body string, out any) int {
 			t.Fatalf("%s %s: %v in %s", method, url, err, b)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, resp.Header
 }
 
 func loadDefaults(t testing.TB) Config {

@@ -7,10 +7,8 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,34 +45,6 @@ func authTokens() AuthConfig {
 		{SHA256: sha256Hex(bobToken), Principal: "bob", Tenant: "globex"},
 		{SHA256: sha256Hex(rootToken), Principal: "root", Roles: []string{"admin"}},
 	}}}
-}
-
-// callAs is call with a bearer token ("" for none); it returns the status
-// and the response headers.
-func callAs(t testing.TB, token, method, url, body string, out any) (int, http.Header) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, url, err, b)
-		}
-	}
-	return resp.StatusCode, resp.Header
 }
 
 func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {

@@ -328,22 +328,28 @@ func hopRuns(b *testing.B, name string, c *a2aclient.Client) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	})
 	b.Run(name+"/parallel", func(b *testing.B) {
-		b.SetParallelism(8) // 16 callers on 2 cores
-		var mu sync.Mutex
-		var firstErr error
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := send(context.Background(), c); err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-				}
-			}
-		})
-		if firstErr != nil {
-			b.Fatal(firstErr)
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+		parallelCalls(b, func() error { return send(context.Background(), c) })
 	})
+}
+
+// parallelCalls runs call from 16 callers b.N times in all and reports
+// the throughput.
+func parallelCalls(b *testing.B, call func() error) {
+	b.SetParallelism(8) // 16 callers on 2 cores
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := call(); err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		}
+	})
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 }

@@ -3,11 +3,9 @@ package policies
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -309,39 +307,10 @@ func (ev *authzEval) rule(r *authzRule) outcome {
 	return o
 }
 
-func (ev *authzEval) boolean(p *program) (bool, error) {
-	v, err := ev.run(p)
-	if err != nil {
-		return false, err
-	}
-	b, ok := v.(types.Bool)
-	if !ok {
-		return false, fmt.Errorf("expression is %s, not a bool", v.Type().TypeName())
-	}
-	return bool(b), nil
-}
+func (ev *authzEval) boolean(p *program) (bool, error) { return asBool(ev.run(p)) }
 
 func (ev *authzEval) run(p *program) (ref.Val, error) {
-	var (
-		v   ref.Val
-		err error
-	)
-	if p.tracked {
-		v, _, err = p.prg.ContextEval(ev.ctx, &ev.act)
-	} else {
-		v, _, err = p.prg.Eval(&ev.act)
-	}
-	if err != nil {
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "cost limit exceeded"):
-			return nil, fmt.Errorf("exceeded the cost limit of %d", ev.set.opts.CostLimit)
-		case errors.Is(ev.ctx.Err(), context.DeadlineExceeded) || strings.Contains(msg, "operation interrupted"):
-			return nil, fmt.Errorf("timed out after %s", ev.set.opts.Timeout)
-		}
-		return nil, err
-	}
-	return v, nil
+	return evalProgram(ev.ctx, p, &ev.act, ev.set.opts)
 }
 
 // oversized says which part of the input exceeds the bounds the cost

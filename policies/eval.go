@@ -329,17 +329,7 @@ func (ev *evaluation) rule(r *rule, rr *RuleResult) error {
 	return nil
 }
 
-func (ev *evaluation) boolean(p *program) (bool, error) {
-	v, err := ev.run(p)
-	if err != nil {
-		return false, err
-	}
-	b, ok := v.(types.Bool)
-	if !ok {
-		return false, fmt.Errorf("expression is %s, not a bool", v.Type().TypeName())
-	}
-	return bool(b), nil
-}
+func (ev *evaluation) boolean(p *program) (bool, error) { return asBool(ev.run(p)) }
 
 // run evaluates a program for the current candidate, or returns its
 // per-request value.
@@ -348,30 +338,50 @@ func (ev *evaluation) run(p *program) (ref.Val, error) {
 		r := ev.perReq[p.slot]
 		return r.val, r.err
 	}
+	v, err := evalProgram(ev.ctx, p, &ev.act, ev.set.opts)
+	if errors.Is(err, errTimedOut) {
+		ev.timedOut = true
+	}
+	return v, err
+}
+
+// errTimedOut marks an evaluation that ran out of Options.Timeout.
+var errTimedOut = errors.New("timed out")
+
+// evalProgram runs p over act, bounded by ctx when p is cost-tracked, and
+// rewords cel-go's errors for the limits orchd sets (errTimedOut for the
+// timeout).
+func evalProgram(ctx context.Context, p *program, act interpreter.Activation, opts Options) (ref.Val, error) {
 	var (
 		v   ref.Val
 		err error
 	)
 	if p.tracked {
-		v, _, err = p.prg.ContextEval(ev.ctx, &ev.act)
+		v, _, err = p.prg.ContextEval(ctx, act)
 	} else {
-		v, _, err = p.prg.Eval(&ev.act)
+		v, _, err = p.prg.Eval(act)
 	}
-	if err != nil {
-		return nil, explain(err, ev)
+	if err == nil {
+		return v, nil
 	}
-	return v, nil
-}
-
-// explain rewords cel-go's errors for limits orchd sets.
-func explain(err error, ev *evaluation) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "cost limit exceeded"):
-		return fmt.Errorf("exceeded the cost limit of %d", ev.set.opts.CostLimit)
-	case errors.Is(ev.ctx.Err(), context.DeadlineExceeded) || strings.Contains(msg, "operation interrupted"):
-		ev.timedOut = true
-		return fmt.Errorf("timed out after %s", ev.set.opts.Timeout)
+		return nil, fmt.Errorf("exceeded the cost limit of %d", opts.CostLimit)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || strings.Contains(msg, "operation interrupted"):
+		return nil, fmt.Errorf("%w after %s", errTimedOut, opts.Timeout)
 	}
-	return err
+	return nil, err
+}
+
+// asBool is an expression's value as a bool, or why it is not one.
+func asBool(v ref.Val, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("expression is %s, not a bool", v.Type().TypeName())
+	}
+	return bool(b), nil
 }

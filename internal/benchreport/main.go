@@ -3,8 +3,10 @@
 // profile building, policy evaluation, a hop through orchd against a
 // direct call and a reverse proxy (with tracing off and on), steering
 // across a chain, storing delegations into a full store, memory per
-// in-flight delegation, how soon delegations past their deadline end, and
-// what the embedded state store costs against keeping state in memory.
+// in-flight delegation, how soon delegations past their deadline end,
+// what the embedded state store costs against keeping state in memory,
+// and what authenticating callers, authorizing them and verifying card
+// signatures cost.
 // Every ratio in the report compares figures measured in the same run.
 //
 //	go run ./internal/benchreport                 # about thirteen minutes on 2 cores
@@ -84,6 +86,10 @@ var runs = []run{
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateRestart$", "-benchtime", "5x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateInFlight$", "-benchtime", "1x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateRSS$", "-benchtime", "1x"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkAuth$", "-benchtime", "3000x"}},
+	{"./auth", []string{"-bench", "^BenchmarkAuthenticate$", "-benchmem", "-count", "5"}},
+	{"./policies", []string{"-bench", "^BenchmarkAuthorize$", "-benchmem", "-count", "5"}},
+	{"./capability", []string{"-bench", "^BenchmarkVerifyCardSignature$", "-benchmem", "-count", "5"}},
 }
 
 func main() {
