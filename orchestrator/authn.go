@@ -113,17 +113,11 @@ func (g *gate) alternatives() string {
 // enabled reports whether callers authenticate at all.
 func (g *gate) enabled() bool { return g.authn != nil }
 
-// callerKey carries a request's caller: its principal, or why it was
-// refused.
-type callerKey struct{}
-
-// caller is who sent a request, as the gate found it.
-type caller struct {
-	principal *auth.Principal
-	// refused says why the request may not go on: bad credentials, or
-	// none on a route that needs them. It holds nothing secret.
-	refused string
-}
+// refusalKey carries why the gate refused a request's caller, for the A2A
+// endpoints to answer in A2A's terms: bad credentials, or none on a route
+// that needs them. It holds nothing secret. The principal of an accepted
+// caller travels as auth.PrincipalFrom reads it.
+type refusalKey struct{}
 
 // wrap authenticates requests to a route of group before h serves them.
 func (g *gate) wrap(group string, h http.Handler) http.Handler {
@@ -132,32 +126,33 @@ func (g *gate) wrap(group string, h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		c := caller{}
+		refused := ""
 		status, challenge := http.StatusUnauthorized, `Bearer realm="orchd"`
 		p, err := g.authn.Authenticate(r)
 		switch {
 		case err != nil:
-			c.refused = err.Error()
+			refused = err.Error()
 			var ae *auth.Error
 			if errors.As(err, &ae) {
 				status, challenge = ae.HTTPStatus(), ae.Challenge()
 			}
-			g.log.InfoContext(r.Context(), "caller refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", c.refused)
+			g.log.InfoContext(r.Context(), "caller refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", refused)
 		case p == nil && !g.anonymous[group]:
-			c.refused = "authentication required: send Authorization: Bearer <token>" + g.alternatives()
-		default:
-			c.principal = p
+			refused = "authentication required: send Authorization: Bearer <token>" + g.alternatives()
 		}
-		if c.refused != "" && group != groupA2A {
+		if refused != "" && group != groupA2A {
 			w.Header().Set("WWW-Authenticate", challenge)
 			code := "unauthenticated"
 			if status == http.StatusServiceUnavailable {
 				code = "unavailable"
 			}
-			writeAPIError(w, &apiError{status: status, code: code, msg: c.refused})
+			writeAPIError(w, &apiError{status: status, code: code, msg: refused})
 			return
 		}
-		ctx := context.WithValue(r.Context(), callerKey{}, c)
+		ctx := r.Context()
+		if refused != "" {
+			ctx = context.WithValue(ctx, refusalKey{}, refused)
+		}
 		if p != nil {
 			ctx = auth.WithPrincipal(ctx, p)
 			if tok := p.Token(); tok != "" {
@@ -208,9 +203,8 @@ func (i callerInterceptor) Before(ctx context.Context, cc *a2asrv.CallContext, _
 	if !i.gate.enabled() {
 		return ctx, nil, nil
 	}
-	c, _ := ctx.Value(callerKey{}).(caller)
-	if c.refused != "" {
-		return ctx, nil, a2a.NewError(a2a.ErrUnauthenticated, c.refused)
+	if refused, _ := ctx.Value(refusalKey{}).(string); refused != "" {
+		return ctx, nil, a2a.NewError(a2a.ErrUnauthenticated, refused)
 	}
 	pc := i.gate.callerOf(ctx)
 	if pc.Principal == "" {
