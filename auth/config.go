@@ -24,7 +24,7 @@ import (
 // nanoseconds. Example:
 //
 //	tokens:
-//	  - sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+//	  - sha256: "5b305cb0504c8dba90ef61a72e19f5d628d919aa53085e9da439df2c0c489b4c"
 //	    principal: alice
 //	    tenant: acme
 //	    roles: [admin]

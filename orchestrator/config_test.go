@@ -93,6 +93,9 @@ func TestLoadConfig_Example(t *testing.T) {
 	if len(cfg.Agents) != 2 || rc.DefaultTTL != 2*time.Minute || rc.Timeout != 10*time.Second || rc.Deprecated[0] != "push_notifications" {
 		t.Errorf("example config = %+v / %+v", cfg, rc)
 	}
+	if len(cfg.Auth.Tokens) != 2 || cfg.Auth.Tokens[0].Principal != "ops" || len(cfg.Auth.Peers) != 1 || cfg.Agents[0].Credentials == nil || cfg.Agents[0].Credentials.Bearer == nil {
+		t.Errorf("example auth = %+v, credentials %+v", cfg.Auth, cfg.Agents[0].Credentials)
+	}
 	if len(cfg.Policies.Paths) != 2 || cfg.PolicyOptions().CostLimit != 100_000 {
 		t.Errorf("example policies = %+v", cfg.Policies)
 	}
