@@ -51,7 +51,11 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string {
-	return fmt.Sprintf("%s (HTTP %d)", e.body.Error.Message, e.status)
+	msg := fmt.Sprintf("%s (HTTP %d)", e.body.Error.Message, e.status)
+	if e.status == http.StatusUnauthorized {
+		msg += "; set " + tokenEnv + " to a token the daemon accepts"
+	}
+	return msg
 }
 
 // do sends a JSON request and decodes a JSON answer into out.

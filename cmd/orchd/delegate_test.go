@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/orchestrator"
@@ -109,4 +110,25 @@ func TestSteerAndInterruptCommands(t *testing.T) {
 		t.Errorf("steer while interrupted: exit %d %s", code, errOut)
 	}
 	orchd(t, t.Context(), "tasks", "cancel", "--server", base, id[1])
+}
+
+// The client commands send $ORCHD_TOKEN to a daemon that authenticates
+// its callers, and say so when it refuses them.
+func TestClientCommands_SendTheToken(t *testing.T) {
+	cfg, err := orchestrator.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth.Tokens = []auth.TokenConfig{{Token: "cli-token-0123456789", Principal: "alice"}}
+	base := orchdtest.Start(t, cfg)
+
+	t.Setenv("ORCHD_TOKEN", "")
+	code, _, errOut := orchd(t, t.Context(), "tasks", "list", "--server", base)
+	if code == 0 || !strings.Contains(errOut, "HTTP 401") || !strings.Contains(errOut, "set ORCHD_TOKEN") {
+		t.Errorf("without a token: exit %d, %s", code, errOut)
+	}
+	t.Setenv("ORCHD_TOKEN", "cli-token-0123456789")
+	if code, out, errOut := orchd(t, t.Context(), "tasks", "list", "--server", base); code != 0 || !strings.Contains(out, "STATE") {
+		t.Errorf("with the token: exit %d\n%s%s", code, out, errOut)
+	}
 }
