@@ -24,6 +24,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/orchd/orchd/internal/syncbuf"
 )
 
 // signingKey is an issuer's key pair, generated in the test.
@@ -323,26 +325,8 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
-// logBuffer collects log lines safely across goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testLog returns a logger writing text lines to the returned buffer.
-func testLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+func testLog() (*slog.Logger, *syncbuf.Buffer) {
+	b := &syncbuf.Buffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }

@@ -1,7 +1,6 @@
 package credentials
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -23,6 +22,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/internal/testclock"
 )
@@ -67,26 +67,7 @@ func guarded(t *testing.T, check func(*http.Request) bool) (*httptest.Server, *a
 	return srv, &hits
 }
 
-// logBuffer is a slog logger writing, at debug level, to a buffer a test
-// reads at the end.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func newClients(t *testing.T, logs *logBuffer, now func() time.Time) *Clients {
+func newClients(t *testing.T, logs *syncbuf.Buffer, now func() time.Time) *Clients {
 	t.Helper()
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
@@ -131,7 +112,7 @@ func scheme(s capability.Scheme) *capability.Security {
 // demands it where its scheme says, and checks a wrong one is refused.
 func TestTransport_Schemes(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	c := newClients(t, logs, time.Now)
 	tests := []struct {
 		name  string
@@ -226,7 +207,7 @@ func TestTransport_Schemes(t *testing.T) {
 // echoes, and is sent once when there is nothing new to retry with.
 func TestTransport_Refused(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	c := newClients(t, logs, time.Now)
 	srv, hits := guarded(t, func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer right" })
 	cfg := &Config{Bearer: &Bearer{TokenFile: writeSecret(t, bearerValue)}}
@@ -258,7 +239,7 @@ func TestTransport_Refused(t *testing.T) {
 func TestTransport_RotatedFile(t *testing.T) {
 	t.Parallel()
 	clock := testclock.New(time.Now())
-	c := newClients(t, &logBuffer{}, clock.Now)
+	c := newClients(t, &syncbuf.Buffer{}, clock.Now)
 	srv, hits := guarded(t, func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer new-token" })
 	path := writeSecret(t, "old-token")
 	rt, err := c.Transport("research", &Config{Bearer: &Bearer{TokenFile: path}}, nil, []string{srv.URL})
@@ -287,7 +268,7 @@ func TestTransport_RotatedFile(t *testing.T) {
 // ErrUnavailable.
 func TestTransport_Unavailable(t *testing.T) {
 	t.Parallel()
-	c := newClients(t, &logBuffer{}, time.Now)
+	c := newClients(t, &syncbuf.Buffer{}, time.Now)
 	srv, hits := guarded(t, func(*http.Request) bool { return true })
 	missing := filepath.Join(t.TempDir(), "absent")
 	rt, err := c.Transport("research", &Config{Bearer: &Bearer{TokenFile: missing}}, nil, []string{srv.URL})
@@ -312,7 +293,7 @@ func TestTransport_Unavailable(t *testing.T) {
 // a redirect elsewhere arrives without them.
 func TestTransport_Origins(t *testing.T) {
 	t.Parallel()
-	c := newClients(t, &logBuffer{}, time.Now)
+	c := newClients(t, &syncbuf.Buffer{}, time.Now)
 	var leaked atomic.Value
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		leaked.Store(r.Header.Get("Authorization") + r.Header.Get("X-API-Key"))
@@ -341,7 +322,7 @@ func TestTransport_Origins(t *testing.T) {
 // and an agent without ForwardCaller never gets the caller's token.
 func TestTransport_ForwardCaller(t *testing.T) {
 	t.Parallel()
-	c := newClients(t, &logBuffer{}, time.Now)
+	c := newClients(t, &syncbuf.Buffer{}, time.Now)
 	var got atomic.Value
 	srv, _ := guarded(t, func(r *http.Request) bool { got.Store(r.Header.Get("Authorization")); return true })
 	sec := scheme(capability.Scheme{Type: capability.SchemeHTTP, HTTPScheme: "bearer"})
@@ -432,7 +413,7 @@ func (ts *tokenServer) revoke() {
 func TestTransport_OAuth2(t *testing.T) {
 	t.Parallel()
 	clock := testclock.New(time.Now())
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	c := newClients(t, logs, clock.Now)
 	idp := newTokenServer(t, 60)
 	agent, hits := guarded(t, idp.accepts)
@@ -505,7 +486,7 @@ func TestTransport_OAuth2(t *testing.T) {
 // fails the call with ErrUnavailable, without the secret it echoes.
 func TestTransport_OAuth2Refused(t *testing.T) {
 	t.Parallel()
-	c := newClients(t, &logBuffer{}, time.Now)
+	c := newClients(t, &syncbuf.Buffer{}, time.Now)
 	idp := newTokenServer(t, 60)
 	agent, hits := guarded(t, idp.accepts)
 	cfg := &Config{OAuth2: &OAuth2{ClientID: "orchd", ClientSecretFile: writeSecret(t, "wrong-"+clientValue), TokenURL: idp.URL + "/token"}}
@@ -558,7 +539,7 @@ func TestTransport_MutualTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := newClients(t, &logBuffer{}, time.Now)
+	c := newClients(t, &syncbuf.Buffer{}, time.Now)
 	sec := scheme(capability.Scheme{Type: capability.SchemeMutualTLS})
 	cfg := &Config{TLS: &TLS{CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem"), CAFile: filepath.Join(dir, "ca.pem")}}
 	rt, err := c.Transport("research", cfg, sec, []string{srv.URL})

@@ -1,7 +1,6 @@
 package delegation
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -24,6 +23,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/credentials"
+	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/internal/testclock"
 	"github.com/orchd/orchd/policies"
@@ -95,36 +95,18 @@ func startSecured(t *testing.T, schemes a2a.NamedSecuritySchemes, reqs a2a.Secur
 	return sa
 }
 
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // credFixture is a registry, policies and an engine whose agents' calls
 // carry credentials, all logging at debug level into logs.
 type credFixture struct {
 	reg    *registry.Registry
 	engine *Engine
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	clock  *testclock.Clock
 }
 
 func newCredFixture(t *testing.T, rootCAs *x509.CertPool) *credFixture {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rcfg := registry.Config{AllowNetworks: []string{"127.0.0.0/8"}, RootCAs: rootCAs}
 	reg, err := registry.New(rcfg, log)

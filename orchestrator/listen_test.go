@@ -1,16 +1,15 @@
 package orchestrator
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/internal/syncbuf"
 )
 
 func TestCheckAdvertised(t *testing.T) {
@@ -64,24 +63,6 @@ func TestRun_RefusesWildcardListenWithoutAgentURL(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 const noAuthWarning = "with no authentication"
 
 // A daemon with no authentication configured refuses every address but
@@ -108,7 +89,7 @@ func TestCheckExposed(t *testing.T) {
 		{&net.TCPAddr{IP: net.ParseIP("fd00::1"), Port: 8080}, true},
 		{&net.UnixAddr{Name: "/run/orchd.sock", Net: "unix"}, true},
 	} {
-		var out syncBuffer
+		var out syncbuf.Buffer
 		d := &Daemon{log: slog.New(slog.NewTextHandler(&out, nil))}
 		err := d.checkExposed(tc.addr)
 		if got := err != nil; got != tc.exposed || tc.exposed && !strings.Contains(err.Error(), "--insecure-no-auth") {
@@ -125,7 +106,7 @@ func TestCheckExposed(t *testing.T) {
 	}
 
 	// A daemon on loopback does not warn.
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cfg := loadDefaults(t)
 	cfg.Listen = "127.0.0.1:0"
 	d, err := New(cfg, slog.New(slog.NewTextHandler(&out, nil)))

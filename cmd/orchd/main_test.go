@@ -10,12 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/orchd/orchd/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -144,24 +145,6 @@ func TestServe_BadConfig(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a daemon writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServe_SIGHUPReloadsPolicies is not parallel: it signals its own
 // process, which only the running serve command listens for.
 func TestServe_SIGHUPReloadsPolicies(t *testing.T) {
@@ -172,7 +155,7 @@ func TestServe_SIGHUPReloadsPolicies(t *testing.T) {
 	write(t, config, "listen: 127.0.0.1:0\npolicies:\n  paths: ["+policy+"]\n  reloadInterval: 1h\n")
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- runContext(ctx, []string{"serve", "--config", config}, io.Discard, &logs) }()
 	waitFor := func(what string) {

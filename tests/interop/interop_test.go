@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/orchestrator"
 )
 
@@ -76,25 +77,6 @@ func setup(t *testing.T, script string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in different
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // firstLine is an io.Writer that hands the first line written to it to
 // line and discards the rest.
 type firstLine struct {
@@ -126,7 +108,7 @@ func startPeers(t *testing.T, dir string, argv ...string) map[string]string {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	out := &firstLine{line: make(chan string, 1)}
 	cmd.Stdout, cmd.Stderr = out, stderr
 	cmd.WaitDelay = 2 * time.Second
