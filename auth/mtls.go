@@ -5,11 +5,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/orchd/orchd/internal/limitedfile"
 )
 
 // maxCAFileSize bounds the client CA file.
@@ -25,7 +25,7 @@ type mtlsVerifier struct {
 
 // newMTLSVerifier reads the client CA file of cfg.
 func newMTLSVerifier(cfg MTLSConfig) (*mtlsVerifier, error) {
-	data, err := readBounded(cfg.ClientCAFile, maxCAFileSize)
+	data, err := limitedfile.Read(cfg.ClientCAFile, maxCAFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("mtls.clientCAFile: %w", err)
 	}
@@ -141,21 +141,4 @@ func certificateID(c *x509.Certificate) (string, *Error) {
 		return cn, nil
 	}
 	return "", refuse(MethodMTLS, "client certificate has neither a SPIFFE ID nor a subject common name")
-}
-
-// readBounded reads the file at path, refusing one larger than limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/orchd/orchd/internal/limitedfile"
 )
 
 // fileState is what the last look at the tokens file saw.
@@ -45,7 +47,7 @@ func (a *Authenticator) reloadTokens(force bool) error {
 		return nil
 	}
 	f.seen, f.mtime, f.size = true, st.ModTime(), st.Size()
-	data, err := readBounded(path, maxTokensFileSize)
+	data, err := limitedfile.Read(path, maxTokensFileSize)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/orchd/orchd/internal/limitedfile"
 )
 
 // redacted is what every rendering of a secret shows.
@@ -146,17 +148,9 @@ func (s *source) load(now time.Time) (secret, error) {
 	if fi.Size() > maxSecretBytes {
 		return "", fmt.Errorf("%s: file %s is %d bytes, more than the limit of %d", s.what, s.file, fi.Size(), maxSecretBytes)
 	}
-	f, err := os.Open(s.file)
+	b, err := limitedfile.Read(s.file, maxSecretBytes)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", s.what, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
-	if err != nil {
-		return "", fmt.Errorf("%s: read %s: %w", s.what, s.file, err)
-	}
-	if len(b) > maxSecretBytes {
-		return "", fmt.Errorf("%s: file %s is more than the limit of %d bytes", s.what, s.file, maxSecretBytes)
 	}
 	v, err := checkSecret(s.what, secret(bytes.TrimSpace(b)))
 	if err != nil {

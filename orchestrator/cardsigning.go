@@ -2,10 +2,10 @@ package orchestrator
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/orchd/orchd/internal/limitedfile"
 )
 
 // maxSigningKeyBytes bounds the signing key file.
@@ -18,7 +18,7 @@ func loadSigningKey(cfg AgentConfig) (jwk.Key, error) {
 	if cfg.SigningKey == "" {
 		return nil, nil
 	}
-	b, err := readBounded(cfg.SigningKey, maxSigningKeyBytes)
+	b, err := limitedfile.Read(cfg.SigningKey, maxSigningKeyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("agent.signingKey: %w", err)
 	}
@@ -37,21 +37,4 @@ func loadSigningKey(cfg AgentConfig) (jwk.Key, error) {
 		}
 	}
 	return key, nil
-}
-
-// readBounded reads a file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/orchd/orchd/internal/limitedfile"
 )
 
 // Bounds on pinned card key files and fetched key sets.
@@ -30,7 +30,7 @@ func loadCardKeys(paths []string) (jwk.Set, error) {
 	}
 	set := jwk.NewSet()
 	for _, path := range paths {
-		b, err := readBounded(path)
+		b, err := limitedfile.Read(path, maxKeyBytes)
 		if err != nil {
 			return nil, fmt.Errorf("card key file %s: %w", path, err)
 		}
@@ -46,23 +46,6 @@ func loadCardKeys(paths []string) (jwk.Set, error) {
 		}
 	}
 	return set, nil
-}
-
-// readBounded reads a key file of at most maxKeyBytes.
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxKeyBytes {
-		return nil, fmt.Errorf("over %d bytes", maxKeyBytes)
-	}
-	return b, nil
 }
 
 // parseKeys reads PEM or JSON (a JWKS or one JWK) and returns the public
