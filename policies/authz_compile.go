@@ -214,23 +214,8 @@ func (c *compiler) defaultAuthorization(names map[string]*document) {
 // against are ones orchd knows. It returns the program and the actions
 // for which the expression can be true (see actionMask).
 func (c *compiler) authzExpr(file string, src *source, what string, want ...*cel.Type) (*program, uint64) {
-	checked, iss := c.authzEnv.Compile(src.text)
-	if iss.Err() != nil {
-		for _, e := range iss.Errors() {
-			line, col := src.position(e.Location.Line(), e.Location.Column())
-			c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col, Msg: what + ": " + e.Message})
-		}
-		return nil, 0
-	}
-	out := checked.OutputType()
-	if !slices.ContainsFunc(want, out.IsExactType) && !out.IsExactType(types.DynType) {
-		names := make([]string, len(want))
-		for i, w := range want {
-			names[i] = w.String()
-		}
-		line, col := src.position(1, 0)
-		c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col,
-			Msg: fmt.Sprintf("%s must be %s, but %q is %s", what, strings.Join(names, " or "), src.text, out)})
+	checked := c.check(c.authzEnv, file, src, what, want)
+	if checked == nil {
 		return nil, 0
 	}
 	if !c.knownLiterals(file, src, what, checked) {

@@ -262,10 +262,11 @@ func (c *compiler) policy(d *document) {
 	c.set.nResults += len(p.rules) + 2
 }
 
-// expr compiles one expression, reporting its errors against the file, and
-// checks that its type is one of want (or dyn, checked when it runs).
-func (c *compiler) expr(file string, src *source, what string, want ...*cel.Type) *program {
-	ast, iss := c.env.Compile(src.text)
+// check compiles one expression in env, reporting its errors against the
+// file, and checks that its type is one of want (or dyn, checked when it
+// runs). It returns nil when the expression is refused.
+func (c *compiler) check(env *cel.Env, file string, src *source, what string, want []*cel.Type) *cel.Ast {
+	ast, iss := env.Compile(src.text)
 	if iss.Err() != nil {
 		for _, e := range iss.Errors() {
 			line, col := src.position(e.Location.Line(), e.Location.Column())
@@ -282,6 +283,15 @@ func (c *compiler) expr(file string, src *source, what string, want ...*cel.Type
 		line, col := src.position(1, 0)
 		c.diags = append(c.diags, Diagnostic{File: file, Line: line, Col: col,
 			Msg: fmt.Sprintf("%s must be %s, but %q is %s", what, strings.Join(names, " or "), src.text, out)})
+		return nil
+	}
+	return ast
+}
+
+// expr compiles one delegation policy expression (see check).
+func (c *compiler) expr(file string, src *source, what string, want ...*cel.Type) *program {
+	ast := c.check(c.env, file, src, what, want)
+	if ast == nil {
 		return nil
 	}
 	p := &program{src: src.text, perRequest: !refersTo(ast, "agent")}
