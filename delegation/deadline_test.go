@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,5 +405,42 @@ func TestDeadline_EndsASteerInFlight(t *testing.T) {
 	}
 	if a, _ := f.reg.Get("c"); a.Breaker.Failures != 1 {
 		t.Errorf("breaker %+v, want only the unanswered cancel counted, not the steer the deadline cut short", a.Breaker)
+	}
+}
+
+// TestDeadline_AHopThatEndsTheWorkFirst checks that a hop below that ends
+// the work FAILED once the chain's deadline has passed, before this hop's
+// own timer fires (every hop keeps the same deadline; whichever is
+// quicker says so first), is reported as the deadline, naming the hop's
+// own words too.
+func TestDeadline_AHopThatEndsTheWorkFirst(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	agent := testagent.Start(t, testagent.Options{Name: "B", Skill: "slow", Streaming: true},
+		func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) || !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+				return
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return
+			}
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("deadline passed below"))), nil)
+		})
+	var skew atomic.Int64
+	f := newFixture(t, Config{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
+	f.add(t, "b", agent.URL)
+	deadline := time.Now().Add(time.Hour)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "slow", Deadline: deadline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	skew.Store(int64(2 * time.Hour)) // the deadline has passed; this hop's timer has not fired
+	close(release)
+	r := waitState(t, d, a2a.TaskStateFailed)
+	if want := "deadline " + stamp(deadline) + " passed while agent b was WORKING; hop b (task "; !strings.HasPrefix(r.Error, want) || !strings.HasSuffix(r.Error, "ended TASK_STATE_FAILED: deadline passed below") {
+		t.Errorf("error = %q, want it to start %q", r.Error, want)
 	}
 }

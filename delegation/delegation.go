@@ -278,6 +278,11 @@ func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 			why = messageText(st.Message)
 		}
 		d.rec.Error = fmt.Sprintf("hop %s (task %s) ended %s: %s", d.rec.Downstream.Agent, d.rec.Downstream.TaskID, st.State, why)
+		if dl := d.chain.Deadline; st.State == a2a.TaskStateFailed && !dl.IsZero() && !d.engine.cfg.Now().Before(dl) {
+			// Every hop keeps the same deadline: a hop below that ends the
+			// work as it passes was only quicker to say so than this one.
+			d.rec.Error = fmt.Sprintf("deadline %s passed while agent %s was %s; %s", stamp(dl), d.rec.Downstream.Agent, shortState(d.rec.State), d.rec.Error)
+		}
 		ev.Error = d.rec.Error
 	}
 	d.emit(ev)
