@@ -81,6 +81,12 @@ type Delegation struct {
 	// stream both carry it), and a late copy must not undo a resume. Its
 	// receipts answer a retried signal, which is passed on once.
 	prog Progress
+	// statusAt is the latest timestamp of a status applied. A WORKING the
+	// hop recorded before the INPUT_REQUIRED (or AUTH_REQUIRED) in force,
+	// arriving after it, as a lagging stream's does once an interrupt's
+	// acknowledgement was applied, must not undo the wait. Only that is
+	// dropped, so a hop whose clock moved back never loses an end.
+	statusAt time.Time
 	// life bounds the started delegation in time (deadline.go).
 	life lifetime
 	// listed is set once the ended delegation was handed to Engine.ended.
@@ -254,6 +260,14 @@ func (d *Delegation) setTask(id a2a.TaskID, contextID string) {
 func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 	if st.State == a2a.TaskStateUnspecified {
 		return
+	}
+	if at := st.Timestamp; at != nil {
+		if st.State == a2a.TaskStateWorking && waiting(d.rec.State) && at.Before(d.statusAt) {
+			return // a WORKING the hop recorded before the wait now in force
+		}
+		if at.After(d.statusAt) {
+			d.statusAt = *at
+		}
 	}
 	interrupted := st.State == a2a.TaskStateInputRequired && metadata[steering.InterruptedKey] == true
 	if st.State == d.rec.State && st.Message == nil && !interrupted {

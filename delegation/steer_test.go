@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -161,5 +162,42 @@ func TestInterrupt_LateCopyOfTheStatusDoesNotUndoAResume(t *testing.T) {
 	}
 	if _, err := f.engine.Cancel(t.Context(), d.ID()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestApply_LateWorkingDoesNotUndoAWait checks that a WORKING status the
+// hop recorded before the INPUT_REQUIRED already applied (an interrupt's
+// acknowledgement applied ahead of a lagging stream) is dropped, while a
+// later WORKING, as after the caller's input, is applied.
+func TestApply_LateWorkingDoesNotUndoAWait(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	f := newFixture(t, Config{})
+	f.add(t, "slow", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, a2a.TaskStateWorking)
+	task := a2a.TaskInfo{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID}
+	at := func(state a2a.TaskState, when time.Time) *a2a.TaskStatusUpdateEvent {
+		ev := a2a.NewStatusUpdateEvent(task, state, nil)
+		ev.Status.Timestamp = &when
+		return ev
+	}
+	now := time.Now()
+	d.apply(at(a2a.TaskStateInputRequired, now))
+	d.apply(at(a2a.TaskStateWorking, now.Add(-time.Second)))
+	if got := d.Record().State; got != a2a.TaskStateInputRequired {
+		t.Fatalf("after a late, older WORKING the state is %s", got)
+	}
+	d.apply(at(a2a.TaskStateWorking, now.Add(time.Second)))
+	if got := d.Record().State; got != a2a.TaskStateWorking {
+		t.Fatalf("after a newer WORKING the state is %s", got)
+	}
+	// An end is never dropped, whatever its timestamp says.
+	d.apply(at(a2a.TaskStateCompleted, now.Add(-time.Hour)))
+	if got := d.Record().State; got != a2a.TaskStateCompleted {
+		t.Fatalf("after an end stamped in the past the state is %s", got)
 	}
 }
