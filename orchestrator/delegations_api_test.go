@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -15,11 +16,17 @@ import (
 	"github.com/orchd/orchd/registry"
 )
 
+// readEventsTimeout bounds how long readEvents waits for a stream to end.
+const readEventsTimeout = time.Minute
+
 // readEvents reads a delegation's server-sent events until the stream
-// ends, starting after lastID when it is not empty.
+// ends, starting after lastID when it is not empty. A stream that has not
+// ended within readEventsTimeout fails the test with what it carried.
 func readEvents(t *testing.T, url, lastID string) []delegation.Event {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), readEventsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +62,9 @@ func readEvents(t *testing.T, url, lastID string) []delegation.Event {
 			}
 			out = append(out, ev)
 		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("events of %s did not end within %s; they were %s", url, readEventsTimeout, kinds(out))
 	}
 	return out
 }
