@@ -2,20 +2,12 @@ package orchestrator
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/lestrrat-go/jwx/v3/jwa"
-	"github.com/lestrrat-go/jwx/v3/jwk"
-	"github.com/lestrrat-go/jwx/v3/jwt"
 
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/registry"
@@ -109,35 +101,6 @@ func benchTokens(b *testing.B) (AuthConfig, *auth.JWTConfig, string) {
 	for i := range 100 {
 		tokens.Tokens = append(tokens.Tokens, auth.TokenConfig{SHA256: sha256Hex(fmt.Sprintf("bench-token-%d", i)), Principal: fmt.Sprintf("caller-%d", i), Tenant: "bench"})
 	}
-	raw, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		b.Fatal(err)
-	}
-	key, err := jwk.Import(raw)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = key.Set(jwk.KeyIDKey, "bench")
-	_ = key.Set(jwk.AlgorithmKey, jwa.RS256())
-	pub, err := key.PublicKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	set := jwk.NewSet()
-	_ = set.AddKey(pub)
-	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(set)
-	}))
-	b.Cleanup(jwks.Close)
-	tok, err := jwt.NewBuilder().Issuer("https://idp.example").Audience([]string{"orchd"}).Subject("carol").
-		Claim("tenant", "bench").IssuedAt(time.Now()).Expiration(time.Now().Add(time.Hour)).Build()
-	if err != nil {
-		b.Fatal(err)
-	}
-	signed, err := jwt.Sign(tok, jwt.WithKey(jwa.RS256(), key))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return tokens, &auth.JWTConfig{Issuer: "https://idp.example", JWKSURL: jwks.URL, Audience: "orchd"}, string(signed)
+	idp := newTestIssuer(b)
+	return tokens, idp.config(), idp.token(b, "orchd", "bench", time.Hour)
 }

@@ -107,19 +107,45 @@ func TestAuth_MTLSClientCertificates(t *testing.T) {
 // daemon; tokens for another audience do not.
 func TestAuth_JWTFromTheIssuersKeys(t *testing.T) {
 	t.Parallel()
+	idp := newTestIssuer(t)
+	cfg := loadDefaults(t)
+	cfg.Auth = AuthConfig{Config: auth.Config{JWT: idp.config()}}
+	base := startDaemon(t, cfg)
+	var list DelegationList
+	if code, _ := callAs(t, idp.token(t, "orchd", "acme", time.Minute), "GET", base+"/v1/delegations", "", &list); code != 200 {
+		t.Errorf("list with a JWT = %d", code)
+	}
+	var e ErrorBody
+	if code, _ := callAs(t, idp.token(t, "billing", "acme", time.Minute), "GET", base+"/v1/delegations", "", &e); code != 401 || !strings.Contains(e.Error.Message, "audience") {
+		t.Errorf("list with a JWT for another audience = %d %+v", code, e)
+	}
+}
+
+// testIssuer is a JWT issuer made for a test: an RS256 key, and its key
+// set served on loopback.
+type testIssuer struct {
+	key  jwk.Key
+	jwks *httptest.Server
+}
+
+// testIssuerName is the issuer ("iss") of a testIssuer's tokens.
+const testIssuerName = "https://idp.example"
+
+func newTestIssuer(tb testing.TB) *testIssuer {
+	tb.Helper()
 	raw, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	key, err := jwk.Import(raw)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	_ = key.Set(jwk.KeyIDKey, "k1")
 	_ = key.Set(jwk.AlgorithmKey, jwa.RS256())
 	pub, err := key.PublicKey()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	set := jwk.NewSet()
 	_ = set.AddKey(pub)
@@ -127,31 +153,28 @@ func TestAuth_JWTFromTheIssuersKeys(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(set)
 	}))
-	t.Cleanup(jwks.Close)
+	tb.Cleanup(jwks.Close)
+	return &testIssuer{key: key, jwks: jwks}
+}
 
-	cfg := loadDefaults(t)
-	cfg.Auth = AuthConfig{Config: auth.Config{JWT: &auth.JWTConfig{Issuer: "https://idp.example", JWKSURL: jwks.URL, Audience: "orchd"}}}
-	base := startDaemon(t, cfg)
-	token := func(aud string) string {
-		tok, err := jwt.NewBuilder().Issuer("https://idp.example").Audience([]string{aud}).Subject("carol").
-			Claim("tenant", "acme").IssuedAt(time.Now()).Expiration(time.Now().Add(time.Minute)).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := jwt.Sign(tok, jwt.WithKey(jwa.RS256(), key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
+// config is the auth.jwt section trusting the issuer for audience orchd.
+func (i *testIssuer) config() *auth.JWTConfig {
+	return &auth.JWTConfig{Issuer: testIssuerName, JWKSURL: i.jwks.URL, Audience: "orchd"}
+}
+
+// token is a JWT for carol of tenant, for audience aud, valid for ttl.
+func (i *testIssuer) token(tb testing.TB, aud, tenant string, ttl time.Duration) string {
+	tb.Helper()
+	tok, err := jwt.NewBuilder().Issuer(testIssuerName).Audience([]string{aud}).Subject("carol").
+		Claim("tenant", tenant).IssuedAt(time.Now()).Expiration(time.Now().Add(ttl)).Build()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	var list DelegationList
-	if code, _ := callAs(t, token("orchd"), "GET", base+"/v1/delegations", "", &list); code != 200 {
-		t.Errorf("list with a JWT = %d", code)
+	b, err := jwt.Sign(tok, jwt.WithKey(jwa.RS256(), i.key))
+	if err != nil {
+		tb.Fatal(err)
 	}
-	var e ErrorBody
-	if code, _ := callAs(t, token("billing"), "GET", base+"/v1/delegations", "", &e); code != 401 || !strings.Contains(e.Error.Message, "audience") {
-		t.Errorf("list with a JWT for another audience = %d %+v", code, e)
-	}
+	return string(b)
 }
 
 // An agent that demands a client certificate is called with the one its
