@@ -249,9 +249,14 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 	return d.rec.State.Terminal() || waiting(d.rec.State)
 }
 
+// setTask records the agent's task when it is first named; callers hold
+// mu. The record is written at once, before the event that named the task
+// is logged: a process killed between logging an event and writing the
+// record leaves the next one a task to follow.
 func (d *Delegation) setTask(id a2a.TaskID, contextID string) {
 	if d.rec.Downstream.TaskID == "" && id != "" {
 		d.rec.Downstream.TaskID, d.rec.Downstream.ContextID = id, contextID
+		d.persist()
 	}
 }
 

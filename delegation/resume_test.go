@@ -2,7 +2,9 @@ package delegation
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,6 +75,68 @@ func TestResume_CarriesOnAfterRestart(t *testing.T) {
 			stored, err := store.Get(t.Context(), d.ID())
 			if err != nil || stored.State != a2a.TaskStateCompleted || stored.LastEvent != evs[len(evs)-1].Seq {
 				t.Errorf("stored = %+v, %v", stored, err)
+			}
+		})
+	}
+}
+
+// dyingStore passes writes to the store until the first event with
+// state WORKING is in the log, and refuses every write after it: a
+// process killed just after logging that event, before it wrote the
+// record again.
+type dyingStore struct {
+	*MemoryStore
+	dead atomic.Bool
+}
+
+func (s *dyingStore) Put(ctx context.Context, r Record) error {
+	if s.dead.Load() {
+		return errors.New("the process is dead")
+	}
+	return s.MemoryStore.Put(ctx, r)
+}
+
+func (s *dyingStore) Append(ctx context.Context, id string, ev Event) error {
+	if s.dead.Load() {
+		return errors.New("the process is dead")
+	}
+	err := s.MemoryStore.Append(ctx, id, ev)
+	if ev.State == a2a.TaskStateWorking {
+		s.dead.Store(true)
+	}
+	return err
+}
+
+// TestResume_KilledAfterTheFirstEvent kills orchd, as far as its store
+// can tell, between logging the first event of the agent's task and
+// writing the record again: the task is known to the store all the same,
+// and the next process follows it to its end.
+func TestResume_KilledAfterTheFirstEvent(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{true, false} {
+		name := map[bool]string{true: "streaming", false: "polled"}[streaming]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := &dyingStore{MemoryStore: NewMemoryStore(0)}
+			f := newFixtureStore(t, Config{}, store)
+			agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: streaming}, testagent.Work(400*time.Millisecond))
+			f.add(t, "worker", agent.URL)
+			d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, d, a2a.TaskStateWorking)
+			if !store.dead.Load() {
+				t.Fatal("no WORKING event reached the store")
+			}
+			e := f.restart(t, Config{}, store.MemoryStore)
+			resumed, ok := e.Get(d.ID())
+			if !ok {
+				t.Fatal("the new engine does not follow the running delegation")
+			}
+			rec := waitState(t, resumed, a2a.TaskStateCompleted)
+			if rec.Downstream.TaskID == "" || len(rec.Artifacts) != 1 {
+				t.Errorf("record = %+v", rec)
 			}
 		})
 	}
