@@ -131,8 +131,12 @@ func TestBuild_Facts(t *testing.T) {
 		},
 		{
 			card: "v1-grpc-2.0-only.json", compatible: false,
-			reason:   "speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0 over HTTP+JSON, JSONRPC",
+			reason:   "speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0",
 			versions: map[string][]string{BindingGRPC: {"2.0"}},
+		},
+		{
+			card: "v1-grpc-only.json", compatible: true,
+			versions: map[string][]string{BindingGRPC: {"1.0"}},
 		},
 		{
 			card: "v1-multi-tenant-by-interface.json", compatible: true,

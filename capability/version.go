@@ -37,12 +37,13 @@ type Protocol struct {
 type ClientSupport map[string][]string
 
 // DefaultClient is what orchd's own client speaks: A2A 1.0 and 0.3 over
-// JSON-RPC and HTTP+JSON, the bindings its delegation client wires (a2a-go
-// also offers gRPC, which orchd does not use).
+// JSON-RPC, HTTP+JSON and gRPC, the bindings its delegation client wires
+// (gRPC through a2a-go's a2agrpc v1 and v0 transports).
 func DefaultClient() ClientSupport {
 	return ClientSupport{
 		BindingJSONRPC:  {"0.3", "1.0"},
 		BindingHTTPJSON: {"0.3", "1.0"},
+		BindingGRPC:     {"0.3", "1.0"},
 	}
 }
 

@@ -55,7 +55,7 @@ func TestInspect_Text(t *testing.T) {
 	}
 	for _, want := range []string{
 		"name               Telemetry Agent",
-		"compatible         no: speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0 over HTTP+JSON, JSONRPC",
+		"compatible         no: speaks only 2.0 over GRPC; orchd speaks 0.3, 1.0",
 		"tier 1 implicit    cancel_task, get_task, list_tasks, send_message",
 		`etag "v1"`,
 	} {
