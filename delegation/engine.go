@@ -106,6 +106,16 @@ type Config struct {
 	// Instance names this process among those sharing the store, as the
 	// holder of leases and the address of its relay. Default a random id.
 	Instance string
+	// Follow is how a task an agent accepted is followed (push.go):
+	// FollowAuto (default) pushes when the agent declares push
+	// notifications and PushURL is one it can reach, else streams when it
+	// streams, else polls; FollowPush, FollowStream and FollowPoll ask for
+	// one way, falling back as auto does when the agent cannot.
+	Follow string
+	// PushURL is the URL prefix of orchd's push webhook: a delegation's
+	// webhook is PushURL followed by its id. Empty means no push until
+	// Engine.SetPushURL names one.
+	PushURL string
 }
 
 func (c Config) withDefaults() Config {
@@ -151,6 +161,9 @@ func (c Config) withDefaults() Config {
 	if c.Instance == "" {
 		c.Instance = a2a.NewContextID()
 	}
+	if c.Follow == "" {
+		c.Follow = FollowAuto
+	}
 	return c
 }
 
@@ -193,6 +206,8 @@ type Engine struct {
 	onResume func(*Delegation)
 	// stopRelay stops answering operations other processes pass here.
 	stopRelay func()
+	// push holds the webhooks of delegations followed by push (push.go).
+	push pushHub
 }
 
 // NewEngine returns an engine delegating to agents in reg under the
@@ -473,7 +488,8 @@ func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Messa
 	if err != nil {
 		return nil, err
 	}
-	d.client, d.prog.Streaming = c, card.Capabilities.Streaming
+	d.client = c
+	d.chooseFollow(a, card)
 	if err := e.reg.Admit(a.ID); err != nil {
 		return nil, err
 	}
@@ -487,6 +503,9 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	e := d.engine
 	req := &a2a.SendMessageRequest{Message: msg}
 	if !d.prog.Streaming {
+		if s, ok, err := d.sendPush(ctx, req); ok {
+			return s, err
+		}
 		callCtx, cancel := d.callContext(ctx)
 		defer cancel()
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
@@ -601,6 +620,9 @@ func (d *Delegation) follow(s *session) {
 		}
 		d.settled()
 		return
+	}
+	if d.followPush(s) {
+		return // followed by push notifications, with no goroutine waiting
 	}
 	ctx, cancel := context.WithCancel(d.traced(e.ctx))
 	done := make(chan struct{})

@@ -35,7 +35,8 @@ type Relay interface {
 // Op is an operation on a delegation, as one process passes it to
 // another.
 type Op struct {
-	// Kind is "input", "cancel" or "signal".
+	// Kind is "input", "cancel", "signal" or "push" (a push notification
+	// came for the delegation: its follower reads the task).
 	Kind string `json:"kind"`
 	// ID is the delegation's id.
 	ID string `json:"id"`
@@ -222,6 +223,8 @@ func (e *Engine) serve(ctx context.Context, op Op) Result {
 	case "signal":
 		r, err := e.steerLocal(ctx, d, op.Control, op.Message)
 		return result(nil, &r, err)
+	case "push":
+		return result(nil, nil, e.notifyLocal(d))
 	}
 	return result(nil, nil, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, op.Kind))
 }

@@ -80,6 +80,14 @@ type Progress struct {
 	// Streaming is true when the hop's card declares streaming, so the
 	// task is followed by subscribing rather than polling.
 	Streaming bool `json:"streaming,omitempty"`
+	// Follow is how the hop is followed, chosen once when the work is
+	// sent (push.go): "push", "stream" or "poll"; empty in records kept
+	// before it was recorded, followed as Streaming says.
+	Follow string `json:"follow,omitempty"`
+	// PushToken is the SHA-256 (hex) of the token the hop's agent sends
+	// with its push notifications, when the hop is followed by push; the
+	// token itself is never kept.
+	PushToken string `json:"pushToken,omitempty"`
 	// Steerable and Interruptible are the steering modes of the pinned
 	// card.
 	Steerable     bool `json:"steerable,omitempty"`

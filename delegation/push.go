@@ -1,0 +1,701 @@
+package delegation
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/registry"
+)
+
+// Following by push.
+//
+// An agent whose card declares push notifications can be told, with the
+// first message, where to POST its task's events: orchd's webhook for the
+// delegation (Config.PushURL followed by the delegation's id), with a
+// token made for the delegation. No stream stays open and no poll runs;
+// the delegation holds no goroutine between notifications, only a timer.
+//
+// A notification is never believed: it only says that the task may have
+// changed. The webhook checks the token (its SHA-256 is kept in the
+// record's Progress, so every process sharing the store can check it,
+// after any restart), and the process following the delegation then asks
+// the agent for the task (GetTask) and applies what the agent answers.
+// Notifications that arrive while a read is under way are folded into one
+// more read. A notification that was lost is made up for by the safety
+// read: SilenceTimeout after the last read, the task is read anyway, and
+// read failures back off and give the task up as polling does.
+
+// Ways of following a task, as Config.Follow names them.
+const (
+	// FollowAuto pushes when the agent declares push notifications and
+	// the webhook is one it can reach, else streams when it streams, else
+	// polls.
+	FollowAuto = "auto"
+	// FollowPush asks for push notifications.
+	FollowPush = "push"
+	// FollowStream asks for a stream.
+	FollowStream = "stream"
+	// FollowPoll polls the task, whatever the agent offers.
+	FollowPoll = "poll"
+)
+
+// ValidFollow reports whether s is a value Config.Follow takes ("" is
+// FollowAuto).
+func ValidFollow(s string) bool {
+	switch s {
+	case "", FollowAuto, FollowPush, FollowStream, FollowPoll:
+		return true
+	}
+	return false
+}
+
+// Errors of Engine.Notify.
+var (
+	// ErrPushRefused means no delegation has that webhook with that
+	// token. An unknown delegation and a wrong token are the same error,
+	// so a caller without the token learns nothing of the delegation.
+	ErrPushRefused = errors.New("no such push webhook")
+	// ErrPushRate means notifications came faster than they are taken:
+	// PushRate per delegation, or, for those that must be checked
+	// against the store, pushStoreRate for the whole process.
+	ErrPushRate = errors.New("too many push notifications")
+	// ErrPushTooLarge means the notification's body was over the limit;
+	// its token was good, so the task is read all the same.
+	ErrPushTooLarge = errors.New("push notification too large")
+)
+
+// Bounds of push notifications.
+const (
+	// PushRate and PushBurst bound the notifications taken per
+	// delegation: PushRate a second on average, PushBurst at once.
+	PushRate  = 50
+	PushBurst = 100
+	// MaxPushToken bounds the length of a notification's token.
+	MaxPushToken = 256
+	// pushStoreRate and pushStoreBurst bound, for the whole process, the
+	// notifications checked against the store (for delegations not
+	// followed here, or unknown): each costs a store read.
+	pushStoreRate  = 200
+	pushStoreBurst = 400
+	// pushConfigID names orchd's push config at the agent.
+	pushConfigID = "orchd"
+)
+
+// pushHub holds the webhooks of the delegations followed by push here.
+// Its zero value is ready.
+type pushHub struct {
+	mu    sync.Mutex
+	url   string
+	set   bool
+	hooks map[string]*pushHook
+	// store bounds the notifications checked against the store.
+	store bucket
+}
+
+// pushHook is a delegation's webhook in this process: its token's hash,
+// the rate its notifications are taken at, and its follower.
+type pushHook struct {
+	d    *Delegation
+	hash [sha256.Size]byte
+
+	mu   sync.Mutex
+	rate bucket
+	// f follows the task; nil while none does (before the follower
+	// starts, and while the task waits for input), and pending then
+	// says a notification came meanwhile.
+	f       *pushFollower
+	pending bool
+	// ended undoes the drop of the hook at the delegation's end; expire
+	// drops a hook whose delegation never started being followed.
+	ended  func() bool
+	expire *time.Timer
+}
+
+// bucket is a token bucket; callers hold the lock guarding it.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// take takes a token, refilled at rate a second up to burst.
+func (b *bucket) take(now time.Time, rate, burst float64) bool {
+	if b.at.IsZero() {
+		b.tokens = burst
+	} else {
+		b.tokens = min(burst, b.tokens+now.Sub(b.at).Seconds()*rate)
+	}
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// SetPushURL sets the URL prefix of the push webhook when Config.PushURL
+// left it empty: the daemon knows its own URL only once it listens. Call
+// it before Start; an empty prefix turns push off.
+func (e *Engine) SetPushURL(prefix string) {
+	e.push.mu.Lock()
+	defer e.push.mu.Unlock()
+	e.push.url, e.push.set = prefix, true
+}
+
+// pushURL is the webhook prefix in force.
+func (e *Engine) pushURL() string {
+	e.push.mu.Lock()
+	defer e.push.mu.Unlock()
+	if e.push.set {
+		return e.push.url
+	}
+	return e.cfg.PushURL
+}
+
+// chooseFollow decides once, as the work is sent, how the hop is followed,
+// and records it in the delegation's Progress.
+func (d *Delegation) chooseFollow(a *registry.Agent, card *a2a.AgentCard) {
+	e := d.engine
+	streams := card.Capabilities.Streaming
+	pushes := card.Capabilities.PushNotifications && reachable(e.pushURL(), card)
+	mode := FollowPoll
+	switch want := e.cfg.Follow; {
+	case want == FollowPoll:
+	case want == FollowStream && streams:
+		mode = FollowStream
+	case pushes: // asked for, or auto, or the stream asked for is not offered
+		mode = FollowPush
+	case streams:
+		mode = FollowStream
+	}
+	if e.cfg.Follow == FollowPush && mode != FollowPush {
+		e.log.Info("agent cannot be followed by push; following it another way", "agent", a.ID, "follow", mode,
+			"declaresPush", card.Capabilities.PushNotifications, "webhook", e.pushURL() != "")
+	}
+	d.prog.Follow, d.prog.Streaming = mode, mode == FollowStream
+}
+
+// reachable reports whether an agent of card can reach the webhook at
+// prefix, as far as orchd can tell: there is one, and a webhook on a
+// loopback address is offered only to agents on loopback addresses.
+func reachable(prefix string, card *a2a.AgentCard) bool {
+	u, err := url.Parse(prefix)
+	if prefix == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	if !loopbackHost(u.Hostname()) {
+		return true
+	}
+	for _, i := range card.SupportedInterfaces {
+		if au, err := url.Parse(i.URL); err == nil && loopbackHost(au.Hostname()) {
+			return true
+		}
+	}
+	return false
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sendPush sends the first message of a delegation followed by push, with
+// orchd's webhook and a new token for it. It reports ok false, sending
+// nothing, for other delegations and for later messages: the agent keeps
+// the webhook for the task. An agent that refuses push after all is sent
+// the message again without it, followed as without push.
+func (d *Delegation) sendPush(ctx context.Context, req *a2a.SendMessageRequest) (*session, bool, error) {
+	e := d.engine
+	d.mu.Lock()
+	mode, named, id, agent := d.prog.Follow, d.rec.Downstream.TaskID != "", d.rec.ID, d.rec.Downstream.Agent
+	d.mu.Unlock()
+	if mode != FollowPush || named {
+		return nil, false, nil
+	}
+	token, err := newPushToken()
+	if err != nil {
+		return nil, true, err
+	}
+	sum := sha256.Sum256([]byte(token))
+	h := e.push.prepare(d, sum, max(2*e.cfg.CallTimeout, time.Minute))
+	d.mu.Lock()
+	d.prog.PushToken = hex.EncodeToString(sum[:])
+	d.mu.Unlock()
+	callCtx, cancel := d.callContext(ctx)
+	defer cancel()
+	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true,
+		PushConfig: &a2a.PushConfig{ID: pushConfigID, URL: e.pushURL() + url.PathEscape(id), Token: token}}
+	start := time.Now()
+	res, err := d.client.SendMessage(callCtx, req)
+	err = callErr(callCtx, err)
+	e.in.called(ctx, agent, "SendMessage", start, err)
+	if _, answered := res.(*a2a.Message); err != nil || answered {
+		e.push.drop(id, h)
+		d.mu.Lock()
+		d.prog.PushToken = ""
+		d.mu.Unlock()
+	}
+	if errors.Is(err, a2a.ErrPushNotificationNotSupported) {
+		streams := false
+		if a, ok := e.reg.Get(agent); ok {
+			if card, cerr := a.AgentCard(); cerr == nil {
+				streams = card.Capabilities.Streaming
+			}
+		}
+		e.log.Warn("agent declares push notifications but refused orchd's webhook; following it another way", "delegation", id, "agent", agent, "stream", streams)
+		d.mu.Lock()
+		d.prog.Follow, d.prog.Streaming = FollowPoll, streams
+		if streams {
+			d.prog.Follow = FollowStream
+		}
+		d.mu.Unlock()
+		req.Config = nil
+		s, err := d.send(ctx, req.Message)
+		return s, true, err
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	return &session{first: res}, true, nil
+}
+
+// newPushToken returns a random token: 32 bytes, base64url.
+func newPushToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make a push token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// prepare keeps the webhook of a delegation about to be sent, so a
+// notification that comes before its follower starts is kept for it. A
+// hook no follower takes within expireAfter is dropped.
+func (p *pushHub) prepare(d *Delegation, hash [sha256.Size]byte, expireAfter time.Duration) *pushHook {
+	h := &pushHook{d: d, hash: hash}
+	id := d.rec.ID
+	h.expire = time.AfterFunc(expireAfter, func() {
+		h.mu.Lock()
+		taken := h.ended != nil || h.f != nil
+		h.mu.Unlock()
+		if !taken {
+			p.drop(id, h)
+		}
+	})
+	p.mu.Lock()
+	if p.hooks == nil {
+		p.hooks = map[string]*pushHook{}
+	}
+	p.hooks[id] = h
+	p.mu.Unlock()
+	return h
+}
+
+// hook returns the delegation's webhook here, made from the record's hash
+// when there is none (a delegation carried on from the store); nil when
+// the record keeps no valid hash.
+func (p *pushHub) hook(d *Delegation, hexHash string) *pushHook {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h := p.hooks[d.rec.ID]; h != nil && h.d == d {
+		return h
+	}
+	b, err := hex.DecodeString(hexHash)
+	if err != nil || len(b) != sha256.Size {
+		return nil
+	}
+	h := &pushHook{d: d}
+	copy(h.hash[:], b)
+	if p.hooks == nil {
+		p.hooks = map[string]*pushHook{}
+	}
+	p.hooks[d.rec.ID] = h
+	return h
+}
+
+// get returns the webhook of delegation id here, or nil.
+func (p *pushHub) get(id string) *pushHook {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hooks[id]
+}
+
+// drop forgets h, if it is still delegation id's webhook.
+func (p *pushHub) drop(id string, h *pushHook) {
+	p.mu.Lock()
+	if p.hooks[id] == h {
+		delete(p.hooks, id)
+	}
+	p.mu.Unlock()
+	if h.expire != nil {
+		h.expire.Stop()
+	}
+}
+
+// followPush follows the task of a delegation followed by push, from the
+// session's first event (nil when the task could not be read), and
+// reports whether it does; false leaves the delegation to be streamed or
+// polled.
+func (d *Delegation) followPush(s *session) bool {
+	e := d.engine
+	d.mu.Lock()
+	mode, hash := d.prog.Follow, d.prog.PushToken
+	d.mu.Unlock()
+	if mode != FollowPush {
+		return false
+	}
+	h := e.push.hook(d, hash)
+	if h == nil {
+		return false // no webhook was registered: the task is polled
+	}
+	if s.stop != nil {
+		s.stop() // no stream is read in push mode
+	}
+	ctx, cancel := context.WithCancel(d.traced(e.ctx))
+	f := &pushFollower{h: h, d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval}
+	d.mu.Lock()
+	d.stopFollow, d.followDone = f.stop, f.done
+	d.mu.Unlock()
+	h.mu.Lock()
+	if h.ended == nil {
+		h.ended = d.AfterEnd(func() { e.push.drop(d.rec.ID, h) })
+	}
+	if h.expire != nil {
+		h.expire.Stop()
+	}
+	if e.ctx.Err() != nil {
+		// Closed meanwhile: nothing follows the task, as after Close.
+		h.mu.Unlock()
+		f.stop()
+		return true
+	}
+	if old := h.f; old != nil {
+		old.stopLocked()
+	}
+	h.f = f
+	read := s.first == nil || h.pending
+	h.pending = false
+	f.timer = time.AfterFunc(e.cfg.SilenceTimeout, f.kick)
+	h.mu.Unlock()
+	if read {
+		f.kick()
+	}
+	return true
+}
+
+// pushFollower follows one stretch of a task by push: until the task
+// settles or following stops. It reads the task when kicked (by a
+// notification, or by its safety timer) in a goroutine that runs only
+// while it reads.
+type pushFollower struct {
+	h      *pushHook
+	d      *Delegation
+	ctx    context.Context
+	cancel context.CancelFunc
+	// done is closed once the follower has stopped and no read runs.
+	done chan struct{}
+
+	// Guarded by h.mu.
+	timer    *time.Timer
+	running  bool // a read runs
+	again    bool // kicked while a read ran
+	stopped  bool
+	closed   bool
+	failures int
+	since    time.Time // the first failure of the current run
+	wait     time.Duration
+}
+
+// kick reads the task now, or once more after the read under way.
+func (f *pushFollower) kick() {
+	h := f.h
+	h.mu.Lock()
+	if f.stopped {
+		h.mu.Unlock()
+		return
+	}
+	if f.running {
+		f.again = true
+		h.mu.Unlock()
+		return
+	}
+	f.running = true
+	h.mu.Unlock()
+	if !f.d.engine.track() {
+		h.mu.Lock()
+		f.running = false
+		f.stopLocked()
+		h.mu.Unlock()
+		return
+	}
+	go f.run()
+}
+
+// run reads the task until no kick is left, then returns.
+func (f *pushFollower) run() {
+	d, e, h := f.d, f.d.engine, f.h
+	defer e.wg.Done()
+	for {
+		d.mu.Lock()
+		taskID := d.rec.Downstream.TaskID
+		d.mu.Unlock()
+		task, err := d.getTask(f.ctx, taskID)
+		settled := false
+		if err == nil {
+			settled = d.apply(task)
+		}
+		lost := ""
+		h.mu.Lock()
+		switch {
+		case f.stopped || f.ctx.Err() != nil:
+			f.running = false
+			f.stopLocked()
+			h.mu.Unlock()
+			return
+		case err == nil:
+			f.failures, f.wait = 0, e.cfg.PollInterval
+			if !settled {
+				f.timer.Reset(e.cfg.SilenceTimeout)
+			}
+		default:
+			if f.failures++; f.failures == 1 {
+				f.since = time.Now()
+			}
+			if f.failures >= lostAfter && time.Since(f.since) >= e.cfg.SilenceTimeout {
+				lost = fmt.Sprintf("lost track of task %s: %d reads failed in a row over %s, the last with: %v",
+					taskID, f.failures, time.Since(f.since).Round(time.Millisecond), err)
+			} else {
+				f.wait = min(2*f.wait, max(maxPollBackoff, e.cfg.PollInterval))
+				f.timer.Reset(f.wait)
+			}
+		}
+		if !settled && lost == "" && f.again {
+			f.again = false
+			h.mu.Unlock()
+			continue
+		}
+		f.running = false
+		if settled || lost != "" {
+			f.stopLocked()
+		}
+		h.mu.Unlock()
+		if lost != "" {
+			d.fail(lost)
+		}
+		if settled || lost != "" {
+			d.settled()
+		}
+		return
+	}
+}
+
+// stop ends the follower and, once no read runs, closes done: the
+// delegation's stopFollow.
+func (f *pushFollower) stop() {
+	f.h.mu.Lock()
+	defer f.h.mu.Unlock()
+	f.stopLocked()
+}
+
+// stopLocked is stop; callers hold h.mu.
+func (f *pushFollower) stopLocked() {
+	if !f.stopped {
+		f.stopped = true
+		f.cancel()
+		if f.timer != nil {
+			f.timer.Stop()
+		}
+		if f.h.f == f {
+			f.h.f = nil
+		}
+	}
+	if !f.running && !f.closed {
+		f.closed = true
+		close(f.done)
+	}
+}
+
+// Notify takes a push notification the agent of delegation id sent to
+// its webhook with token, its body read from body (at most maxBytes). The
+// token is checked first, then the rate; the body must be an A2A stream
+// response naming the delegation's task. Nothing in it is believed: the
+// process following the delegation reads the task from the agent.
+//
+// It fails with ErrPushRefused for an unknown delegation or a wrong token
+// alike, ErrPushRate, ErrPushTooLarge (the task is read all the same),
+// ErrBadRequest for a body that is not a notification of the task, and
+// ErrUnavailable when the store cannot be read. A good notification for
+// a delegation that has ended is taken and does nothing.
+func (e *Engine) Notify(ctx context.Context, id, token string, body io.Reader, maxBytes int64) error {
+	if token == "" || len(token) > MaxPushToken {
+		return ErrPushRefused
+	}
+	sum := sha256.Sum256([]byte(token))
+	now := time.Now()
+	taskID, local, err := e.authorizePush(ctx, id, sum, now)
+	if err != nil {
+		return err
+	}
+	named, err := readNotification(body, maxBytes)
+	switch {
+	case errors.Is(err, ErrPushTooLarge):
+	case err != nil:
+		return err
+	case taskID != "" && named != taskID:
+		return fmt.Errorf("%w: the notification names task %q, not the delegation's", ErrBadRequest, named)
+	}
+	if local != nil {
+		local.notify()
+		return err
+	}
+	d, owner, rerr := e.route(ctx, id)
+	switch {
+	case errors.Is(rerr, ErrEnded):
+		return err
+	case rerr != nil:
+		return rerr
+	case d == nil:
+		res, ferr := e.forward(ctx, owner, Op{Kind: "push", ID: id})
+		if ferr == nil {
+			ferr = res.err()
+		}
+		if ferr != nil {
+			return ferr
+		}
+		return err
+	}
+	if nerr := e.notifyLocal(d); nerr != nil {
+		return nerr
+	}
+	return err
+}
+
+// authorizePush checks a notification's token for delegation id, and its
+// rate. It returns the delegation's task ("" when not named yet) and its
+// webhook when the delegation is followed here; a nil webhook means the
+// delegation was checked against the store.
+func (e *Engine) authorizePush(ctx context.Context, id string, sum [sha256.Size]byte, now time.Time) (a2a.TaskID, *pushHook, error) {
+	if h := e.push.get(id); h != nil {
+		if subtle.ConstantTimeCompare(h.hash[:], sum[:]) != 1 {
+			return "", nil, ErrPushRefused
+		}
+		h.mu.Lock()
+		ok := h.rate.take(now, PushRate, PushBurst)
+		h.mu.Unlock()
+		if !ok {
+			return "", nil, ErrPushRate
+		}
+		h.d.mu.Lock()
+		taskID := h.d.rec.Downstream.TaskID
+		h.d.mu.Unlock()
+		h.mu.Lock()
+		started := h.ended != nil
+		h.mu.Unlock()
+		if live, ok := e.Get(id); !started || (ok && live == h.d) {
+			return taskID, h, nil // about to be followed here, or followed here
+		}
+		// Another process follows it now (this one lost its lease).
+		e.push.drop(id, h)
+		return taskID, nil, nil
+	}
+	e.push.mu.Lock()
+	ok := e.push.store.take(now, pushStoreRate, pushStoreBurst)
+	e.push.mu.Unlock()
+	if !ok {
+		return "", nil, ErrPushRate
+	}
+	rec, err := e.store.Get(ctx, id)
+	var want []byte
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return "", nil, fmt.Errorf("%w: read delegation for a push notification: %v", ErrUnavailable, err)
+	case rec.Progress != nil:
+		want, _ = hex.DecodeString(rec.Progress.PushToken)
+	}
+	if len(want) != sha256.Size {
+		want = make([]byte, sha256.Size) // compared all the same: no shortcut tells absent from wrong
+	}
+	if subtle.ConstantTimeCompare(want, sum[:]) != 1 || rec.Progress == nil || rec.Progress.PushToken == "" {
+		return "", nil, ErrPushRefused
+	}
+	return rec.Downstream.TaskID, nil, nil
+}
+
+// notify passes a notification to the webhook's follower, or keeps it for
+// the next one.
+func (h *pushHook) notify() {
+	h.mu.Lock()
+	f := h.f
+	if f == nil {
+		h.pending = true
+	}
+	h.mu.Unlock()
+	if f != nil {
+		f.kick()
+	}
+}
+
+// notifyLocal passes a notification to delegation d, followed here: its
+// follower reads the task. It fails with errMoved when d is no longer
+// live here. A delegation not followed by push, or no longer followed
+// (it ended, or waits for input), has nothing to read.
+func (e *Engine) notifyLocal(d *Delegation) error {
+	if live, ok := e.Get(d.rec.ID); !ok || live != d {
+		return errMoved
+	}
+	if h := e.push.get(d.rec.ID); h != nil && h.d == d {
+		h.notify()
+	}
+	return nil
+}
+
+// readNotification reads a push notification's body, at most maxBytes of
+// it, and returns the task it names. A body over the limit fails with
+// ErrPushTooLarge.
+func readNotification(body io.Reader, maxBytes int64) (a2a.TaskID, error) {
+	b, err := io.ReadAll(io.LimitReader(body, maxBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("%w: read the notification: %v", ErrBadRequest, err)
+	}
+	if int64(len(b)) > maxBytes {
+		return "", fmt.Errorf("%w: over %d bytes", ErrPushTooLarge, maxBytes)
+	}
+	return ParseNotification(b)
+}
+
+// ParseNotification parses a push notification's body, an A2A stream
+// response (a task, a status update, an artifact update or a message),
+// and returns the task it names. It fails with ErrBadRequest for anything
+// else.
+func ParseNotification(b []byte) (a2a.TaskID, error) {
+	var sr a2a.StreamResponse
+	if err := json.Unmarshal(b, &sr); err != nil {
+		return "", fmt.Errorf("%w: the notification is not an A2A stream response: %v", ErrBadRequest, err)
+	}
+	if sr.Event == nil {
+		return "", fmt.Errorf("%w: the notification holds no event", ErrBadRequest)
+	}
+	id := sr.Event.TaskInfo().TaskID
+	if id == "" {
+		return "", fmt.Errorf("%w: the notification names no task", ErrBadRequest)
+	}
+	return id, nil
+}
