@@ -425,7 +425,7 @@ type session struct {
 }
 
 // client builds the a2a-go client for an agent's card: A2A 1.0 and 0.3
-// over JSON-RPC and HTTP+JSON, activating the delegation extension when
+// over JSON-RPC, HTTP+JSON and gRPC, activating the delegation extension when
 // the card declares it.
 //
 // An agent with credentials configured is called through a transport that
@@ -458,13 +458,17 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		withCreds.Transport = rt
 		hc = &withCreds
 	}
-	c, err := a2aclient.NewFromCard(ctx, card,
+	grpcOpts, err := e.grpcOptions(a, creds) // gRPC 1.0 and 0.3 (grpc.go)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, append([]a2aclient.FactoryOption{
 		a2aclient.WithJSONRPCTransport(hc),
 		a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
 		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI)),
-	)
+	}, grpcOpts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)
 	}

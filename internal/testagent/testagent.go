@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -113,6 +114,13 @@ type Options struct {
 	// Steering makes the agent steerable and interruptible: it advertises
 	// the extension and takes signals (see Steerable).
 	Steering bool
+	// GRPC serves A2A over gRPC too, on its own 127.0.0.1 port listed on
+	// the card as host:port: a2a-go's 1.0 service, and its 0.3 service as
+	// well when Version is "0.3" (grpc.go).
+	GRPC bool
+	// GRPCOnly is GRPC with gRPC the card's only interface: a gRPC-only
+	// agent. Its card is still served over HTTP, as every card is.
+	GRPCOnly bool
 }
 
 // Agent is an a2a-go agent served on 127.0.0.1 with its card; URL is its
@@ -210,6 +218,10 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 		Skills: []a2a.AgentSkill{{ID: o.Skill, Name: o.Skill, Tags: []string{o.Skill}}},
 	}
 	ta := &Agent{Server: srv, exec: x, called: make(chan struct{}), stopped: stopped}
+	var grpcLis net.Listener
+	if o.GRPC || o.GRPCOnly {
+		grpcLis = listenGRPC(t, card, o)
+	}
 	var opts []a2asrv.RequestHandlerOption
 	if o.Steering {
 		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
@@ -219,6 +231,9 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 			a2asrv.WithExecutorContextInterceptor(x.st.ExecutorInterceptor()))
 	}
 	handler := a2asrv.NewHandler(x, opts...)
+	if grpcLis != nil {
+		serveGRPC(t, ta, handler, grpcLis, o.Version == "0.3")
+	}
 	rpc := steering.Echo(a2asrv.NewJSONRPCHandler(handler))
 	cardHandler := a2asrv.NewStaticAgentCardHandler(card)
 	if o.Version == "0.3" {
