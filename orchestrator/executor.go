@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -46,9 +47,6 @@ type executor struct {
 	mu sync.Mutex
 	// byTask maps an upstream task to its delegation.
 	byTask map[a2a.TaskID]string
-	// early holds delegations started by earlyDelegation, by message id,
-	// until the executor takes them.
-	early map[string]early
 	// mirroring marks upstream tasks whose execution is mirroring its
 	// delegation: that execution reports a cancel's outcome itself.
 	mirroring map[a2a.TaskID]bool
@@ -64,7 +62,7 @@ type executor struct {
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
 func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *gate, stopping context.Context, log *slog.Logger) *executor {
-	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]string{}, early: map[string]early{}, mirroring: map[a2a.TaskID]bool{},
+	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]string{}, mirroring: map[a2a.TaskID]bool{},
 		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}}
 }
 
@@ -149,7 +147,7 @@ func submitted(ec *a2asrv.ExecutorContext, rec delegation.Record) *a2a.Task {
 func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 	var d *delegation.Delegation
 	var err error
-	if p, ok := x.takeEarly(ec.Message); ok {
+	if p, ok := takeEarly(ctx); ok {
 		d, err = p.d, p.err
 	} else {
 		var req delegation.Request
@@ -182,21 +180,27 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 }
 
 // early is a delegation earlyDelegation started for a message, waiting
-// for the executor.
+// for the executor. It travels in the context of the request that sent the
+// message, which a2a-go hands on to the execution it starts, so it reaches
+// that execution and no other: two requests carrying the same message id,
+// from one caller or two, each get their own. Whichever of the executor and
+// earlyDelegation.After takes it first owns it.
 type early struct {
-	d   *delegation.Delegation
-	err error
+	d     *delegation.Delegation
+	err   error
+	taken atomic.Bool
 }
 
-func (x *executor) takeEarly(m *a2a.Message) (early, bool) {
-	if m == nil {
-		return early{}, false
+type earlyKey struct{}
+
+// takeEarly takes the delegation earlyDelegation started for the request
+// of ctx, once.
+func takeEarly(ctx context.Context) (*early, bool) {
+	p, ok := ctx.Value(earlyKey{}).(*early)
+	if !ok || !p.taken.CompareAndSwap(false, true) {
+		return nil, false
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	p, ok := x.early[m.ID]
-	delete(x.early, m.ID)
-	return p, ok
+	return p, true
 }
 
 // earlyDelegation delegates a new message before a2a-go's task machinery
@@ -208,8 +212,6 @@ type earlyDelegation struct {
 	a2asrv.PassthroughCallInterceptor
 	x *executor
 }
-
-type earlyKey struct{}
 
 func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
 	if m := cc.Method(); m != "SendMessage" && m != "SendStreamingMessage" {
@@ -239,24 +241,16 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 			return ctx, &m, nil
 		}
 	}
-	e.x.mu.Lock()
-	e.x.early[smr.Message.ID] = early{d: d, err: err}
-	e.x.mu.Unlock()
-	return context.WithValue(ctx, earlyKey{}, smr.Message.ID), nil, nil
+	return context.WithValue(ctx, earlyKey{}, &early{d: d, err: err}), nil, nil
 }
 
 // After drops a started delegation whose request a2a-go then refused, so
 // no delegation runs without an upstream task.
 func (e earlyDelegation) After(ctx context.Context, _ *a2asrv.CallContext, resp *a2asrv.Response) error {
-	id, _ := ctx.Value(earlyKey{}).(string)
-	if id == "" || resp.Err == nil {
+	if resp.Err == nil {
 		return nil
 	}
-	e.x.mu.Lock()
-	p, ok := e.x.early[id]
-	delete(e.x.early, id)
-	e.x.mu.Unlock()
-	if ok && p.d != nil {
+	if p, ok := takeEarly(ctx); ok && p.d != nil {
 		_, _ = e.x.engine.Cancel(context.WithoutCancel(ctx), p.d.ID())
 	}
 	return nil
@@ -381,7 +375,7 @@ func (x *executor) requestFrom(ctx context.Context, msg *a2a.Message) (delegatio
 		return delegation.Request{}, fmt.Errorf("%w: %v", delegation.ErrBadRequest, err)
 	}
 	m := *msg
-	m.ID, m.TaskID, m.ContextID = a2a.NewMessageID(), "", ""
+	m.TaskID, m.ContextID = "", "" // the caller's message id goes on, as in inputFrom
 	m.Metadata = maps.Clone(m.Metadata)
 	delete(m.Metadata, delegation.ExtensionURI)
 	req := delegation.Request{Message: &m, Metadata: m.Metadata}
@@ -396,10 +390,19 @@ func (x *executor) requestFrom(ctx context.Context, msg *a2a.Message) (delegatio
 }
 
 // inputFrom is the caller's follow-up message as the delegation passes it
-// on: its own id and no upstream task ids.
+// on: the caller's message id and no upstream task ids.
+//
+// Message ids: orchd forwards the caller's messageId unchanged, on the
+// first message and on every later input, so a caller, orchd and the agent
+// name a message alike across any number of hops. A2A makes the id unique
+// per sender, and orchd sends the message on the caller's behalf; a2a-go
+// neither deduplicates nor refuses a repeated id on either side (each
+// message to no task starts a new task), so keeping it changes nothing
+// that runs, while replacing it would hide from agents and traces which
+// message they are handling and defeat any deduplication an agent does.
 func inputFrom(m *a2a.Message) *a2a.Message {
 	c := *m
-	c.ID, c.TaskID, c.ContextID = a2a.NewMessageID(), "", ""
+	c.TaskID, c.ContextID = "", ""
 	c.Metadata = maps.Clone(c.Metadata)
 	delete(c.Metadata, delegation.ExtensionURI)
 	return &c

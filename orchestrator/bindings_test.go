@@ -1,0 +1,64 @@
+package orchestrator
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+)
+
+// a2aBinding is one of the A2A interfaces orchd's card lists.
+type a2aBinding struct {
+	name     string
+	version  a2a.ProtocolVersion
+	protocol a2a.TransportProtocol
+}
+
+// orchdBindings are the interfaces orchd serves over HTTP.
+var orchdBindings = []a2aBinding{
+	{"jsonrpc-1.0", "1.0", a2a.TransportProtocolJSONRPC},
+	{"rest-1.0", "1.0", a2a.TransportProtocolHTTPJSON},
+	{"jsonrpc-0.3", "0.3", a2a.TransportProtocolJSONRPC},
+	{"rest-0.3", "0.3", a2a.TransportProtocolHTTPJSON},
+}
+
+// bindingClient is a real a2a-go client of the agent at base speaking only
+// b, built from the agent's card (read with the 0.3-aware parser), with
+// hc as its HTTP client (nil for one without a timeout, for streams).
+func bindingClient(t testing.TB, base string, b a2aBinding, hc *http.Client) *a2aclient.Client {
+	t.Helper()
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatalf("resolve card at %s: %v", base, err)
+	}
+	var only []*a2a.AgentInterface
+	for _, it := range card.SupportedInterfaces {
+		if it.ProtocolVersion == b.version && it.ProtocolBinding == b.protocol {
+			only = append(only, it)
+		}
+	}
+	if len(only) == 0 {
+		t.Fatalf("the card at %s has no %s interface: %+v", base, b.name, card.SupportedInterfaces)
+	}
+	card.SupportedInterfaces = only
+	opts := []a2aclient.FactoryOption{a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc})}
+	c, err := a2aclient.NewFromCard(t.Context(), card, opts...)
+	if err != nil {
+		t.Fatalf("%s client of %s: %v", b.name, base, err)
+	}
+	return c
+}
+
+// userMessage is a user message with the given id and text.
+func userMessage(id, text string) *a2a.Message {
+	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
+	m.ID = id
+	return m
+}
