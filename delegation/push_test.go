@@ -251,12 +251,13 @@ func completedClaim(t testing.TB, task a2a.TaskID, contextID string) []byte {
 	return b
 }
 
-// quiet waits until the notifications the agent sent so far were taken
-// and the task read after them.
+// quiet waits until the agent has sent the notifications of a task at
+// work (SUBMITTED and WORKING), and they were taken and the task read
+// after them.
 func (f *pushFixture) quiet(t testing.TB, d *Delegation) {
 	t.Helper()
 	waitFor(t, "the agent's notifications and their reads", func() bool {
-		if f.hook.took.Load() < f.agent.sent.Load() {
+		if sent := f.agent.sent.Load(); sent < 2 || f.hook.took.Load() < sent {
 			return false
 		}
 		h := f.engine.push.get(d.ID())
@@ -424,7 +425,7 @@ func TestPush_CarriedOnAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, d, a2a.TaskStateWorking)
-	waitFor(t, "the agent's notifications", func() bool { return hook.took.Load() >= agent.sent.Load() })
+	waitFor(t, "the agent's notifications", func() bool { sent := agent.sent.Load(); return sent >= 2 && hook.took.Load() >= sent })
 	first.engine.Close()
 
 	second := newFixtureStore(t, cfg, store)

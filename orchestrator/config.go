@@ -138,6 +138,12 @@ type DelegationConfig struct {
 	SilenceTimeout Duration `yaml:"silenceTimeout"`
 	// MaxDuration caps every delegation started here; 0 means no cap.
 	MaxDuration Duration `yaml:"maxDuration"`
+	// Follow is how accepted tasks are followed: auto (default), push,
+	// stream or poll (docs/delegation.md, "Following by push").
+	Follow string `yaml:"follow"`
+	// PushURL is the base URL agents reach orchd's push webhook at.
+	// Empty means agent.url, else the listen address.
+	PushURL string `yaml:"pushURL"`
 }
 
 // DelegationConfig returns the delegation section as delegation.Config.
@@ -145,7 +151,7 @@ func (c *Config) DelegationConfig() delegation.Config {
 	d := c.Delegation
 	return delegation.Config{Self: d.Self, MaxDepth: d.MaxDepth, MaxAttempts: d.MaxAttempts,
 		CallTimeout: time.Duration(d.CallTimeout), CancelWait: time.Duration(d.CancelWait), PollInterval: time.Duration(d.PollInterval),
-		SilenceTimeout: time.Duration(d.SilenceTimeout), MaxDuration: time.Duration(d.MaxDuration)}
+		SilenceTimeout: time.Duration(d.SilenceTimeout), MaxDuration: time.Duration(d.MaxDuration), Follow: d.Follow}
 }
 
 // PoliciesConfig is the config file's policies section.
@@ -302,6 +308,12 @@ func (c *Config) validate() error {
 		if err := checkIdentity(c.Delegation.Self); err != nil {
 			return fmt.Errorf("config: delegation.self: %w", err)
 		}
+	}
+	if !delegation.ValidFollow(c.Delegation.Follow) {
+		return fmt.Errorf("config: delegation.follow %q: want auto, push, stream or poll", c.Delegation.Follow)
+	}
+	if err := checkPushURL(c.Delegation.PushURL); err != nil {
+		return fmt.Errorf("config: delegation.pushURL: %w", err)
 	}
 	if err := c.HTTP.validate(); err != nil {
 		return err

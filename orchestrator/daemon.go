@@ -156,6 +156,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		mux.Handle(route, g.wrap(groupHealth, api))
 	}
 	mux.Handle("GET /openapi.yaml", g.wrap(groupOpenAPI, api))
+	// Not behind the gate: each delegation's webhook has its own token.
+	newPushWebhook(delegations, log.With("component", "push")).route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
 	mux.Handle("/", g.wrap(groupAPI, api))
 	d.handler = mux
 	return d, nil
@@ -285,6 +287,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	d.delegations.SetPushURL(pushPrefix(d.cfg.Delegation.PushURL, base))
 	if err := d.registry.Load(ctx); err != nil {
 		ln.Close()
 		if ctx.Err() != nil {

@@ -1,0 +1,118 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// The push webhook: where agents that orchd follows by push notifications
+// (delegation.follow) POST their tasks' events, one URL per delegation.
+// It is not behind the gate: an agent does not hold orchd's callers'
+// credentials. Each delegation's URL is authenticated by the token made
+// for it alone, and a notification is only a reason to read the task
+// from the agent (docs/delegation.md, "Following by push").
+
+// pathPush is the webhook's prefix; a delegation's webhook is
+// pathPush/{delegation id}.
+const pathPush = "/a2a/push"
+
+// maxPushBytes bounds a notification's body. Nothing in it is believed,
+// so a larger one is refused (413) and the task read all the same.
+const maxPushBytes = 1 << 20
+
+// notifier takes push notifications: *delegation.Engine.
+type notifier interface {
+	Notify(ctx context.Context, id, token string, body io.Reader, maxBytes int64) error
+}
+
+// pushWebhook serves the push webhook over a notifier.
+type pushWebhook struct {
+	deleg notifier
+	log   *slog.Logger
+}
+
+func newPushWebhook(deleg notifier, log *slog.Logger) *pushWebhook {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &pushWebhook{deleg: deleg, log: log}
+}
+
+// route registers the webhook on mux.
+func (h *pushWebhook) route(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
+	mux.Handle("POST "+pathPush+"/{id}", wrap(h))
+}
+
+// ServeHTTP takes one notification: 204 when taken; 404 alike for an
+// unknown delegation and a wrong or missing token; 429 over the rate; 413
+// over the size (the task is read all the same); 400 for a body that is
+// not a notification of the delegation's task; 503 when it cannot be
+// checked now.
+func (h *pushWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	err := h.deleg.Notify(r.Context(), r.PathValue("id"), pushToken(r.Header), r.Body, maxPushBytes)
+	var e *apiError
+	switch {
+	case err == nil:
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case errors.Is(err, delegation.ErrPushRefused):
+		e = &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such push webhook"}
+	case errors.Is(err, delegation.ErrPushRate):
+		w.Header().Set("Retry-After", "1")
+		e = &apiError{status: http.StatusTooManyRequests, code: "rate_limited", msg: err.Error()}
+	case errors.Is(err, delegation.ErrPushTooLarge):
+		e = &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large", msg: err.Error()}
+	case errors.Is(err, delegation.ErrBadRequest):
+		e = &apiError{status: http.StatusBadRequest, code: "bad_request", msg: err.Error()}
+	default:
+		h.log.WarnContext(r.Context(), "push notification not taken", "delegation", r.PathValue("id"), "error", err)
+		e = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: "the notification cannot be taken now"}
+	}
+	writeAPIError(w, e)
+}
+
+// pushToken is the notification's token: in A2A-Notification-Token (as
+// a2a-go sends it), X-A2A-Notification-Token (as the Python SDK does), or
+// as a bearer token.
+func pushToken(h http.Header) string {
+	for _, k := range []string{"A2A-Notification-Token", "X-A2A-Notification-Token"} {
+		if v := h.Get(k); v != "" {
+			return v
+		}
+	}
+	if v, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	return ""
+}
+
+// pushPrefix is the URL prefix of the webhook that agents are given:
+// configured (delegation.pushURL, the base URL agents reach orchd at), else
+// base, orchd's own (agent.url, else its listen address).
+func pushPrefix(configured, base string) string {
+	if configured != "" {
+		base = configured
+	}
+	return strings.TrimRight(base, "/") + pathPush + "/"
+}
+
+// checkPushURL checks delegation.pushURL: empty, or an absolute http(s)
+// URL.
+func checkPushURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q is not a base URL like https://orchd.example", s)
+	}
+	return nil
+}
