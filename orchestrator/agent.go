@@ -63,6 +63,9 @@ type a2aServer struct {
 	card atomic.Pointer[servedCard]
 	// cardMu serializes rebuilds of the card.
 	cardMu sync.Mutex
+	// grpcURL is the gRPC interface the card lists (host:port), "" when
+	// orchd serves no gRPC; set before the first card is built.
+	grpcURL string
 }
 
 // routable is where orchd's card finds the skills it can route to:
@@ -140,6 +143,11 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills:             cardSkills(s.cfg.Skills, s.agents.List()),
+	}
+	if s.grpcURL != "" { // one port serves both versions (grpcserver.go)
+		card.SupportedInterfaces = append(card.SupportedInterfaces,
+			&a2a.AgentInterface{URL: s.grpcURL, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: "1.0"},
+			&a2a.AgentInterface{URL: s.grpcURL, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: "0.3"})
 	}
 	card.SecuritySchemes, card.SecurityRequirements = s.gate.cardSecurity()
 	producer := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)

@@ -100,6 +100,9 @@ type AgentConfig struct {
 	// SigningKeyID is the key id ("kid") the signature names. Empty means
 	// the key's own kid, else its RFC 7638 thumbprint.
 	SigningKeyID string `yaml:"signingKeyID"`
+	// GRPC serves orchd's A2A interface over gRPC too, listed on the card
+	// (grpcserver.go); off by default.
+	GRPC GRPCConfig `yaml:"grpc"`
 }
 
 // SkillConfig is one skill of orchd's card.
@@ -319,6 +322,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := c.Auth.validate(); err != nil {
+		return err
+	}
+	if err := c.Agent.GRPC.validate(); err != nil {
 		return err
 	}
 	if c.Auth.MTLS != nil && c.HTTP.TLS == nil {

@@ -58,6 +58,8 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	listener net.Listener
+	// grpc serves A2A over gRPC; nil unless agent.grpc.listen is set.
+	grpc *grpcServer
 }
 
 // New builds a daemon from cfg: it takes the state directory's lock, opens
@@ -117,7 +119,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	dcfg := cfg.DelegationConfig()
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
-	dcfg.HTTPClient = &http.Client{Transport: tel.Transport(transport)}
+	// GRPCBase: agents' gRPC interfaces are dialed through the same guard.
+	dcfg.HTTPClient = &http.Client{Transport: delegation.GRPCBase(tel.Transport(transport), transport)}
 	// Agents with credentials get their own transports over the same
 	// guarded one, traced the same way.
 	dcfg.Credentials = credentials.NewClients(credentials.ClientsConfig{Base: transport, Wrap: tel.Transport, Log: log.With("component", "credentials")})
@@ -145,6 +148,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials,
 		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"))}
 	delegations.OnResume(d.agent.exec.resumed)
+	d.grpc = newGRPCServer(cfg, g, d.agent.handler, tel, log.With("component", "grpc"))
 	mux := http.NewServeMux()
 	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
 	d.agent.routes(mux, tel, limits, g)
@@ -279,6 +283,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	d.warnLoopback()
+	grpcURL, err := d.grpc.listen(d.cfg.Agent.URL, d.checkExposed)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("config: %w", err)
+	}
+	defer d.grpc.stop() // before Close: the calls end first
+	d.agent.grpcURL = grpcURL
 	base := d.cfg.Agent.URL
 	if base == "" {
 		base = "http://" + ln.Addr().String()
@@ -335,12 +346,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		go func() { errc <- srv.Serve(ln) }()
 	}
+	grpcErrc := d.grpc.serve()
 	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir, "store", d.state.mode,
 		"agents", d.registry.Len(), "pending", len(d.registry.Pending()))
 
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-grpcErrc:
+		return fmt.Errorf("serve gRPC: %w", err)
 	case <-ctx.Done():
 	}
 	d.log.Info("orchd shutting down")

@@ -1,0 +1,394 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	a2agrpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
+	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	grpccreds "google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/credentials"
+	"github.com/orchd/orchd/telemetry"
+)
+
+// GRPCConfig is the agent.grpc section: orchd's A2A interface over gRPC,
+// off unless Listen is set. It sits under agent, beside the card it adds
+// interfaces to, because it is a binding of orchd the A2A agent: the HTTP
+// listen address carries the API, the card and the HTTP bindings alike,
+// while gRPC needs a port of its own. Zero fields take the defaults.
+type GRPCConfig struct {
+	// Listen is the address gRPC is served on, e.g. 127.0.0.1:9090. Empty
+	// (the default) serves no gRPC. As for the HTTP listener, an address
+	// beyond loopback needs authentication or --insecure-no-auth. With
+	// http.tls set, gRPC is served over TLS with the same certificate, and
+	// auth.mtls applies to it.
+	Listen string `yaml:"listen"`
+	// URL is the interface URL the card lists, host:port as gRPC clients
+	// dial it. Empty means agent.url's host and the bound port, else the
+	// bound address.
+	URL string `yaml:"url"`
+	// MaxMessageBytes bounds one message a client sends. Default
+	// http.maxBodyBytes (8 MiB).
+	MaxMessageBytes int `yaml:"maxMessageBytes"`
+	// MaxConnections bounds the connections open at once; more wait to be
+	// accepted. Default 1024.
+	MaxConnections int `yaml:"maxConnections"`
+	// MaxConcurrentStreams bounds the calls in flight on one connection.
+	// Default 256.
+	MaxConcurrentStreams uint32 `yaml:"maxConcurrentStreams"`
+	// KeepaliveTime is how long a connection may be silent before orchd
+	// pings it; KeepaliveTimeout how long the ping may go unanswered
+	// before the connection is closed. Defaults 2m and 20s.
+	KeepaliveTime    Duration `yaml:"keepaliveTime"`
+	KeepaliveTimeout Duration `yaml:"keepaliveTimeout"`
+	// MaxConnectionIdle closes a connection with no call for that long.
+	// Default 5m.
+	MaxConnectionIdle Duration `yaml:"maxConnectionIdle"`
+}
+
+// The agent.grpc section's defaults, used for zero fields.
+const (
+	defaultGRPCMaxConnections    = 1024
+	defaultGRPCMaxStreams        = 256
+	defaultGRPCKeepaliveTime     = 2 * time.Minute
+	defaultGRPCKeepaliveTimeout  = 20 * time.Second
+	defaultGRPCMaxConnectionIdle = 5 * time.Minute
+	// grpcMaxHeaderBytes bounds a call's metadata (credentials, trace
+	// context, extensions).
+	grpcMaxHeaderBytes = 64 << 10
+	// grpcStopWait bounds the graceful stop; calls still running then are
+	// cut.
+	grpcStopWait = 10 * time.Second
+)
+
+func (c GRPCConfig) withDefaults(h HTTPConfig) GRPCConfig {
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = int(h.withDefaults().MaxBodyBytes)
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = defaultGRPCMaxConnections
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = defaultGRPCMaxStreams
+	}
+	if c.KeepaliveTime <= 0 {
+		c.KeepaliveTime = Duration(defaultGRPCKeepaliveTime)
+	}
+	if c.KeepaliveTimeout <= 0 {
+		c.KeepaliveTimeout = Duration(defaultGRPCKeepaliveTimeout)
+	}
+	if c.MaxConnectionIdle <= 0 {
+		c.MaxConnectionIdle = Duration(defaultGRPCMaxConnectionIdle)
+	}
+	return c
+}
+
+// validate checks the section; it is called with the rest of the config.
+func (c GRPCConfig) validate() error {
+	if c.Listen == "" {
+		if c.URL != "" {
+			return errors.New("config: agent.grpc.url is set but agent.grpc.listen is not: gRPC is served only with a listen address")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("config: agent.grpc.listen %q: %w", c.Listen, err)
+	}
+	if c.URL != "" {
+		host, _, err := net.SplitHostPort(c.URL)
+		if err != nil || host == "" || strings.ContainsAny(c.URL, "/?#@") {
+			return fmt.Errorf("config: agent.grpc.url %q is not host:port, the form gRPC clients dial", c.URL)
+		}
+	}
+	if c.MaxMessageBytes < 0 || c.MaxConnections < 0 {
+		return errors.New("config: agent.grpc.maxMessageBytes and maxConnections must not be negative")
+	}
+	return nil
+}
+
+// grpcServer serves orchd's A2A request handler over gRPC: a2a-go's 1.0
+// service (lf.a2a.v1.A2AService) and its 0.3 one (a2a.v1.A2AService) on
+// one port, behind the same gate and call interceptors as the HTTP
+// bindings. A nil *grpcServer serves nothing; its methods do nothing.
+type grpcServer struct {
+	cfg     GRPCConfig
+	httpTLS *TLSConfig
+	gate    *gate
+	handler a2asrv.RequestHandler
+	tel     *telemetry.Telemetry
+	log     *slog.Logger
+
+	lis    net.Listener
+	srv    *grpc.Server
+	served chan struct{}
+	once   sync.Once
+}
+
+// newGRPCServer returns the gRPC server cfg.Agent.GRPC describes, or nil
+// when it sets no listen address.
+func newGRPCServer(cfg Config, g *gate, h a2asrv.RequestHandler, tel *telemetry.Telemetry, log *slog.Logger) *grpcServer {
+	if cfg.Agent.GRPC.Listen == "" {
+		return nil
+	}
+	return &grpcServer{cfg: cfg.Agent.GRPC.withDefaults(cfg.HTTP), httpTLS: cfg.HTTP.TLS, gate: g, handler: h, tel: tel, log: log}
+}
+
+// listen binds the listen address and returns the interface URL the card
+// lists. exposed refuses an address beyond loopback without
+// authentication, as for the HTTP listener; agentURL is agent.url.
+func (s *grpcServer) listen(agentURL string, exposed func(net.Addr) error) (string, error) {
+	if s == nil {
+		return "", nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return "", fmt.Errorf("agent.grpc.listen %s: %w", s.cfg.Listen, err)
+	}
+	if err := exposed(ln.Addr()); err != nil {
+		ln.Close()
+		return "", fmt.Errorf("agent.grpc.%w", err)
+	}
+	u, err := s.advertised(ln.Addr(), agentURL)
+	if err != nil {
+		ln.Close()
+		return "", err
+	}
+	opts, err := s.options()
+	if err != nil {
+		ln.Close()
+		return "", err
+	}
+	s.lis = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	s.srv = grpc.NewServer(opts...)
+	a2agrpc.NewHandler(s.handler).RegisterWith(s.srv)
+	a2agrpcv0.NewHandler(s.handler).RegisterWith(s.srv)
+	return u, nil
+}
+
+// advertised is the card's gRPC interface URL for the bound address.
+func (s *grpcServer) advertised(addr net.Addr, agentURL string) (string, error) {
+	if s.cfg.URL != "" {
+		return s.cfg.URL, nil
+	}
+	_, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "", fmt.Errorf("agent.grpc.listen: bound address %s: %w", addr, err)
+	}
+	if agentURL != "" {
+		if u, err := url.Parse(agentURL); err == nil && !unspecifiedHost(u.Hostname()) {
+			return net.JoinHostPort(u.Hostname(), port), nil
+		}
+	}
+	host, _, _ := net.SplitHostPort(addr.String())
+	if unspecifiedHost(host) {
+		return "", fmt.Errorf("agent.grpc.listen %s binds every interface, so orchd's agent card has no gRPC address to advertise: set agent.grpc.url (host:port) or agent.url", s.cfg.Listen)
+	}
+	return addr.String(), nil
+}
+
+// options are the server's bounds, TLS and interceptors.
+func (s *grpcServer) options() ([]grpc.ServerOption, error) {
+	c := s.cfg
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(grpcMaxHeaderBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Duration(c.KeepaliveTime), Timeout: time.Duration(c.KeepaliveTimeout),
+			MaxConnectionIdle: time.Duration(c.MaxConnectionIdle)}),
+		// Clients may ping as often as every 10s, with no call running.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.unary),
+		grpc.ChainStreamInterceptor(s.stream),
+	}
+	if s.httpTLS != nil {
+		cert, err := tls.LoadX509KeyPair(s.httpTLS.CertFile, s.httpTLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent.grpc: http.tls certificate: %w", err)
+		}
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		if s.gate.authn != nil {
+			tc = s.gate.authn.ServerTLS(tc)
+		}
+		opts = append(opts, grpc.Creds(grpccreds.NewTLS(tc)))
+	}
+	return opts, nil
+}
+
+// serve serves until stop; the channel returned gets the error that ended
+// serving early. It is nil (never ready) for a nil server.
+func (s *grpcServer) serve() <-chan error {
+	if s == nil || s.srv == nil {
+		return nil
+	}
+	errc := make(chan error, 1)
+	s.served = make(chan struct{})
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(s.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- err
+		}
+	}()
+	s.log.Info("orchd serving A2A over gRPC", "addr", s.lis.Addr().String(), "tls", s.httpTLS != nil)
+	return errc
+}
+
+// stop stops gracefully, waiting for running calls up to grpcStopWait and
+// then cutting them; it closes the listener of a server never served.
+func (s *grpcServer) stop() {
+	if s == nil || s.srv == nil {
+		return
+	}
+	s.once.Do(func() {
+		if s.served == nil {
+			s.lis.Close()
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			s.srv.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(grpcStopWait):
+			s.log.Warn("gRPC calls still running after the graceful stop's wait; cutting them", "wait", grpcStopWait)
+			s.srv.Stop()
+			<-done
+		}
+		<-s.served
+	})
+}
+
+// endpointVersionOf is the A2A version of the gRPC service a full method
+// name belongs to: lf.a2a.v1.A2AService is 1.0, a2a.v1.A2AService 0.3.
+func endpointVersionOf(fullMethod string) string {
+	if strings.HasPrefix(fullMethod, "/lf.a2a.") {
+		return "1.0"
+	}
+	return "0.3"
+}
+
+func (s *grpcServer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ctx, end := s.callContext(ctx, info.FullMethod)
+	defer end()
+	return h(ctx, req)
+}
+
+func (s *grpcServer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	ctx, end := s.callContext(ss.Context(), info.FullMethod)
+	defer end()
+	return h(srv, &contextStream{ServerStream: ss, ctx: ctx})
+}
+
+// contextStream is a server stream with the call's context replaced.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (c *contextStream) Context() context.Context { return c.ctx }
+
+// callContext prepares a call's context as the HTTP bindings' middleware
+// does: the version its service speaks, for versionCheck; the trace the
+// caller sent; and the gate's verdict on its credentials, bearer token or
+// API key from the metadata or a verified client certificate, as the
+// principal (callerInterceptor makes it the CallContext's user) or the
+// refusal (which callerInterceptor answers with A2A's unauthenticated
+// error, gRPC's Unauthenticated). end ends the call's span.
+func (s *grpcServer) callContext(ctx context.Context, fullMethod string) (context.Context, func()) {
+	ctx = context.WithValue(ctx, endpointVersionKey{}, endpointVersionOf(fullMethod))
+	r := grpcHTTPRequest(ctx, fullMethod)
+	ctx, end := s.traced(ctx, r, fullMethod)
+	return s.gate.grpcCaller(ctx, r), end
+}
+
+// grpcHTTPRequest is the call as the gate and the telemetry read requests:
+// its metadata as headers, its peer's address and TLS state.
+func grpcHTTPRequest(ctx context.Context, fullMethod string) *http.Request {
+	r := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: fullMethod}, Header: http.Header{}, Proto: "HTTP/2", ProtoMajor: 2}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for k, vs := range md {
+			if strings.HasPrefix(k, ":") {
+				continue
+			}
+			r.Header[http.CanonicalHeaderKey(k)] = vs
+		}
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if p.Addr != nil {
+			r.RemoteAddr = p.Addr.String()
+		}
+		if ti, ok := p.AuthInfo.(grpccreds.TLSInfo); ok {
+			st := ti.State
+			r.TLS = &st
+		}
+	}
+	return r.WithContext(ctx)
+}
+
+// traced continues the caller's trace: with tracing, a server span for
+// the call (spanNamer names it after the A2A method); without, the trace
+// headers the caller sent, kept for the calls made on its behalf, as
+// telemetry.Handler keeps them for HTTP.
+func (s *grpcServer) traced(ctx context.Context, r *http.Request, fullMethod string) (context.Context, func()) {
+	if !s.tel.Tracing() {
+		kept := ctx
+		s.tel.Handler(http.HandlerFunc(func(_ http.ResponseWriter, in *http.Request) { kept = in.Context() }), "A2A").ServeHTTP(discardWriter{}, r)
+		return kept, func() {}
+	}
+	ctx = s.tel.Propagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+	ctx, span := s.tel.TracerProvider().Tracer("github.com/orchd/orchd/orchestrator").Start(ctx, "A2A gRPC "+fullMethod,
+		trace.WithSpanKind(trace.SpanKindServer))
+	return ctx, func() { span.End() }
+}
+
+// grpcCaller is gate.wrap for a gRPC call to the A2A endpoints: the
+// principal of the credentials r presents, or why they were refused,
+// travels in the returned context.
+func (g *gate) grpcCaller(ctx context.Context, r *http.Request) context.Context {
+	if g.authn == nil {
+		return ctx
+	}
+	p, err := g.authn.Authenticate(r)
+	switch {
+	case err != nil:
+		g.log.InfoContext(ctx, "caller refused", "method", "gRPC", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
+		return context.WithValue(ctx, refusalKey{}, err.Error())
+	case p == nil && !g.anonymous[groupA2A]:
+		return context.WithValue(ctx, refusalKey{}, "authentication required: send authorization: Bearer <token> metadata"+g.alternatives())
+	case p == nil:
+		return ctx
+	}
+	ctx = auth.WithPrincipal(ctx, p)
+	if tok := p.Token(); tok != "" {
+		ctx = credentials.WithCallerToken(ctx, tok)
+	}
+	return ctx
+}
+
+// discardWriter is the response writer of a request that only carries a
+// gRPC call's headers through HTTP middleware.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (discardWriter) WriteHeader(int)             {}
