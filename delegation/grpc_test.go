@@ -2,11 +2,15 @@ package delegation
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,11 +23,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -196,27 +203,41 @@ type grpcSecured struct {
 
 func startGRPCSecured(t *testing.T, schemes a2a.NamedSecuritySchemes, reqs a2a.SecurityRequirementsOptions, check func(metadata.MD) bool) *grpcSecured {
 	t.Helper()
+	return startGRPCSecuredTLS(t, schemes, reqs, check, nil)
+}
+
+// startGRPCSecuredTLS is startGRPCSecured serving TLS with tc, when set,
+// at a grpcs:// URL; a call must then come with a client certificate of
+// common name orchd.
+func startGRPCSecuredTLS(t *testing.T, schemes a2a.NamedSecuritySchemes, reqs a2a.SecurityRequirementsOptions, check func(metadata.MD) bool, tc *tls.Config) *grpcSecured {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := &grpcSecured{}
-	gs := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	var opts []grpc.ServerOption
+	url := lis.Addr().String()
+	if tc != nil {
+		opts, url = append(opts, grpc.Creds(grpccreds.NewTLS(tc))), "grpcs://"+url
+	}
+	opts = append(opts, grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
-		if !check(md) {
+		if !check(md) || tc != nil && !clientCertOf(ctx, "orchd") {
 			g.refused.Add(1)
 			return nil, status.Error(codes.Unauthenticated, "unauthenticated")
 		}
 		g.served.Add(1)
 		return h(ctx, req)
 	}))
+	gs := grpc.NewServer(opts...)
 	a2agrpc.NewHandler(a2asrv.NewHandler(replier{})).RegisterWith(gs)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = gs.Serve(lis) }()
 	t.Cleanup(func() { gs.Stop(); <-done })
 	card := &a2a.AgentCard{
 		Name: "Research", Description: "secured gRPC agent", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{{URL: lis.Addr().String(), ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: "1.0"}},
+		SupportedInterfaces: []*a2a.AgentInterface{{URL: url, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: "1.0"}},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills:          []a2a.AgentSkill{{ID: "research", Name: "research", Tags: []string{"research"}}},
 		SecuritySchemes: schemes, SecurityRequirements: reqs,
@@ -356,5 +377,64 @@ func TestDelegate_GRPCRefused(t *testing.T) {
 	noSecret(t, "error", fe.Decision.Attempts[0].Error)
 	if agent.refused.Load() == 0 {
 		t.Error("agent refused no call")
+	}
+}
+
+// clientCertOf reports whether the call's peer presented a verified
+// client certificate of common name cn.
+func clientCertOf(ctx context.Context, cn string) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	ti, ok := p.AuthInfo.(grpccreds.TLSInfo)
+	return ok && len(ti.State.VerifiedChains) > 0 && ti.State.PeerCertificates[0].Subject.CommonName == cn
+}
+
+// TestDelegate_GRPCMutualTLS delegates to a gRPC agent over TLS whose card
+// requires a client certificate and a bearer token together: the
+// connection presents the certificate from credentials.tls, trusting the
+// CA configured there, and the token goes as metadata.
+func TestDelegate_GRPCMutualTLS(t *testing.T) {
+	t.Parallel()
+	serverCA, clientCA := testca.New(t, "server CA"), testca.New(t, "client CA")
+	dir := t.TempDir()
+	server, client := serverCA.Server(t, "agent"), clientCA.Client(t, "orchd")
+	for name, b := range map[string][]byte{"client.pem": client.CertPEM, "client-key.pem": client.KeyPEM, "ca.pem": serverCA.PEM()} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clientPool := x509.NewCertPool()
+	clientPool.AddCert(clientCA.Cert)
+	tc := &tls.Config{Certificates: []tls.Certificate{server.TLS}, ClientCAs: clientPool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	schemes := a2a.NamedSecuritySchemes{"mtls": a2a.MutualTLSSecurityScheme{}, "bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer"}}
+	reqs := a2a.SecurityRequirementsOptions{{"mtls": {}, "bearer": {}}}
+	agent := startGRPCSecuredTLS(t, schemes, reqs, func(md metadata.MD) bool { return first(md, "authorization") == "Bearer "+testBearer }, tc)
+	tlsCreds := &credentials.TLS{CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client-key.pem"), CAFile: filepath.Join(dir, "ca.pem")}
+	for _, tt := range []struct {
+		name  string
+		creds *credentials.Config
+		ok    bool
+	}{
+		{"certificate and token", &credentials.Config{TLS: tlsCreds, Bearer: &credentials.Bearer{TokenFile: secretFile(t, testBearer)}}, true},
+		{"CA only, no certificate", &credentials.Config{TLS: &credentials.TLS{CAFile: tlsCreds.CAFile}, Bearer: &credentials.Bearer{TokenFile: secretFile(t, testBearer)}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newCredFixture(t, nil)
+			if _, err := f.reg.Add(t.Context(), registry.Spec{ID: "research", URL: agent.card.URL, Credentials: tt.creds}); err != nil {
+				t.Fatal(err)
+			}
+			err := f.delegate(t, "research")
+			if tt.ok && err != nil {
+				t.Fatal(err)
+			}
+			if !tt.ok && err == nil {
+				t.Fatal("delegated without the client certificate the card requires")
+			}
+		})
+	}
+	if agent.served.Load() != 1 {
+		t.Errorf("agent served %d calls, want 1", agent.served.Load())
 	}
 }
