@@ -679,58 +679,6 @@ func (d *Delegation) stream(ctx context.Context, s *session) bool {
 	}
 }
 
-// poll follows the downstream task with GetTask until it settles, and
-// reports whether it did. Failed polls back off, doubling from
-// PollInterval up to maxPollBackoff; the task is given up once polls have
-// failed lostAfter times in a row over at least SilenceTimeout, so an
-// agent (or an orchd below) that restarts is waited for.
-func (d *Delegation) poll(ctx context.Context) bool {
-	e := d.engine
-	d.mu.Lock()
-	taskID := d.rec.Downstream.TaskID
-	d.mu.Unlock()
-	if taskID == "" {
-		d.fail("the stream ended before the agent created a task")
-		return true
-	}
-	t := time.NewTimer(e.cfg.PollInterval)
-	defer t.Stop()
-	failures, wait := 0, e.cfg.PollInterval
-	var since time.Time // the first failure of the current run
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-		task, err := d.getTask(ctx, taskID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return false
-			}
-			if failures++; failures == 1 {
-				since = time.Now()
-			}
-			if failures >= lostAfter && time.Since(since) >= e.cfg.SilenceTimeout {
-				d.fail(fmt.Sprintf("lost track of task %s: %d polls failed in a row over %s, the last with: %v",
-					taskID, failures, time.Since(since).Round(time.Millisecond), err))
-				return true
-			}
-			wait = min(2*wait, max(maxPollBackoff, e.cfg.PollInterval))
-			t.Reset(wait)
-			continue
-		}
-		failures, wait = 0, e.cfg.PollInterval
-		if d.apply(task) {
-			return true
-		}
-		t.Reset(wait)
-	}
-}
-
-// maxPollBackoff caps the wait between failed polls.
-const maxPollBackoff = 5 * time.Second
-
 // getTask asks the agent for the downstream task, bounded by CallTimeout;
 // ctx is the follower's, which the deadline's expiry ends.
 func (d *Delegation) getTask(ctx context.Context, taskID a2a.TaskID) (*a2a.Task, error) {

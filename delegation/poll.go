@@ -1,0 +1,126 @@
+package delegation
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// Following a task by polling it (GetTask): the task of an agent that does
+// not stream, of a stream that broke, or of a delegation carried on after
+// a restart.
+//
+// orchd sends to such agents with ReturnImmediately, so it knows the task
+// from the first answer however long the work takes, and then polls at a
+// pace that follows the task's age: the wait before the next poll is a
+// third of the time since the task last changed state, at least firstPoll
+// and at most PollInterval. A task that is over in a millisecond is known
+// to be over a millisecond or two later; one that takes 30 ms, within
+// about 10 ms of its end; a long one is polled every PollInterval, as
+// before, after a ramp of about two dozen polls. A new state seen by a
+// poll (SUBMITTED to WORKING) starts the ramp again, once per state, so a
+// task that waited in a queue and then works briefly is also known
+// promptly, and the polls a task costs stay bounded: about
+// 25 × (1 + states) + duration / PollInterval.
+
+// firstPoll is the wait before a new task's first poll, and the shortest
+// wait between polls.
+const firstPoll = time.Millisecond
+
+// paceDivisor divides a task's age into the wait before the next poll: a
+// task that ends is known to have ended within about a third of its age.
+const paceDivisor = 3
+
+// maxPollBackoff caps the wait between failed polls.
+const maxPollBackoff = 5 * time.Second
+
+// pace schedules the polls of one task.
+type pace struct {
+	// least and most bound every wait.
+	least, most time.Duration
+	// since is when the task last changed state, as far as the poller
+	// knows.
+	since time.Time
+	// seen are the states the task has been in while polled; only a state
+	// not seen yet starts the ramp again.
+	seen []a2a.TaskState
+}
+
+// newPace schedules polls of a task that last changed age ago, in state,
+// with waits up to interval.
+func newPace(now time.Time, age, interval time.Duration, state a2a.TaskState) *pace {
+	return &pace{least: min(firstPoll, interval), most: interval, since: now.Add(-max(age, 0)), seen: []a2a.TaskState{state}}
+}
+
+// wait is how long to wait, at now, before the next poll.
+func (p *pace) wait(now time.Time) time.Duration {
+	return min(max(now.Sub(p.since)/paceDivisor, p.least), p.most)
+}
+
+// saw records the state a poll found at now: a state not seen before
+// starts the ramp again.
+func (p *pace) saw(now time.Time, state a2a.TaskState) {
+	for _, s := range p.seen {
+		if s == state {
+			return
+		}
+	}
+	p.seen = append(p.seen, state)
+	p.since = now
+}
+
+// poll follows the downstream task with GetTask until it settles, and
+// reports whether it did. Polls keep the pace above. Failed polls back
+// off, doubling from PollInterval up to maxPollBackoff; the task is given
+// up once polls have failed lostAfter times in a row over at least
+// SilenceTimeout, so an agent (or an orchd below) that restarts is waited
+// for.
+func (d *Delegation) poll(ctx context.Context) bool {
+	e := d.engine
+	d.mu.Lock()
+	taskID, state := d.rec.Downstream.TaskID, d.rec.State
+	age := e.cfg.Now().Sub(d.rec.UpdatedAt)
+	d.mu.Unlock()
+	if taskID == "" {
+		d.fail("the stream ended before the agent created a task")
+		return true
+	}
+	p := newPace(time.Now(), age, e.cfg.PollInterval, state)
+	t := time.NewTimer(p.wait(time.Now()))
+	defer t.Stop()
+	failures, backoff := 0, e.cfg.PollInterval
+	var since time.Time // the first failure of the current run
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		task, err := d.getTask(ctx, taskID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			if failures++; failures == 1 {
+				since = time.Now()
+			}
+			if failures >= lostAfter && time.Since(since) >= e.cfg.SilenceTimeout {
+				d.fail(fmt.Sprintf("lost track of task %s: %d polls failed in a row over %s, the last with: %v",
+					taskID, failures, time.Since(since).Round(time.Millisecond), err))
+				return true
+			}
+			backoff = min(2*backoff, max(maxPollBackoff, e.cfg.PollInterval))
+			t.Reset(backoff)
+			continue
+		}
+		failures, backoff = 0, e.cfg.PollInterval
+		if d.apply(task) {
+			return true
+		}
+		now := time.Now()
+		p.saw(now, task.Status.State)
+		t.Reset(p.wait(now))
+	}
+}
