@@ -386,6 +386,10 @@ func (d *Delegation) followPush(s *session) bool {
 		f.stop()
 		return true
 	}
+	if f.stopped {
+		h.mu.Unlock()
+		return true // stopped already (a cancel, the deadline): nothing to follow
+	}
 	if old := h.f; old != nil {
 		old.stopLocked()
 	}

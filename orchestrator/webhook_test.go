@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -320,4 +321,60 @@ func TestWebhook_Config(t *testing.T) {
 	if got := pushPrefix("https://orchd.example", "http://127.0.0.1:8080"); got != "https://orchd.example/a2a/push/" {
 		t.Errorf("pushPrefix configured = %q", got)
 	}
+}
+
+// TestWebhook_AnyReplicaTakesTheNotification runs two replicas of one
+// orchd on a NATS server: a notification the agent sends to the replica
+// that does not follow the delegation is checked against the stored hash
+// and passed to the one that does, which reads the task.
+func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server and two daemons")
+	}
+	t.Parallel()
+	nats := natstest.NewCluster(t, 3)
+	agent := startPushingAgent(t)
+	var bases []string
+	for range 2 {
+		cfg := loadDefaults(t)
+		cfg.StateDir = t.TempDir()
+		cfg.Store.URL = nats.URLs()
+		cfg.Delegation.SilenceTimeout = Duration(time.Minute)
+		cfg.Agents = []registry.Spec{{ID: "pusher", URL: agent.URL}}
+		bases = append(bases, startDaemon(t, cfg))
+	}
+	owner, other := bases[0], bases[1]
+	var rec delegation.Record
+	if code := call(t, "POST", owner+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("POST /v1/delegations = %d", code)
+	}
+	waitUntil(t, "the delegation to work", func() bool {
+		var r delegation.Record
+		return callNoFail(owner+"/v1/delegations/"+rec.ID, &r) == 200 && r.State == a2a.TaskStateWorking && r.Downstream.TaskID != ""
+	})
+	if code := call(t, "GET", owner+"/v1/delegations/"+rec.ID, "", &rec); code != 200 {
+		t.Fatalf("GET delegation = %d", code)
+	}
+	cfgs, err := agent.configs.List(t.Context(), rec.Downstream.TaskID)
+	if err != nil || len(cfgs) != 1 {
+		t.Fatalf("push configs %v, %v", cfgs, err)
+	}
+	token := cfgs[0].Token
+	waitUntil(t, "the agent's first notifications to be read", func() bool { return agent.sent.Load() >= 2 && agent.read() })
+	before := agent.calls("GetTask")
+	body, _ := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID,
+		Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}})
+	hook := other + pathPush + "/" + rec.ID
+	if code, _ := postNotification(t, hook, "A2A-Notification-Token", "forged", body); code != http.StatusNotFound {
+		t.Errorf("forged notification to the other replica: %d, want 404", code)
+	}
+	if code, b := postNotification(t, hook, "A2A-Notification-Token", token, body); code != http.StatusNoContent {
+		t.Fatalf("notification to the other replica: %d %s, want 204", code, b)
+	}
+	waitUntil(t, "the owner to read the task", func() bool { return agent.calls("GetTask") > before })
+	agent.finish()
+	waitUntil(t, "the delegation to complete", func() bool {
+		var r delegation.Record
+		return callNoFail(other+"/v1/delegations/"+rec.ID, &r) == 200 && r.State == a2a.TaskStateCompleted
+	})
 }

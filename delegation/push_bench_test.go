@@ -1,0 +1,159 @@
+package delegation
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
+)
+
+// BenchmarkInFlightFollow measures orchd's memory per in-flight
+// delegation followed by push, by a stream and by polling, against one
+// agent that offers all three: a real a2a-go agent with push
+// notifications (a2a-go's in-memory config store and HTTP sender), in a
+// separate process so only orchd's side counts. Its tasks never finish.
+// The figure is taken once every notification was taken and the task
+// read after it.
+//
+//	go test ./delegation -run '^$' -bench InFlightFollow -benchtime 1x
+func BenchmarkInFlightFollow(b *testing.B) {
+	for _, tc := range []struct {
+		follow string
+		n      int
+	}{{FollowPush, 10_000}, {FollowPoll, 10_000}, {FollowStream, 2_000}} {
+		b.Run(fmt.Sprintf("%s-%d", tc.follow, tc.n), func(b *testing.B) {
+			for b.Loop() {
+				hook := startWebhook(b)
+				url := pushAgentProcess(b)
+				f := newFixture(b, Config{Follow: tc.follow, PushURL: hook.URL + "/push/", PollInterval: time.Minute,
+					SilenceTimeout: 10 * time.Minute, KeepFinished: tc.n})
+				hook.engine.Store(f.engine)
+				f.add(b, "forever", url)
+				before := inUse()
+				goroutines := runtime.NumGoroutine()
+				ds := delegateAll(b, f, tc.n, func() Request { return Request{Text: "wait", Skill: "forever"} })
+				if tc.follow == FollowPush {
+					settle(b, f.engine, hook, 2*tc.n) // SUBMITTED and WORKING, each
+				}
+				per := float64(inUse()-before) / float64(tc.n)
+				for _, d := range ds {
+					if s := d.Record().State; s.Terminal() {
+						b.Fatalf("delegation %s is %s, want in flight", d.ID(), s)
+					}
+					d.mu.Lock()
+					mode := d.prog.Follow
+					d.mu.Unlock()
+					if mode != tc.follow {
+						b.Fatalf("delegation %s is followed by %q, want %q", d.ID(), mode, tc.follow)
+					}
+				}
+				b.ReportMetric(per, "B/delegation")
+				b.ReportMetric(per/1024, "KiB/delegation")
+				b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/float64(tc.n), "goroutines/delegation")
+				f.engine.Close()
+			}
+		})
+	}
+}
+
+// settle waits until the webhook took n notifications and no read of a
+// task runs or is due.
+func settle(b *testing.B, e *Engine, hook *webhook, n int) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		idle := int(hook.took.Load()) >= n
+		if idle {
+			e.push.mu.Lock()
+			for _, h := range e.push.hooks {
+				h.mu.Lock()
+				if h.f == nil || h.f.running || h.pending {
+					idle = false
+				}
+				h.mu.Unlock()
+				if !idle {
+					break
+				}
+			}
+			e.push.mu.Unlock()
+		}
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("notifications not settled: %d of %d taken", hook.took.Load(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pushAgentEnv makes the test binary serve a push agent instead of
+// running TestPushAgentProcess's body as a test.
+const pushAgentEnv = "ORCHD_TEST_PUSH_AGENT"
+
+// pushAgentProcess runs this test binary as a push agent whose tasks
+// never finish, in its own process, and returns its URL.
+func pushAgentProcess(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPushAgentProcess$")
+	cmd.Env = append(os.Environ(), pushAgentEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("push agent process: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// TestPushAgentProcess is the push agent of BenchmarkInFlightFollow when
+// run with pushAgentEnv set: it serves until stdin closes. Otherwise it
+// does nothing.
+func TestPushAgentProcess(t *testing.T) {
+	if os.Getenv(pushAgentEnv) == "" {
+		t.Skip("runs only as BenchmarkInFlightFollow's agent")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	card := &a2a.AgentCard{Name: "Forever", Description: "never finishes", Version: "1",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(url+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true, PushNotifications: true},
+		Skills:              []a2a.AgentSkill{{ID: "forever", Name: "forever", Tags: []string{}}}}
+	sender := push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 30 * time.Second, AllowPrivateNetworks: true})
+	mux := http.NewServeMux()
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(forever{}, a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender))))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Println(url)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	os.Exit(0) // the tasks it served never end: no leak check applies
+}
