@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
@@ -76,8 +77,13 @@ type routable interface {
 }
 
 type servedCard struct {
-	json []byte
-	etag string
+	// json and etag are the dual 0.3/1.0 card; v1 is the strict 1.0 one,
+	// modified when either last changed (cardvariants.go).
+	json     []byte
+	etag     string
+	v1       cardVariant
+	modified time.Time
+	digest   [sha256.Size]byte
 	// base is the URL the card's interfaces start with; gen is the
 	// registry generation its skills were taken from.
 	base string
@@ -155,14 +161,31 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 	if err == nil {
 		b, err = dualSecuritySchemes(b, card.SecuritySchemes)
 	}
-	if err == nil && s.signer != nil {
-		b, err = capability.SignCard(b, s.signer)
+	var v1 []byte
+	if err == nil {
+		v1, err = v1CardJSON(card)
 	}
 	if err != nil {
 		return fmt.Errorf("agent card: %w", err)
 	}
+	digest := cardDigest(b, v1)
+	if prev := s.card.Load(); prev != nil && prev.digest == digest {
+		same := *prev // unchanged: the same bytes, ETags and Last-Modified
+		same.base, same.gen = base, gen
+		s.card.Store(&same)
+		return nil
+	}
+	if s.signer != nil {
+		if b, err = capability.SignCard(b, s.signer); err == nil {
+			v1, err = capability.SignCard(v1, s.signer)
+		}
+		if err != nil {
+			return fmt.Errorf("agent card: %w", err)
+		}
+	}
 	sum := sha256.Sum256(b)
-	s.card.Store(&servedCard{json: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, base: base, gen: gen})
+	s.card.Store(&servedCard{json: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, v1: newCardVariant(v1),
+		modified: time.Now().UTC().Truncate(time.Second), digest: digest, base: base, gen: gen})
 	return nil
 }
 
@@ -222,14 +245,25 @@ func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits 
 		mux.Handle(path, tel.Handler(g.wrap(groupA2A, served(version, ext, h)), "A2A"))
 	}
 	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, g.wrap(groupCard, http.HandlerFunc(s.serveCard)))
-	handle(pathJSONRPC, "1.0", limits.jsonRPC(a2asrv.NewJSONRPCHandler(s.handler)))
-	handle(pathREST+"/", "1.0", limits.rest(http.StripPrefix(pathREST, a2asrv.NewRESTHandler(s.handler))))
-	handle(pathJSONRPC03, "0.3", limits.jsonRPC(a2av0.NewJSONRPCHandler(s.handler)))
-	handle(pathREST03+"/", "0.3", limits.rest03(acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, a2av0.NewRESTHandler(s.handler))))))
+	mux.Handle("OPTIONS "+a2asrv.WellKnownAgentCardPath, http.HandlerFunc(cardOptions))
+	jsonRPC := limits.jsonRPC(jsonRPCMediaType(a2asrv.NewJSONRPCHandler(s.handler)))
+	handle(pathJSONRPC, "1.0", jsonRPC)
+	handle(pathJSONRPC+"/{$}", "1.0", jsonRPC)
+	handle(pathREST+"/", "1.0", limits.rest(restMediaType(false, http.StripPrefix(pathREST, restFallback(false, a2asrv.NewRESTHandler(s.handler))))))
+	jsonRPC03 := limits.jsonRPC(jsonRPCMediaType(a2av0.NewJSONRPCHandler(s.handler)))
+	handle(pathJSONRPC03, "0.3", jsonRPC03)
+	handle(pathJSONRPC03+"/{$}", "0.3", jsonRPC03)
+	handle(pathREST03+"/", "0.3", limits.rest03(restMediaType(true, acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, restFallback(false, a2av0.NewRESTHandler(s.handler))))))))
+	unknown := tel.Handler(http.HandlerFunc(unknownA2APath), "A2A")
+	for _, p := range []string{pathA2A, pathREST, pathREST03} {
+		mux.Handle(p, unknown)
+	}
 }
 
-// serveCard serves the card with Cache-Control and an ETag, answering a
-// matching If-None-Match with 304.
+// serveCard serves the card variant the caller's A2A-Version asks for
+// (cardvariants.go) with Cache-Control, Vary, an ETag per variant and
+// Last-Modified, answering a matching If-None-Match, or else an
+// If-Modified-Since not older than the card, with 304.
 func (s *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
 	c, err := s.currentCard(r.Context())
 	if err != nil {
@@ -240,14 +274,19 @@ func (s *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "agent card not ready", http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", cardMaxAge))
-	w.Header().Set("ETag", c.etag)
-	if inm := r.Header.Get("If-None-Match"); inm != "" && slices.Contains(strings.Split(strings.ReplaceAll(inm, " ", ""), ","), c.etag) {
+	v := c.variant(r)
+	h := w.Header()
+	cardCORS(h, r)
+	h.Add("Vary", a2a.SvcParamVersion)
+	h.Set("Cache-Control", fmt.Sprintf("public, max-age=%d", cardMaxAge))
+	h.Set("ETag", v.etag)
+	h.Set("Last-Modified", c.modified.Format(http.TimeFormat))
+	if notModified(r, v.etag, c.modified) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(c.json)
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(v.json)
 }
 
 // endpointVersionKey carries the A2A version an endpoint serves to the
