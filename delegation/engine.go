@@ -458,6 +458,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		withCreds.Transport = rt
 		hc = &withCreds
 	}
+	card.SupportedInterfaces = httpFirst(card.SupportedInterfaces)
 	grpcOpts, err := e.grpcOptions(a, creds) // gRPC 1.0 and 0.3 (grpc.go)
 	if err != nil {
 		return nil, nil, err

@@ -168,6 +168,26 @@ func (e *Engine) grpcOptions(a *registry.Agent, creds *credentials.Config) ([]a2
 	}, nil
 }
 
+// httpFirst returns ifaces with the gRPC interfaces moved after the
+// others, each group in the card's order. a2a-go takes the newest A2A
+// version a card offers and, within it, the first interface it can speak;
+// so of an agent offering gRPC and an HTTP binding at the same version,
+// orchd calls the HTTP one, whose credentials support is complete (a
+// refused token is renewed and the call retried at once; API keys may go
+// in a query or a cookie), and gRPC only when it is all the agent offers
+// at that version.
+func httpFirst(ifaces []*a2a.AgentInterface) []*a2a.AgentInterface {
+	out := make([]*a2a.AgentInterface, 0, len(ifaces))
+	for _, grpcPass := range []bool{false, true} {
+		for _, iface := range ifaces {
+			if (iface.ProtocolBinding == a2a.TransportProtocolGRPC) == grpcPass {
+				out = append(out, iface)
+			}
+		}
+	}
+	return out
+}
+
 // grpcDialer dials one agent's gRPC interfaces.
 type grpcDialer struct {
 	engine *Engine

@@ -438,3 +438,41 @@ func TestDelegate_GRPCMutualTLS(t *testing.T) {
 		t.Errorf("agent served %d calls, want 1", agent.served.Load())
 	}
 }
+
+// TestDelegate_GRPCOrHTTP checks which binding orchd calls an agent
+// serving both gRPC (listed first) and JSON-RPC at one version over: the
+// HTTP one.
+func TestDelegate_GRPCOrHTTP(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", GRPC: true}, testagent.Reply("ok"))
+	f := newFixture(t, Config{})
+	f.add(t, "writer", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "hi", Agent: "writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateCompleted)
+	// JSON-RPC 1.0 and gRPC both name the method SendMessage; only gRPC
+	// calls carry gRPC's content type.
+	req := lastRequest(t, agent, "SendMessage")
+	if ct := req.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/grpc") {
+		t.Errorf("orchd called over gRPC (content-type %q), want JSON-RPC", ct)
+	}
+}
+
+func TestHTTPFirst(t *testing.T) {
+	t.Parallel()
+	in := []*a2a.AgentInterface{
+		{URL: "g1", ProtocolBinding: a2a.TransportProtocolGRPC},
+		{URL: "r", ProtocolBinding: a2a.TransportProtocolHTTPJSON},
+		{URL: "g2", ProtocolBinding: a2a.TransportProtocolGRPC},
+		{URL: "j", ProtocolBinding: a2a.TransportProtocolJSONRPC},
+	}
+	var got []string
+	for _, iface := range httpFirst(in) {
+		got = append(got, iface.URL)
+	}
+	if want := []string{"r", "j", "g1", "g2"}; !slices.Equal(got, want) {
+		t.Fatalf("httpFirst = %v, want %v", got, want)
+	}
+}

@@ -18,19 +18,20 @@ import (
 )
 
 // listenGRPC binds the agent's gRPC listener on 127.0.0.1 and lists its
-// interface on the card, in place of the JSON-RPC one for a gRPC-only
-// agent. The card names it host:port, the form a2a-go's gRPC clients dial.
+// interface on the card: first, the agent's preferred, or in place of the
+// JSON-RPC one for a gRPC-only agent. The card names it host:port, the form a2a-go's gRPC clients dial.
 func listenGRPC(t testing.TB, card *a2a.AgentCard, o Options) net.Listener {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("gRPC listener: %v", err)
 	}
+	grpcIface := &a2a.AgentInterface{URL: lis.Addr().String(), ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: a2a.ProtocolVersion(o.Version)}
 	if o.GRPCOnly {
-		card.SupportedInterfaces = nil
+		card.SupportedInterfaces = []*a2a.AgentInterface{grpcIface}
+	} else {
+		card.SupportedInterfaces = append([]*a2a.AgentInterface{grpcIface}, card.SupportedInterfaces...)
 	}
-	card.SupportedInterfaces = append(card.SupportedInterfaces, &a2a.AgentInterface{
-		URL: lis.Addr().String(), ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: a2a.ProtocolVersion(o.Version)})
 	return lis
 }
 

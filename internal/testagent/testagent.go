@@ -114,8 +114,8 @@ type Options struct {
 	// Steering makes the agent steerable and interruptible: it advertises
 	// the extension and takes signals (see Steerable).
 	Steering bool
-	// GRPC serves A2A over gRPC too, on its own 127.0.0.1 port listed on
-	// the card as host:port: a2a-go's 1.0 service, and its 0.3 service as
+	// GRPC serves A2A over gRPC too, on its own 127.0.0.1 port listed
+	// first on the card as host:port: a2a-go's 1.0 service, and its 0.3 service as
 	// well when Version is "0.3" (grpc.go).
 	GRPC bool
 	// GRPCOnly is GRPC with gRPC the card's only interface: a gRPC-only
