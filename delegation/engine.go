@@ -67,8 +67,9 @@ type Config struct {
 	// CancelWait is how long a cancel waits for the agent to confirm
 	// before the delegation fails instead. Default 10s.
 	CancelWait time.Duration
-	// PollInterval is how often a task of an agent that does not stream is
-	// polled. Default 500ms.
+	// PollInterval is the longest wait between polls of a task of an agent
+	// that does not stream: polls start within a millisecond and wait a
+	// third of the task's age, up to PollInterval (poll.go). Default 500ms.
 	PollInterval time.Duration
 	// MaxEvents bounds each delegation's retained event log. Default
 	// DefaultMaxEvents.

@@ -261,3 +261,37 @@ func TestPoll_ArtifactsBecomeEvents(t *testing.T) {
 		t.Errorf("stored events: %d, %v; want the %d kept in memory", len(stored), err, len(evs))
 	}
 }
+
+// BenchmarkPollsPerTask delegates tasks of several lengths to a real agent
+// that does not stream, with the default PollInterval, and reports how
+// many GetTask calls each cost and how long after the agent's end orchd
+// knew it ended.
+//
+//	go test ./delegation -run '^$' -bench PollsPerTask -benchtime 3x
+func BenchmarkPollsPerTask(b *testing.B) {
+	for _, length := range []time.Duration{30 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second, 5 * time.Second} {
+		b.Run(length.String(), func(b *testing.B) {
+			polls, lag := 0, time.Duration(0)
+			for b.Loop() {
+				w := &timed{working: length}
+				agent := testagent.Start(b, testagent.Options{Name: "Batch", Skill: "batch"}, w.do)
+				f := newFixture(b, Config{PollInterval: 500 * time.Millisecond})
+				f.add(b, "batch", agent.URL)
+				d, err := f.engine.Delegate(b.Context(), Request{Text: "crunch", Skill: "batch"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitState(b, d, a2a.TaskStateCompleted)
+				evs, _, _ := d.Events(0)
+				lag += evs[len(evs)-1].At.Sub(w.endedAt())
+				for _, m := range agent.Calls() {
+					if m == "GetTask" {
+						polls++
+					}
+				}
+			}
+			b.ReportMetric(float64(polls)/float64(b.N), "polls/task")
+			b.ReportMetric(float64(lag.Microseconds())/float64(b.N)/1000, "lag-ms")
+		})
+	}
+}
