@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,6 +121,12 @@ func parseGRPCTarget(raw, cardURL string) (grpcTarget, error) {
 	}
 	if host == "" {
 		return grpcTarget{}, fmt.Errorf("gRPC interface URL %q names no host", raw)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return grpcTarget{}, fmt.Errorf("gRPC interface URL %q: port %q is not a number from 1 to 65535", raw, port)
+	}
+	if strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return grpcTarget{}, fmt.Errorf("gRPC interface URL %q: the host has spaces or control characters", raw)
 	}
 	if !explicit {
 		secure = port == "443" || strings.HasPrefix(strings.ToLower(cardURL), "https://")

@@ -57,6 +57,9 @@ func TestParseGRPCTarget(t *testing.T) {
 		{raw: "", err: "no URL"},
 		{raw: "https://user@grpc.example.com", err: "not host:port"},
 		{raw: ":443", err: "names no host"},
+		{raw: "0:", err: "is not a number"},
+		{raw: "grpc.example.com:http", err: "is not a number"},
+		{raw: "grpc\x00.example.com:443", err: "control characters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
@@ -475,4 +478,31 @@ func TestHTTPFirst(t *testing.T) {
 	if want := []string{"r", "j", "g1", "g2"}; !slices.Equal(got, want) {
 		t.Fatalf("httpFirst = %v, want %v", got, want)
 	}
+}
+
+// FuzzParseGRPCTarget checks that any interface URL is refused or read as
+// a host:port to dial, with an origin of the same host and port whose
+// scheme says whether the call uses TLS.
+func FuzzParseGRPCTarget(f *testing.F) {
+	f.Add("127.0.0.1:5000", "http://127.0.0.1:8000")
+	f.Add("https://grpc.example.com", "")
+	f.Add("grpc://[::1]:9", "https://agent.example.com")
+	f.Add("https://grpc.example.com/a2a", "")
+	f.Fuzz(func(t *testing.T, raw, cardURL string) {
+		got, err := parseGRPCTarget(raw, cardURL)
+		if err != nil {
+			return
+		}
+		host, port, err := net.SplitHostPort(got.addr)
+		if err != nil || host == "" || port == "" {
+			t.Fatalf("parseGRPCTarget(%q) dials %q, not host:port", raw, got.addr)
+		}
+		scheme := "http://"
+		if got.secure {
+			scheme = "https://"
+		}
+		if got.origin != scheme+got.addr {
+			t.Fatalf("parseGRPCTarget(%q): origin %q for %s (secure %v)", raw, got.origin, got.addr, got.secure)
+		}
+	})
 }
