@@ -37,10 +37,11 @@ type pushingAgent struct {
 
 	mu      sync.Mutex
 	methods []string
-	// delivered is when the last notification was answered; readAt is
-	// when the last GetTask came, reading the GetTasks being served.
-	delivered, readAt time.Time
-	reading           int
+	// pushedAt is when the last notification was sent, pushing the
+	// notifications being sent; readAt is when the last GetTask came,
+	// reading the GetTasks being served.
+	pushedAt, readAt time.Time
+	pushing, reading int
 }
 
 func startPushingAgent(t *testing.T) *pushingAgent {
@@ -98,13 +99,16 @@ func (a *pushingAgent) calls(method string) int {
 	return n
 }
 
-// read reports whether every notification delivered so far was
-// followed by a GetTask that has been answered: orchd reads the task after
-// a notification, so no read is left to come.
+// read reports whether the agent has sent its task's first two
+// notifications (SUBMITTED, WORKING) and orchd has read the task after
+// them: no notification is on its way, no GetTask is being served, the
+// last one came after the last notification was sent, and none came for
+// 100 ms (orchd may read once more for a notification that came while it
+// read).
 func (a *pushingAgent) read() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.reading == 0 && a.readAt.After(a.delivered)
+	return a.sent.Load() >= 2 && a.pushing == 0 && a.reading == 0 && a.readAt.After(a.pushedAt) && time.Since(a.readAt) > 100*time.Millisecond
 }
 
 type countingSender struct {
@@ -114,9 +118,13 @@ type countingSender struct {
 
 func (c countingSender) SendPush(ctx context.Context, cfg *a2a.PushConfig, ev a2a.Event) error {
 	c.a.sent.Add(1)
+	c.a.mu.Lock()
+	c.a.pushing++
+	c.a.pushedAt = time.Now()
+	c.a.mu.Unlock()
 	err := c.s.SendPush(ctx, cfg, ev)
 	c.a.mu.Lock()
-	c.a.delivered = time.Now()
+	c.a.pushing--
 	c.a.mu.Unlock()
 	return err
 }
@@ -210,7 +218,7 @@ func TestWebhook_DaemonFollowsByPush(t *testing.T) {
 		t.Errorf("webhook %q with a %d-byte token, want %q with a long random one", hook, len(token), want)
 	}
 	reads := func() int { return agent.calls("GetTask") }
-	waitUntil(t, "the agent's first notifications to be read", func() bool { return agent.sent.Load() >= 2 && agent.read() })
+	waitUntil(t, "the agent's first notifications to be read", agent.read)
 
 	// Forged notifications: refused alike, whether the delegation exists.
 	forged, _ := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID,
@@ -360,7 +368,7 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 		t.Fatalf("push configs %v, %v", cfgs, err)
 	}
 	token := cfgs[0].Token
-	waitUntil(t, "the agent's first notifications to be read", func() bool { return agent.sent.Load() >= 2 && agent.read() })
+	waitUntil(t, "the agent's first notifications to be read", agent.read)
 	before := agent.calls("GetTask")
 	body, _ := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID,
 		Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}})
