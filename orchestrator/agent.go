@@ -90,13 +90,13 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger) *a2aServer {
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) *a2aServer {
 	exec := newExecutor(engine, tasks, authz.gate, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	h := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
 		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, steer, earlyDelegation{x: exec}),
-		a2asrv.WithExecutorContextInterceptor(execs))
+		a2asrv.WithExecutorContextInterceptor(execs), pusher.handlerOption())
 	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, signer: signer, handler: h, exec: exec}
 }
 
@@ -140,7 +140,8 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 			{URL: base + pathREST03, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: "0.3"},
 		},
 		Capabilities: a2a.AgentCapabilities{
-			Streaming: true,
+			Streaming:         true,
+			PushNotifications: true,
 			Extensions: []a2a.AgentExtension{
 				delegation.CardExtension(s.self, s.cfg.Name),
 				orchdSteering.Extension(),

@@ -103,6 +103,9 @@ type AgentConfig struct {
 	// GRPC serves orchd's A2A interface over gRPC too, listed on the card
 	// (grpcserver.go); off by default.
 	GRPC GRPCConfig `yaml:"grpc"`
+	// Push is how orchd sends A2A push notifications to its callers'
+	// webhooks (pushout.go, docs/push.md).
+	Push PushConfig `yaml:"push"`
 }
 
 // SkillConfig is one skill of orchd's card.

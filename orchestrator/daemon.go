@@ -34,6 +34,8 @@ type Daemon struct {
 	ownTelemetry bool
 	agent        *a2aServer
 	handler      http.Handler
+	// push delivers A2A push notifications to callers' webhooks.
+	push *pushOut
 	// authn authenticates callers; nil when no authentication is
 	// configured. gate applies it to the routes.
 	authn *auth.Authenticator
@@ -117,6 +119,11 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		reg.Close()
 		return nil, err
 	}
+	pusher, err := newPushOut(cfg.Agent.Push, rcfg, st.pushConfigs, tel.MeterProvider(), log.With("component", "push"))
+	if err != nil {
+		reg.Close()
+		return nil, err
+	}
 	dcfg := cfg.DelegationConfig()
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	// GRPCBase: agents' gRPC interfaces are dialed through the same guard.
@@ -145,8 +152,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	stopCtx, stopNow := context.WithCancel(context.Background())
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
 		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
-		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials,
-		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"))}
+		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials, push: pusher,
+		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"), pusher)}
 	delegations.OnResume(d.agent.exec.resumed)
 	d.grpc = newGRPCServer(cfg, g, d.agent.handler, tel, log.With("component", "grpc"))
 	mux := http.NewServeMux()
@@ -380,6 +387,7 @@ func (d *Daemon) Close() {
 		d.delegations.Close()
 		d.credentials.CloseIdleConnections()
 		d.agent.exec.wg.Wait()
+		d.push.close() // after the executions: they send the last notifications
 		d.registry.Close()
 		if d.authn != nil {
 			if err := d.authn.Close(); err != nil {

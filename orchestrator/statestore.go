@@ -154,6 +154,8 @@ type state struct {
 	relay  delegation.Relay
 	agents registry.AgentStore // nil in memory mode
 	tasks  *closingTasks
+	// pushConfigs keeps the A2A push notification configs of the tasks.
+	pushConfigs *store.PushConfigs
 	// self is the identity kept in the store, external mode only.
 	self string
 }
@@ -184,6 +186,9 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		}
 		s.deleg = delegation.NewMemoryStore(0)
 		s.tasks = newClosingTasks(taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()}), false)
+		if s.pushConfigs, err = store.NewMemoryPushConfigs(cfg.Agent.Push.withDefaults().storeConfig()); err != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	scfg := cfg.Store.storeConfig()
@@ -202,6 +207,9 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		return nil, err
 	}
 	s.tasks = newClosingTasks(tasks, true)
+	if s.pushConfigs, err = s.st.PushConfigs(ctx, cfg.Agent.Push.withDefaults().storeConfig()); err != nil {
+		return nil, err
+	}
 	if mode == StoreExternal {
 		if s.leases, err = s.st.Leases(ctx, store.LeasesConfig{TTL: time.Duration(cfg.Store.LeaseTTL)}); err != nil {
 			return nil, err

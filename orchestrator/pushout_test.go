@@ -1,0 +1,656 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/store"
+)
+
+// received is one request a webhook got.
+type received struct {
+	id, token, auth string
+	status          int
+	event           a2a.Event
+}
+
+// webhook is a real receiver on 127.0.0.1 recording what it gets. It
+// answers 503 to its first fail requests; with hang set it answers
+// nothing until the request ends.
+type webhook struct {
+	*httptest.Server
+	mu   sync.Mutex
+	got  []received
+	fail int
+	hang bool
+	// stop releases hanging requests when the test ends, before Close
+	// waits for them.
+	stop chan struct{}
+}
+
+func newWebhook(t *testing.T, fail int, hang bool) *webhook {
+	t.Helper()
+	w := &webhook{fail: fail, hang: hang, stop: make(chan struct{})}
+	w.Server = httptest.NewServer(http.HandlerFunc(w.serve))
+	t.Cleanup(func() { close(w.stop); w.Close() })
+	return w
+}
+
+func (w *webhook) serve(rw http.ResponseWriter, r *http.Request) {
+	if w.hang {
+		select {
+		case <-r.Context().Done():
+		case <-w.stop:
+		}
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	var sr a2a.StreamResponse
+	rec := received{id: r.Header.Get(pushIDHeader), token: r.Header.Get("A2A-Notification-Token"), auth: r.Header.Get("Authorization"), status: 200}
+	if err := json.Unmarshal(b, &sr); err != nil {
+		rec.status = 400
+	}
+	rec.event = sr.Event
+	w.mu.Lock()
+	if w.fail > 0 {
+		w.fail--
+		rec.status = 503
+	}
+	w.got = append(w.got, rec)
+	w.mu.Unlock()
+	rw.WriteHeader(rec.status)
+}
+
+// delivered returns the requests answered 2xx, in arrival order.
+func (w *webhook) delivered() []received {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(w.got), func(r received) bool { return r.status != 200 })
+}
+
+func (w *webhook) all() []received {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got)
+}
+
+// waitState waits until a delivered notification shows state, and
+// returns those delivered by then.
+func (w *webhook) waitState(t *testing.T, state a2a.TaskState) []received {
+	t.Helper()
+	return w.waitFor(t, "state "+string(state), func(r received) bool { return stateOf(r.event) == state })
+}
+
+// waitFor waits until a delivered notification satisfies ok.
+func (w *webhook) waitFor(t *testing.T, what string, ok func(received) bool) []received {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := w.delivered()
+		if slices.ContainsFunc(got, ok) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no notification with %s within 20s; got %s", what, states(got))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stateOf is the task state an event carries, "" for artifacts.
+func stateOf(ev a2a.Event) a2a.TaskState {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return e.Status.State
+	case *a2a.TaskStatusUpdateEvent:
+		return e.Status.State
+	}
+	return ""
+}
+
+func states(rs []received) string {
+	var b strings.Builder
+	for _, r := range rs {
+		switch r.event.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			b.WriteString("artifact ")
+		default:
+			b.WriteString(string(stateOf(r.event)) + " ")
+		}
+	}
+	return b.String()
+}
+
+// pushDaemon starts an orchd with alice and bob in front of a streaming
+// worker, retrying push quickly.
+func pushDaemon(t *testing.T, worker string, edit func(*Config)) string {
+	t.Helper()
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker}}
+	cfg.Agent.Push.Backoff = Duration(10 * time.Millisecond)
+	cfg.Agent.Push.MaxBackoff = Duration(50 * time.Millisecond)
+	if edit != nil {
+		edit(&cfg)
+	}
+	return startDaemon(t, cfg)
+}
+
+// sendWithPush sends text as a new task with one push config for hook.
+func sendWithPush(t *testing.T, c *a2aclient.Client, hook string) (*a2a.Task, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{
+		Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+		Config: &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{ID: "hook", URL: hook, Token: "tok-secret-1",
+			Auth: &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: "cred-secret-1"}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("SendMessage = %T, want a task", res)
+	}
+	return task, nil
+}
+
+func TestPush_EveryStateChangeArrives(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(20*time.Millisecond))
+	base := pushDaemon(t, worker.URL, nil)
+	hook := newWebhook(t, 0, false)
+
+	// orchd declares push.
+	var card struct {
+		Capabilities a2a.AgentCapabilities `json:"capabilities"`
+	}
+	if code := call(t, "GET", base+"/.well-known/agent-card.json", "", &card); code != 200 || !card.Capabilities.PushNotifications {
+		t.Errorf("card = %d, pushNotifications %v; want true", code, card.Capabilities.PushNotifications)
+	}
+
+	task, err := sendWithPush(t, a2aAs(t, base, aliceToken), hook.URL+"/a2a?k=v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hook.waitState(t, a2a.TaskStateCompleted)
+	var seen []a2a.TaskState
+	artifacts := 0
+	for _, r := range got {
+		if r.token != "tok-secret-1" || r.auth != "Bearer cred-secret-1" || r.id == "" {
+			t.Errorf("notification headers: token %q, authorization %q, id %q", r.token, r.auth, r.id)
+		}
+		if info := r.event.TaskInfo(); info.TaskID != task.ID {
+			t.Errorf("notification for task %q, want %q", info.TaskID, task.ID)
+		}
+		if _, ok := r.event.(*a2a.TaskArtifactUpdateEvent); ok {
+			artifacts++
+		}
+		if s := stateOf(r.event); s != "" && (len(seen) == 0 || seen[len(seen)-1] != s) {
+			seen = append(seen, s)
+		}
+	}
+	if !slices.Contains(seen, a2a.TaskStateWorking) || seen[len(seen)-1] != a2a.TaskStateCompleted {
+		t.Errorf("states in delivery order %v; want WORKING, then COMPLETED last", seen)
+	}
+	if artifacts == 0 {
+		t.Errorf("no artifact notification among %s", states(got))
+	}
+	ids := map[string]bool{}
+	for _, r := range got {
+		if ids[r.id] {
+			t.Errorf("notification id %s delivered twice to a healthy webhook", r.id)
+		}
+		ids[r.id] = true
+	}
+}
+
+// TestPush_FlakyWebhookGetsEverything: a webhook failing its first two
+// requests still receives every notification, each one it refused
+// delivered later with the same id, in order.
+func TestPush_FlakyWebhookGetsEverything(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, gatedWork(release))
+	base := pushDaemon(t, worker.URL, nil)
+	steady, flaky := newWebhook(t, 0, false), newWebhook(t, 2, false)
+
+	alice := a2aAs(t, base, aliceToken)
+	// Both webhooks on one task: the steady one says what was sent.
+	ctx := t.Context()
+	res, err := alice.SendMessage(ctx, &a2a.SendMessageRequest{
+		Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+		Config:  &a2a.SendMessageConfig{ReturnImmediately: true, PushConfig: &a2a.PushConfig{ID: "steady", URL: steady.URL}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	// The work holds after its first artifact; once the steady webhook
+	// has that, the flaky one is added, then the work goes on: from here
+	// on both get the same notifications.
+	steady.waitFor(t, "the first artifact", func(r received) bool { _, ok := r.event.(*a2a.TaskArtifactUpdateEvent); return ok })
+	if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "flaky", URL: flaky.URL, Token: "tok-flaky"}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	steadyGot := steady.waitState(t, a2a.TaskStateCompleted)
+	flakyGot := flaky.waitState(t, a2a.TaskStateCompleted)
+	failed := 0
+	delivered := map[string]bool{}
+	for _, r := range flakyGot {
+		delivered[r.id] = true
+	}
+	for _, r := range flaky.all() {
+		if r.status == 503 {
+			failed++
+			if !delivered[r.id] {
+				t.Errorf("notification %s (%s) was refused and never delivered", r.id, states([]received{r}))
+			}
+		}
+	}
+	if failed != 2 {
+		t.Errorf("the webhook refused %d requests, want 2", failed)
+	}
+	if len(flakyGot) == 0 || len(flakyGot) > len(steadyGot) {
+		t.Errorf("flaky got %s; steady got %s", states(flakyGot), states(steadyGot))
+	}
+	// What the flaky one got is the steady one's tail, in the same order.
+	if tail := steadyGot[len(steadyGot)-len(flakyGot):]; states(tail) != states(flakyGot) {
+		t.Errorf("flaky got %s; want the steady one's last ones, %s", states(flakyGot), states(tail))
+	}
+}
+
+// TestPush_DeadWebhookDoesNotSlowTheDelegation: a webhook that never
+// answers costs a delegation nothing.
+func TestPush_DeadWebhookDoesNotSlowTheDelegation(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	base := pushDaemon(t, worker.URL, func(c *Config) { c.Agent.Push.Timeout = Duration(30 * time.Second) })
+	dead := newWebhook(t, 0, true)
+	alice := a2aAs(t, base, aliceToken)
+
+	timed := func(hook string) time.Duration {
+		start := time.Now()
+		var err error
+		if hook == "" {
+			_, err = alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))})
+		} else {
+			var task *a2a.Task
+			task, err = sendWithPush(t, alice, hook)
+			if err == nil && task.Status.State != a2a.TaskStateCompleted {
+				t.Errorf("task with a dead webhook ended %s", task.Status.State)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	timed("") // warm up
+	plain := timed("")
+	withDead := timed(dead.URL)
+	again := timed(dead.URL) // its lane is busy with the first one's
+	if limit := plain + time.Second; withDead > limit || again > limit {
+		t.Errorf("delegation took %s and %s with a dead webhook, %s without", withDead, again, plain)
+	}
+}
+
+func TestPush_ConfigsBelongToTheTasksOwner(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
+	base := pushDaemon(t, worker.URL, nil)
+	hook := newWebhook(t, 0, false)
+	alice, bob := a2aAs(t, base, aliceToken), a2aAs(t, base, bobToken)
+	ctx := t.Context()
+	res, err := alice.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	created, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "mine", URL: hook.URL,
+		Token: "tok-secret-2", Auth: &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: "cred-secret-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Token != "" || created.Auth == nil || created.Auth.Scheme != "Bearer" || created.Auth.Credentials != "" {
+		t.Errorf("Create answered %+v; want no token, the scheme only", created)
+	}
+	got, err := alice.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "mine"})
+	if err != nil || got.URL != hook.URL || got.Token != "" || got.Auth.Credentials != "" {
+		t.Errorf("alice's Get = %+v, %v", got, err)
+	}
+
+	if _, err := bob.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "mine"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's Get = %v; want task not found", err)
+	}
+	if list, err := bob.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's List = %+v, %v; want task not found", list, err)
+	}
+	if err := bob.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task.ID, ID: "mine"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's Delete = %v; want task not found", err)
+	}
+	if _, err := bob.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, URL: hook.URL}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's Create = %v; want task not found", err)
+	}
+	list, err := alice.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task.ID})
+	if err != nil || len(list) != 1 || list[0].ID != "mine" {
+		t.Errorf("alice's List after bob's attempts = %+v, %v", list, err)
+	}
+	if err := alice.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task.ID, ID: "mine"}); err != nil {
+		t.Errorf("alice's Delete = %v", err)
+	}
+	if _, err := alice.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "mine"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("Get after Delete = %v; want not found", err)
+	}
+}
+
+func TestPush_CreateChecksTheWebhook(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
+	base := pushDaemon(t, worker.URL, func(c *Config) { c.Agent.Push.MaxConfigsPerTask = 2; c.Agent.Push.MaxTokenBytes = 16 })
+	alice := a2aAs(t, base, aliceToken)
+	ctx := t.Context()
+	res, err := alice.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	tests := []struct {
+		name string
+		url  string
+		tok  string
+		want string
+	}{
+		{"private network", "http://10.20.30.40:9/hook", "", "10.20.30.40 is 10.20.30.40, which is not a public address; list its network in agent.push.allowNetworks"},
+		{"cloud metadata", "http://169.254.169.254/latest", "", "not a public address"},
+		{"IPv6 unique local", "http://[fd00::1]/hook", "", "not a public address"},
+		{"not http", "file:///etc/passwd", "", `scheme "file"`},
+		{"long token", "http://127.0.0.1:9/", strings.Repeat("s", 17), "token is 17 bytes, over the 16 allowed"},
+	}
+	for _, tt := range tests {
+		_, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, URL: tt.url, Token: tt.tok})
+		if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Create = %v; want invalid params saying %q", tt.name, err, tt.want)
+		}
+		if err != nil && tt.tok != "" && strings.Contains(err.Error(), tt.tok) {
+			t.Errorf("%s: the error shows the token", tt.name)
+		}
+	}
+	// Loopback is allowed by registry.allowNetworks' development default.
+	for _, id := range []string{"a", "b"} {
+		if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: id, URL: "http://127.0.0.1:9/" + id}); err != nil {
+			t.Errorf("Create %s on loopback: %v", id, err)
+		}
+	}
+	if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "c", URL: "http://127.0.0.1:9/c"}); !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), "the task has 2, the most it may have") {
+		t.Errorf("third Create = %v; want the per-task limit", err)
+	}
+	// SendMessage's config goes through the same check.
+	_, err = alice.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("x")),
+		Config: &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: "http://192.168.1.1/hook"}}})
+	if err == nil || !strings.Contains(err.Error(), "not a public address") {
+		t.Errorf("SendMessage with a private webhook = %v; want refused", err)
+	}
+}
+
+// TestPush_AllowNetworksOverridesTheRegistrys: agent.push.allowNetworks,
+// once set, replaces registry.allowNetworks for webhooks: with it empty,
+// loopback is refused at Create, by address and by name.
+func TestPush_AllowNetworksOverridesTheRegistrys(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
+	base := pushDaemon(t, worker.URL, func(c *Config) { c.Agent.Push.AllowNetworks = []string{} })
+	alice := a2aAs(t, base, aliceToken)
+	res, err := alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"http://127.0.0.1:9/", "http://localhost:9/"} {
+		_, err := alice.CreateTaskPushConfig(t.Context(), &a2a.PushConfig{TaskID: res.(*a2a.Task).ID, URL: u})
+		if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), "not a public address") {
+			t.Errorf("Create %s = %v; want refused", u, err)
+		}
+	}
+}
+
+// TestPush_ConfigsSurviveARestart runs orchd on the embedded store, makes
+// a config, restarts orchd on the same state directory and reads it back.
+func TestPush_ConfigsSurviveARestart(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(5*time.Millisecond))
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.StateDir = t.TempDir()
+	cfg.Store.Mode = StoreEmbedded
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	cfg.Listen = "127.0.0.1:0"
+
+	run := func() (string, func()) {
+		d, err := New(cfg, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for d.Addr() == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("daemon did not bind")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return "http://" + d.Addr().String(), func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	base, stop := run()
+	hook := newWebhook(t, 0, false)
+	alice := a2aAs(t, base, aliceToken)
+	task, err := sendWithPush(t, alice, hook.URL)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	hook.waitState(t, a2a.TaskStateCompleted)
+	stop()
+
+	base, stop = run()
+	defer stop()
+	alice = a2aAs(t, base, aliceToken)
+	got, err := alice.GetTaskPushConfig(t.Context(), &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "hook"})
+	if err != nil || got.URL != hook.URL || got.Auth == nil || got.Auth.Scheme != "Bearer" {
+		t.Fatalf("Get after restart = %+v, %v", got, err)
+	}
+	list, err := alice.ListTaskPushConfigs(t.Context(), &a2a.ListTaskPushConfigRequest{TaskID: task.ID})
+	if err != nil || len(list) != 1 {
+		t.Errorf("List after restart = %+v, %v", list, err)
+	}
+	if _, err := a2aAs(t, base, bobToken).GetTaskPushConfig(t.Context(), &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "hook"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's Get after restart = %v; want task not found", err)
+	}
+}
+
+// pushOutOn is a sender over a memory config store holding one config of
+// alice's for task "t" with url, and the metrics reader it counts into.
+func pushOutOn(t *testing.T, cfg PushConfig, url string) (*pushOut, *sdkmetric.ManualReader, *syncbuf.Buffer) {
+	t.Helper()
+	configs, err := store.NewMemoryPushConfigs(cfg.withDefaults().storeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cc := a2asrv.NewCallContext(t.Context(), nil)
+	cc.User = a2asrv.NewAuthenticatedUser("alice", nil)
+	if _, err := configs.Save(ctx, "t", &a2a.PushConfig{ID: "c", URL: url, Token: "tok-secret-3"}); err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	logs := &syncbuf.Buffer{}
+	o, err := newPushOut(cfg, registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}, configs, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, reader, logs
+}
+
+// counted is the orchd.push.notifications count with outcome.
+func counted(t *testing.T, r *sdkmetric.ManualReader, outcome string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "orchd.push.notifications" {
+				for _, dp := range sum.DataPoints {
+					if v, _ := dp.Attributes.Value("outcome"); v.AsString() == outcome {
+						n += dp.Value
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+func statusEvent(state a2a.TaskState) a2a.Event {
+	return &a2a.TaskStatusUpdateEvent{TaskID: "t", ContextID: "ctx", Status: a2a.TaskStatus{State: state}}
+}
+
+// TestPushOut_CloseStopsRetries: close ends the retries of a webhook that
+// always fails at once, and every notification left is given up, logged
+// and counted, without the token.
+func TestPushOut_CloseStopsRetries(t *testing.T) {
+	t.Parallel()
+	hook := newWebhook(t, 1<<30, false)
+	o, reader, logs := pushOutOn(t, PushConfig{Backoff: Duration(time.Hour), MaxBackoff: Duration(time.Hour)}, hook.URL)
+	const sent = 5
+	for range sent {
+		if err := o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(a2a.TaskStateWorking)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(hook.all()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no attempt within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	o.close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("close took %s with retries an hour apart", took)
+	}
+	if n := counted(t, reader, "given_up"); n != sent {
+		t.Errorf("%d given up counted, want %d", n, sent)
+	}
+	if got := strings.Count(logs.String(), "push notification given up"); got != sent {
+		t.Errorf("%d given-up lines logged, want %d:\n%s", got, sent, logs)
+	}
+	if strings.Contains(logs.String(), "tok-secret-3") {
+		t.Errorf("the log shows the token:\n%s", logs)
+	}
+	// After close, a notification is given up at once.
+	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(a2a.TaskStateCompleted))
+	if n := counted(t, reader, "given_up"); n != sent+1 {
+		t.Errorf("after close: %d given up, want %d", n, sent+1)
+	}
+}
+
+// TestPushOut_Bounds: past the per-config queue bound notifications are
+// given up at once and SendPush never waits; a failing webhook gets
+// MaxAttempts tries of a notification, then it is given up.
+func TestPushOut_Bounds(t *testing.T) {
+	t.Parallel()
+	t.Run("queue", func(t *testing.T) {
+		t.Parallel()
+		dead := newWebhook(t, 0, true)
+		o, reader, _ := pushOutOn(t, PushConfig{QueuePerConfig: 3}, dead.URL)
+		defer o.close()
+		start := time.Now()
+		for range 10 {
+			_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("10 SendPush to a dead webhook took %s", took)
+		}
+		// The first is in flight, two wait behind it: seven have no room.
+		if n := counted(t, reader, "given_up"); n != 7 {
+			t.Errorf("%d given up at once, want 7", n)
+		}
+	})
+	t.Run("attempts", func(t *testing.T) {
+		t.Parallel()
+		failing := newWebhook(t, 1<<30, false)
+		o, reader, _ := pushOutOn(t, PushConfig{MaxAttempts: 3, Backoff: Duration(time.Millisecond)}, failing.URL)
+		defer o.close()
+		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: failing.URL}, statusEvent(a2a.TaskStateWorking))
+		deadline := time.Now().Add(10 * time.Second)
+		for counted(t, reader, "given_up") < 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("not given up within 10s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		got := failing.all()
+		if len(got) != 3 || got[0].id != got[2].id {
+			t.Errorf("the webhook saw %d attempts, want 3 of one notification id", len(got))
+		}
+	})
+}
+
+// TestPushOut_NoRedirects: a webhook answering a redirect is not
+// followed, so the token goes nowhere else, and the notification is given
+// up without retries.
+func TestPushOut_NoRedirects(t *testing.T) {
+	t.Parallel()
+	elsewhere := newWebhook(t, 0, false)
+	redirect := httptest.NewServer(http.RedirectHandler(elsewhere.URL, http.StatusTemporaryRedirect))
+	t.Cleanup(redirect.Close)
+	o, reader, logs := pushOutOn(t, PushConfig{Backoff: Duration(time.Millisecond)}, redirect.URL)
+	defer o.close()
+	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: redirect.URL}, statusEvent(a2a.TaskStateWorking))
+	deadline := time.Now().Add(10 * time.Second)
+	for counted(t, reader, "given_up") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not given up within 10s:\n%s", logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(elsewhere.all()); n != 0 {
+		t.Errorf("the redirect was followed %d times", n)
+	}
+	if !strings.Contains(logs.String(), "answered 307, which no retry changes") {
+		t.Errorf("log does not say why:\n%s", logs)
+	}
+}
