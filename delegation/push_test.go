@@ -45,10 +45,22 @@ type pushAgent struct {
 // whether its card declares streaming too.
 func startPushAgent(t testing.TB, streaming bool) *pushAgent {
 	t.Helper()
+	return startAgentDeclaringPush(t, streaming, true)
+}
+
+// startAgentDeclaringPush is startPushAgent, with push notifications
+// served only when serves is set: an agent that declares them and refuses
+// them otherwise.
+func startAgentDeclaringPush(t testing.TB, streaming, serves bool) *pushAgent {
+	t.Helper()
 	a := &pushAgent{configs: push.NewInMemoryStore(), release: make(chan struct{})}
 	stopped, stop := context.WithCancel(context.Background())
 	sender := &droppingSender{a: a, http: push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second, AllowPrivateNetworks: true})}
-	h := a2asrv.NewHandler(&releasedWork{a: a, stopped: stopped}, a2asrv.WithPushNotifications(a.configs, sender))
+	var opts []a2asrv.RequestHandlerOption
+	if serves {
+		opts = append(opts, a2asrv.WithPushNotifications(a.configs, sender))
+	}
+	h := a2asrv.NewHandler(&releasedWork{a: a, stopped: stopped}, opts...)
 	mux := http.NewServeMux()
 	a.Server = httptest.NewServer(mux)
 	t.Cleanup(func() { stop(); a.CloseClientConnections(); a.Close() })
@@ -486,6 +498,33 @@ func TestPush_RateIsBounded(t *testing.T) {
 	}
 	f.agent.finish()
 	waitState(t, d, a2a.TaskStateCompleted)
+}
+
+func TestPush_AgentRefusingPushIsFollowedAnotherWay(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{false, true} {
+		agent := startAgentDeclaringPush(t, streaming, false)
+		hook := startWebhook(t)
+		f := newFixture(t, Config{PushURL: hook.URL + "/push/"})
+		hook.engine.Store(f.engine)
+		f.add(t, "pusher", agent.URL)
+		d, err := f.engine.Delegate(t.Context(), Request{Text: "work", Skill: "push"})
+		if err != nil {
+			t.Fatalf("streaming %v: %v", streaming, err)
+		}
+		agent.finish()
+		waitState(t, d, a2a.TaskStateCompleted)
+		d.mu.Lock()
+		mode, hash := d.prog.Follow, d.prog.PushToken
+		d.mu.Unlock()
+		want := map[bool]string{false: FollowPoll, true: FollowStream}[streaming]
+		if mode != want || hash != "" {
+			t.Errorf("streaming %v: followed by %q (token hash %q), want %q and none", streaming, mode, hash, want)
+		}
+		if n := agent.calls("SendMessage"); n != 2-map[bool]int{false: 0, true: 1}[streaming] {
+			t.Errorf("streaming %v: %d SendMessage calls, want one refused, then one without push unless it streams", streaming, n)
+		}
+	}
 }
 
 func TestChooseFollow(t *testing.T) {
