@@ -53,8 +53,11 @@ type executor struct {
 	// tasks is the handler's task store; parked, watches and canceling
 	// track tasks waiting for input whose delegation may end meanwhile
 	// (waiting.go).
-	tasks     taskstore.Store
-	parked    map[a2a.TaskID]*delegation.Delegation
+	tasks  taskstore.Store
+	parked map[a2a.TaskID]*delegation.Delegation
+	// changes wakes the task's subscribers (subscribe.go) when an
+	// execution or a cancel of it starts.
+	changes   *taskChanges
 	watches   map[a2a.TaskID]*watch
 	canceling map[a2a.TaskID]bool
 }
@@ -63,7 +66,7 @@ var _ a2asrv.AgentExecutor = (*executor)(nil)
 
 func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *gate, stopping context.Context, log *slog.Logger) *executor {
 	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]string{}, mirroring: map[a2a.TaskID]bool{},
-		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}}
+		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}, changes: newTaskChanges()}
 }
 
 // Execute delegates a new task, or hands the caller's message to the
@@ -72,6 +75,7 @@ func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *gate, stop
 func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		x.unwatch(ec.TaskID)
+		x.changes.notify(ec.TaskID)
 		id, known := x.delegationOf(ec)
 		if !known && ec.StoredTask == nil {
 			x.delegateNew(ctx, ec, yield)
@@ -334,6 +338,7 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		// Whether an execution mirrors the task is read before canceling:
 		// that execution ends the task with the outcome, and by the time
 		// the cancel returns it may have done so and closed the queue.
+		x.changes.notify(ec.TaskID)
 		x.mu.Lock()
 		x.unwatchLocked(ec.TaskID)
 		x.canceling[ec.TaskID] = true // until Cleanup
