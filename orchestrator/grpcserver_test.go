@@ -120,15 +120,26 @@ func (t tokenCredentials) GetRequestMetadata(context.Context, ...string) (map[st
 
 func (tokenCredentials) RequireTransportSecurity() bool { return false }
 
+// apiKeyCredentials sends a token as the x-api-key metadata.
+type apiKeyCredentials string
+
+func (k apiKeyCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"x-api-key": string(k)}, nil
+}
+
+func (apiKeyCredentials) RequireTransportSecurity() bool { return false }
+
 // TestGRPC_Authenticated serves gRPC behind the same gate as HTTP: a call
 // without credentials, or with a wrong token, is refused with A2A's
 // unauthenticated error; alice's token is accepted, and ListTasks lists
-// alice's task to alice and not to bob.
+// alice's task to alice; bob, with his token as an API key over 0.3, does
+// not see it.
 func TestGRPC_Authenticated(t *testing.T) {
 	t.Parallel()
 	agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", GRPCOnly: true}, testagent.Work(time.Millisecond))
 	cfg := loadDefaults(t)
 	cfg.Auth = authTokens()
+	cfg.Auth.APIKeyHeader = "X-API-Key"
 	base, _ := grpcDaemon(t, cfg, registry.Spec{ID: "writer", URL: agent.URL})
 	msg := func() *a2a.SendMessageRequest {
 		return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("write"))}
@@ -155,9 +166,12 @@ func TestGRPC_Authenticated(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(list.Tasks, func(x *a2a.Task) bool { return x.ID == task.ID }) {
 		t.Fatalf("alice's ListTasks = %+v, %v; want her task %s", list, err, task.ID)
 	}
-	bob := grpcClient(t, base, "0.3", grpc.WithPerRPCCredentials(tokenCredentials(bobToken)))
+	bob := grpcClient(t, base, "0.3", grpc.WithPerRPCCredentials(apiKeyCredentials(bobToken)))
 	if _, err := bob.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Errorf("bob's GetTask of alice's task: err = %v, want task not found", err)
+	}
+	if list, err := bob.ListTasks(t.Context(), &a2a.ListTasksRequest{}); err != nil || slices.ContainsFunc(list.Tasks, func(x *a2a.Task) bool { return x.ID == task.ID }) {
+		t.Errorf("bob's ListTasks = %+v, %v; want a list without alice's task", list, err)
 	}
 }
 
