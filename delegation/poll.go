@@ -13,17 +13,21 @@ import (
 // a restart.
 //
 // orchd sends to such agents with ReturnImmediately, so it knows the task
-// from the first answer however long the work takes, and then polls at a
-// pace that follows the task's age: the wait before the next poll is a
-// third of the time since the task last changed state, at least firstPoll
-// and at most PollInterval. A task that is over in a millisecond is known
-// to be over a millisecond or two later; one that takes 30 ms, within
-// about 10 ms of its end; a long one is polled every PollInterval, as
-// before, after a ramp of about two dozen polls. A new state seen by a
-// poll (SUBMITTED to WORKING) starts the ramp again, once per state, so a
-// task that waited in a queue and then works briefly is also known
-// promptly, and the polls a task costs stay bounded: about
-// 25 × (1 + states) + duration / PollInterval.
+// from the first answer however long the work takes (docs/delegation.md
+// says why not a blocking send), and then polls at a pace that follows the
+// task's age: the wait before the next poll is a third of the time since
+// the task last changed state, at least firstPoll and at most
+// PollInterval. A task that is over within a millisecond is known to be
+// over a millisecond or two later; one that takes 30 ms, within about
+// 10 ms of its end; a long one is polled every PollInterval, after a ramp
+// of about two dozen polls with the default 500ms. A poll that finds a
+// state not seen before (SUBMITTED to WORKING) starts the ramp again,
+// once per state, so a task that waited in a queue is then polled at the
+// pace of its work, and the polls a task costs stay bounded: with the
+// default, about 25 per state plus one per PollInterval of its duration.
+// The age of a task polled anew (after a restart, a broken stream) is that
+// of its record's last change, so it is not polled quickly if nothing has
+// happened to it for a while.
 
 // firstPoll is the wait before a new task's first poll, and the shortest
 // wait between polls.
