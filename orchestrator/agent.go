@@ -95,7 +95,7 @@ func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegat
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	h := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
-		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, steer, earlyDelegation{x: exec}),
+		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, developmentUser{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs), pusher.handlerOption()), tasks, exec.changes, stopping)
 	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, signer: signer, handler: h, exec: exec}
 }
