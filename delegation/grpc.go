@@ -215,15 +215,6 @@ type grpcDialer struct {
 // are left out here.
 func (d *grpcDialer) prepareCredentials() error {
 	a, cfg := d.agent, d.creds
-	if st := credentials.Satisfy(a.ID, a.Security, cfg); !st.Satisfied {
-		return fmt.Errorf("credentials for agent %s: %s: %w", a.ID, st.Reason, credentials.ErrUnavailable)
-	}
-	sec := a.Security
-	if cfg.TLS != nil {
-		stripped := *cfg
-		stripped.TLS = nil
-		cfg, sec = &stripped, withoutMutualTLS(sec)
-	}
 	var origins []string
 	for _, p := range a.Protocols {
 		if p.Binding == capability.BindingGRPC {
@@ -233,7 +224,16 @@ func (d *grpcDialer) prepareCredentials() error {
 		}
 	}
 	if len(origins) == 0 {
-		return nil
+		return nil // no gRPC interface orchd can dial
+	}
+	if st := credentials.Satisfy(a.ID, a.Security, cfg); !st.Satisfied {
+		return fmt.Errorf("credentials for agent %s: %s: %w", a.ID, st.Reason, credentials.ErrUnavailable)
+	}
+	sec := a.Security
+	if cfg.TLS != nil {
+		stripped := *cfg
+		stripped.TLS = nil
+		cfg, sec = &stripped, withoutMutualTLS(sec)
 	}
 	clients := credentials.NewClients(credentials.ClientsConfig{Base: capture{next: d.engine.cfg.HTTPClient.Transport}, Log: d.engine.log})
 	rt, err := clients.Transport(a.ID, cfg, sec, origins)
