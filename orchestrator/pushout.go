@@ -483,8 +483,8 @@ func (s checkedPushConfigs) List(ctx context.Context, taskID a2a.TaskID) ([]*a2a
 	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.Method() == "ListTaskPushConfigs" {
 		return nil, err
 	}
+	s.out.log.Warn("push notification given up", "task", taskID, "reason", "the push configs cannot be read: "+err.Error())
 	s.out.inst.notifications.Add(context.Background(), 1, pushOutcome("given_up"))
-	s.out.log.Warn("push notifications of an event given up: the configs cannot be read", "task", taskID, "error", err)
 	return []*a2a.PushConfig{}, nil
 }
 
@@ -553,10 +553,14 @@ func (c *pushURLCheck) url(ctx context.Context, raw string) error {
 	}
 	for _, ip := range addrs {
 		ip = ip.Unmap().WithZone("")
-		if c.guard.SafeAddr(ip) != nil {
-			return fmt.Errorf("webhook host %s is %s, which is not a public address; list its network in agent.push.allowNetworks to allow it: %w",
-				host, ip, a2a.ErrInvalidParams)
+		if c.guard.SafeAddr(ip) == nil {
+			continue
 		}
+		what := "is not a public address"
+		if ip.String() != strings.Trim(host, "[]") {
+			what = "resolves to " + ip.String() + ", which is not a public address"
+		}
+		return fmt.Errorf("webhook host %s %s; list its network in agent.push.allowNetworks to allow it: %w", host, what, a2a.ErrInvalidParams)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -384,7 +386,7 @@ func TestPush_CreateChecksTheWebhook(t *testing.T) {
 		tok  string
 		want string
 	}{
-		{"private network", "http://10.20.30.40:9/hook", "", "10.20.30.40 is 10.20.30.40, which is not a public address; list its network in agent.push.allowNetworks"},
+		{"private network", "http://10.20.30.40:9/hook", "", "webhook host 10.20.30.40 is not a public address; list its network in agent.push.allowNetworks to allow it"},
 		{"cloud metadata", "http://169.254.169.254/latest", "", "not a public address"},
 		{"IPv6 unique local", "http://[fd00::1]/hook", "", "not a public address"},
 		{"not http", "file:///etc/passwd", "", `scheme "file"`},
@@ -433,6 +435,9 @@ func TestPush_AllowNetworksOverridesTheRegistrys(t *testing.T) {
 		_, err := alice.CreateTaskPushConfig(t.Context(), &a2a.PushConfig{TaskID: res.(*a2a.Task).ID, URL: u})
 		if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), "not a public address") {
 			t.Errorf("Create %s = %v; want refused", u, err)
+		}
+		if strings.Contains(u, "localhost") && (err == nil || !strings.Contains(err.Error(), "webhook host localhost resolves to ")) {
+			t.Errorf("Create %s = %v; want the address it resolves to named", u, err)
 		}
 	}
 }
@@ -653,4 +658,44 @@ func TestPushOut_NoRedirects(t *testing.T) {
 	if !strings.Contains(logs.String(), "answered 307, which no retry changes") {
 		t.Errorf("log does not say why:\n%s", logs)
 	}
+}
+
+// FuzzPushURLCheck checks webhook URLs whose host is an address (names
+// would need DNS): a refusal wraps ErrInvalidParams and shows neither the
+// URL's path nor its query; an address the guard allows is never refused.
+func FuzzPushURLCheck(f *testing.F) {
+	f.Add("http://10.20.30.40:9/hook?token=secret")
+	f.Add("https://[fd00::1]/a")
+	f.Add("http://127.0.0.1/x")
+	f.Add("https://8.8.8.8/")
+	f.Add("http://[::ffff:192.168.0.1]/p")
+	c, err := newPushURLCheck([]string{"127.0.0.0/8"}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		ip, err := netip.ParseAddr(u.Hostname())
+		if err != nil {
+			return // a name: resolving it is not this test's business
+		}
+		err = c.url(context.Background(), raw)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, a2a.ErrInvalidParams) {
+			t.Fatalf("url(%q) = %v; want ErrInvalidParams", raw, err)
+		}
+		for _, part := range []string{u.RawQuery, u.Path} {
+			if len(part) > 3 && strings.Contains(err.Error(), part) {
+				t.Fatalf("url(%q) = %v: shows %q", raw, err, part)
+			}
+		}
+		if ip = ip.Unmap().WithZone(""); ip.IsLoopback() && ip.Is4() {
+			t.Fatalf("url(%q) refused an allowed address: %v", raw, err)
+		}
+	})
 }
