@@ -392,3 +392,12 @@ type discardWriter struct{}
 func (discardWriter) Header() http.Header         { return http.Header{} }
 func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (discardWriter) WriteHeader(int)             {}
+
+// GRPCAddr returns the address A2A is served on over gRPC once Run has
+// bound it, or nil before and when agent.grpc.listen is not set.
+func (d *Daemon) GRPCAddr() net.Addr {
+	if d.grpc == nil || d.grpc.lis == nil {
+		return nil
+	}
+	return d.grpc.lis.Addr()
+}
