@@ -137,6 +137,8 @@ type grpcServer struct {
 	tel     *telemetry.Telemetry
 	log     *slog.Logger
 
+	// mu guards lis, which GRPCAddr reads while Run sets it.
+	mu     sync.Mutex
 	lis    net.Listener
 	srv    *grpc.Server
 	served chan struct{}
@@ -177,7 +179,9 @@ func (s *grpcServer) listen(agentURL string, exposed func(net.Addr) error) (stri
 		ln.Close()
 		return "", err
 	}
+	s.mu.Lock()
 	s.lis = netutil.LimitListener(ln, s.cfg.MaxConnections)
+	s.mu.Unlock()
 	s.srv = grpc.NewServer(opts...)
 	a2agrpc.NewHandler(s.handler).RegisterWith(s.srv)
 	a2agrpcv0.NewHandler(s.handler).RegisterWith(s.srv)
@@ -396,7 +400,12 @@ func (discardWriter) WriteHeader(int)             {}
 // GRPCAddr returns the address A2A is served on over gRPC once Run has
 // bound it, or nil before and when agent.grpc.listen is not set.
 func (d *Daemon) GRPCAddr() net.Addr {
-	if d.grpc == nil || d.grpc.lis == nil {
+	if d.grpc == nil {
+		return nil
+	}
+	d.grpc.mu.Lock()
+	defer d.grpc.mu.Unlock()
+	if d.grpc.lis == nil {
 		return nil
 	}
 	return d.grpc.lis.Addr()

@@ -247,7 +247,7 @@ func TestGRPC_StopsWithStreamsOpen(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for d.Addr() == nil || d.Registry().Len() == 0 {
+	for d.Addr() == nil || d.Registry().Len() == 0 || d.GRPCAddr() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("daemon did not start")
 		}
