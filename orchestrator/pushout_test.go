@@ -313,6 +313,7 @@ func TestPush_DeadWebhookDoesNotSlowTheDelegation(t *testing.T) {
 	plain := timed("")
 	withDead := timed(dead.URL)
 	again := timed(dead.URL) // its lane is busy with the first one's
+	t.Logf("delegation: %s without push, %s and %s with a dead webhook", plain, withDead, again)
 	if limit := plain + time.Second; withDead > limit || again > limit {
 		t.Errorf("delegation took %s and %s with a dead webhook, %s without", withDead, again, plain)
 	}
