@@ -53,7 +53,7 @@ func TestMessageIDs_KeptAcrossHops(t *testing.T) {
 				t.Fatal(err)
 			}
 			if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted || testagent.Text(task.Status.Message) != "answered: 1999" {
-				t.Fatalf("input answered with %#v", res)
+				t.Fatalf("input answered with %s", describe(res))
 			}
 			var got []string
 			for _, m := range c.Messages() {
@@ -149,4 +149,16 @@ func TestMessageIDs_SameIDTwice(t *testing.T) {
 	if n != 2*sends {
 		t.Errorf("the agent saw the repeated id %d times through orchd, want %d", n, 2*sends)
 	}
+}
+
+// describe says what an answer is, with a task's state and status text.
+func describe(res a2a.SendMessageResult) string {
+	if task, ok := res.(*a2a.Task); ok {
+		text := ""
+		if task.Status.Message != nil {
+			text = testagent.Text(task.Status.Message)
+		}
+		return fmt.Sprintf("task %s %s %q", task.ID, task.Status.State, text)
+	}
+	return fmt.Sprintf("%#v", res)
 }

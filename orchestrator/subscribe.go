@@ -158,18 +158,36 @@ func (h *subscribeHandler) look(ctx context.Context, id a2a.TaskID, shown *a2a.T
 // any, through a2a-go's own subscription to it. It reports whether an
 // execution was found, and whether the subscription is over (the task
 // ended, or the subscriber went).
+//
+// a2a-go's subscription can miss its execution's end: one opened while
+// the execution lets go is left on a queue nothing writes to. So a watch
+// reads the stored task meanwhile, and drops the relay when the store
+// shows what the relay has not for relayStale; the caller then catches up
+// from the store.
 func (h *subscribeHandler) relay(ctx context.Context, id a2a.TaskID, shown *a2a.Task, yield func(a2a.Event, error) bool) (found, done bool) {
-	for ev, err := range h.RequestHandler.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: id}) {
+	rctx, drop := context.WithCancel(ctx)
+	var mu sync.Mutex // guards shown against the watch
+	watched := make(chan struct{})
+	defer func() { drop(); <-watched }()
+	go func() {
+		defer close(watched)
+		h.watchRelay(rctx, drop, id, shown, &mu)
+	}()
+	for ev, err := range h.RequestHandler.SubscribeToTask(rctx, &a2a.SubscribeToTaskRequest{ID: id}) {
 		if err != nil {
 			// No execution runs now (a2a-go says the task is not found),
-			// or it ended in an error: the stored task says what it left.
+			// it ended in an error, or the watch dropped it: the stored
+			// task says what it left.
 			return found, false
 		}
 		found = true
 		switch e := ev.(type) {
 		case *a2a.Task:
 			// a2a-go's snapshot of the task, or the execution's result.
-			if _, ok := catchUp(shown, e, yield); !ok || e.Status.State.Terminal() {
+			mu.Lock()
+			_, ok := catchUp(shown, e, yield)
+			mu.Unlock()
+			if !ok || e.Status.State.Terminal() {
 				return true, true
 			}
 			continue
@@ -180,12 +198,66 @@ func (h *subscribeHandler) relay(ctx context.Context, id a2a.TaskID, shown *a2a.
 		if !yield(ev, nil) {
 			return true, true
 		}
+		mu.Lock()
 		fold(shown, ev)
+		mu.Unlock()
 		if st, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && st.Status.State.Terminal() {
 			return true, true
 		}
 	}
 	return found, false
+}
+
+// How the watch of a relay reads the store, and how long the store may
+// show what the relay has not before the relay counts as stuck.
+const (
+	relayCheck = 250 * time.Millisecond
+	relayStale = time.Second
+)
+
+// watchRelay calls drop once the stored task has differed from shown for
+// relayStale, until ctx ends.
+func (h *subscribeHandler) watchRelay(ctx context.Context, drop func(), id a2a.TaskID, shown *a2a.Task, mu *sync.Mutex) {
+	t := time.NewTicker(relayCheck)
+	defer t.Stop()
+	var since time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := h.tasks.Get(ctx, id)
+		if err != nil {
+			continue
+		}
+		mu.Lock()
+		behind := differs(shown, st.Task)
+		mu.Unlock()
+		switch {
+		case !behind:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= relayStale:
+			drop()
+			return
+		}
+	}
+}
+
+// differs reports whether the subscriber, shown shown, has not seen now.
+func differs(shown, now *a2a.Task) bool {
+	if !sameStatus(shown.Status, now.Status) || !sameJSON(shown.Metadata, now.Metadata) || len(shown.Artifacts) != len(now.Artifacts) {
+		return true
+	}
+	for _, art := range now.Artifacts {
+		i := slices.IndexFunc(shown.Artifacts, func(a *a2a.Artifact) bool { return a.ID == art.ID })
+		if i < 0 || !sameJSON(shown.Artifacts[i], art) {
+			return true
+		}
+	}
+	return false
 }
 
 // catchUp tells the subscriber, who was shown shown, how now differs: an

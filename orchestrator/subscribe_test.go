@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aext"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -242,17 +245,23 @@ func TestSubscribeToTask_ThroughInputRequired(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := res.(*a2a.Task).ID
-		s := subscribe(t, c, id)
-		// a2a-go refuses it (TaskNotFoundError), or, while its execution
-		// is still letting go, ends the stream at once; it never follows
-		// the task past the wait.
-		select {
-		case <-s.ended:
-		case <-time.After(10 * time.Second):
-			t.Fatal("a2a-go's SubscribeToTask to a task waiting for input stayed open; orchd's own SubscribeToTask may no longer be needed")
-		}
-		if s.err != nil && !errors.Is(s.err, a2a.ErrTaskNotFound) {
-			t.Errorf("a2a-go's SubscribeToTask to a task waiting for input = %v", s.err)
+		// Once a2a-go has let go of the execution that asked, it refuses
+		// the subscription. (Just before, it may end the stream at once or
+		// leave it open on a queue nothing writes to.)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			var err error
+			for _, err = range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: id}) {
+				break
+			}
+			cancel()
+			if errors.Is(err, a2a.ErrTaskNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a2a-go's SubscribeToTask to a task waiting for input = %v; orchd's own SubscribeToTask may no longer be needed", err)
+			}
 		}
 		if task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id}); err != nil || task.Status.State != a2a.TaskStateInputRequired {
 			t.Errorf("the task = %v, %v; want it still waiting for input", task, err)
@@ -339,7 +348,9 @@ func TestSubscribeToTask_Refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	working := res.(*a2a.Task).ID
-	t.Cleanup(func() { _, _ = alice.CancelTask(context.WithoutCancel(t.Context()), &a2a.CancelTaskRequest{ID: working}) })
+	t.Cleanup(func() {
+		_, _ = alice.CancelTask(context.WithoutCancel(t.Context()), &a2a.CancelTaskRequest{ID: working})
+	})
 	waitTask(t, alice, working, a2a.TaskStateWorking)
 	if err := refused(bob, working); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Errorf("another caller's working task: %v, want TaskNotFoundError", err)
@@ -405,5 +416,79 @@ func TestSubscribeToTask_SteeredAndInterrupted(t *testing.T) {
 	evs := s.untilEnd(t)
 	if lastState(evs) != a2a.TaskStateCompleted {
 		t.Errorf("after the last steer: %s, want COMPLETED last", eventsString(evs))
+	}
+}
+
+// stuckSubscriptions is a2a-go's handler with SubscribeToTask doing what
+// a2a-go's does when opened while an execution lets go: it sends the
+// stored task and then nothing, until the caller goes.
+type stuckSubscriptions struct {
+	a2asrv.RequestHandler
+	tasks taskstore.Store
+}
+
+func (s stuckSubscriptions) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		st, err := s.tasks.Get(ctx, req.ID)
+		if err != nil || !yield(st.Task, nil) {
+			return
+		}
+		<-ctx.Done()
+		yield(nil, ctx.Err())
+	}
+}
+
+// TestSubscribeToTask_StuckRelayDropped: when a2a-go's subscription to an
+// execution never reports the task's end, the stored task's end still
+// reaches the subscriber, and the stream ends.
+func TestSubscribeToTask_StuckRelayDropped(t *testing.T) {
+	t.Parallel()
+	ctx, _ := a2asrv.NewCallContext(t.Context(), nil)
+	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	task := &a2a.Task{ID: a2a.NewTaskID(), ContextID: a2a.NewContextID(), Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	v, err := store.Create(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &subscribeHandler{RequestHandler: stuckSubscriptions{tasks: store}, tasks: store, changes: newTaskChanges(), stopping: t.Context()}
+	events := make(chan a2a.Event, 16)
+	ended := make(chan error, 1)
+	go func() {
+		for ev, err := range h.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+			if err != nil {
+				ended <- err
+				return
+			}
+			events <- ev
+		}
+		ended <- nil
+	}()
+	if ev := <-events; ev.(*a2a.Task).ID != task.ID {
+		t.Fatalf("first event %#v", ev)
+	}
+	done := *task
+	done.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessageForTask(a2a.MessageRoleAgent, task, a2a.NewTextPart("done"))}
+	ev := a2a.NewStatusUpdateEvent(task, a2a.TaskStateCompleted, done.Status.Message)
+	began := time.Now()
+	if _, err := store.Update(ctx, &taskstore.UpdateRequest{Task: &done, Event: ev, PrevTask: task, PrevVersion: v}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end with the stored task")
+	}
+	var last a2a.Event
+	for len(events) > 0 {
+		last = <-events
+	}
+	if st, ok := last.(*a2a.TaskStatusUpdateEvent); !ok || st.Status.State != a2a.TaskStateCompleted {
+		t.Errorf("last event %#v, want COMPLETED", last)
+	}
+	if took := time.Since(began); took < relayStale || took > relayStale+5*relayCheck+time.Second {
+		t.Errorf("the end came %v after it was stored, want about %v", took, relayStale+relayCheck)
 	}
 }
