@@ -350,6 +350,10 @@ func (d *driver) run() {
 		d.o["totalSize"] = strconv.Itoa(res.TotalSize)
 		d.o["nextPageToken"] = presence(res.NextPageToken)
 	case "CancelTask":
+		if r.Setup == "hold" {
+			d.cancelHeld()
+			return
+		}
 		res, err := d.c.CancelTask(d.ctx, &a2a.CancelTaskRequest{ID: taskID()})
 		d.result(res, err)
 	case "SubscribeToTask":
@@ -555,6 +559,39 @@ func (d *driver) subscribeHeld() {
 			return
 		}
 	}
+}
+
+// cancelHeld starts a held task by a stream and cancels it while it
+// works.
+func (d *driver) cancelHeld() {
+	ctx, cancel := context.WithCancel(d.ctx)
+	defer cancel()
+	before := heldBefore(d.w.ref)
+	first := make(chan a2a.TaskID, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(first)
+		sent := false
+		for ev, err := range d.c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: d.message(d.r.Name+"-setup", "hold", "")}) {
+			if tk, ok := ev.(*a2a.Task); ok && err == nil && !sent {
+				first <- tk.ID
+				sent = true
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	task, ok := <-first
+	if !ok {
+		d.o["error"] = "no task started"
+		return
+	}
+	d.w.ref.waitHeld(d.t, before+1)
+	res, err := d.c.CancelTask(d.ctx, &a2a.CancelTaskRequest{ID: task})
+	d.result(res, err)
 }
 
 // heldBefore is how many executions the agent held before this one.
