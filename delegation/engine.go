@@ -209,6 +209,9 @@ type Engine struct {
 	stopRelay func()
 	// push holds the webhooks of delegations followed by push (push.go).
 	push pushHub
+	// early bounds the polls all delegations make before PollInterval
+	// (poll.go).
+	early pollBudget
 }
 
 // NewEngine returns an engine delegating to agents in reg under the

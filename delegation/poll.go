@@ -3,6 +3,7 @@ package delegation
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -25,6 +26,12 @@ import (
 // once per state, so a task that waited in a queue is then polled at the
 // pace of its work, and the polls a task costs stay bounded: with the
 // default, about 25 per state plus one per PollInterval of its duration.
+// Early polls (those due before PollInterval) are bounded for the whole
+// engine by earlyPolls a second: beyond, a poll due early waits twice as
+// long (up to PollInterval) instead, so a fan-out of thousands of polled
+// delegations costs at most earlyPolls GetTask calls a second more than
+// polling every PollInterval did, instead of swamping the agents and orchd.
+//
 // The age of a task polled anew (after a restart, a broken stream) is that
 // of its record's last change, so it is not polled quickly if nothing has
 // happened to it for a while.
@@ -39,6 +46,36 @@ const paceDivisor = 3
 
 // maxPollBackoff caps the wait between failed polls.
 const maxPollBackoff = 5 * time.Second
+
+// earlyPolls is how many early polls an engine makes a second at most, in
+// bursts of as many; a quick Task answer costs one or two.
+const earlyPolls = 200
+
+// pollBudget is a token bucket of early polls. Its zero value is full.
+type pollBudget struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+// take reports whether an early poll may be made at now, and counts it if
+// so.
+func (b *pollBudget) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.last.IsZero():
+		b.tokens, b.last = earlyPolls, now
+	case now.After(b.last): // callers' clocks may be read out of order
+		b.tokens = min(earlyPolls, b.tokens+now.Sub(b.last).Seconds()*earlyPolls)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
 
 // pace schedules the polls of one task.
 type pace struct {
@@ -92,7 +129,8 @@ func (d *Delegation) poll(ctx context.Context) bool {
 		return true
 	}
 	p := newPace(time.Now(), age, e.cfg.PollInterval, state)
-	t := time.NewTimer(p.wait(time.Now()))
+	wait := p.wait(time.Now()) // the wait the timer was set to
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	failures, backoff := 0, e.cfg.PollInterval
 	var since time.Time // the first failure of the current run
@@ -101,6 +139,13 @@ func (d *Delegation) poll(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
+		}
+		if wait < e.cfg.PollInterval && !e.early.take(time.Now()) {
+			// The engine's early polls are spent: wait longer, up to
+			// PollInterval, without polling.
+			wait = min(2*wait, e.cfg.PollInterval)
+			t.Reset(wait)
+			continue
 		}
 		task, err := d.getTask(ctx, taskID)
 		if err != nil {
@@ -116,7 +161,8 @@ func (d *Delegation) poll(ctx context.Context) bool {
 				return true
 			}
 			backoff = min(2*backoff, max(maxPollBackoff, e.cfg.PollInterval))
-			t.Reset(backoff)
+			wait = backoff
+			t.Reset(wait)
 			continue
 		}
 		failures, backoff = 0, e.cfg.PollInterval
@@ -125,6 +171,7 @@ func (d *Delegation) poll(ctx context.Context) bool {
 		}
 		now := time.Now()
 		p.saw(now, task.Status.State)
-		t.Reset(p.wait(now))
+		wait = p.wait(now)
+		t.Reset(wait)
 	}
 }

@@ -65,6 +65,34 @@ func TestPace_NewStateStartsTheRampOnce(t *testing.T) {
 	}
 }
 
+func TestPollBudget_Take(t *testing.T) {
+	t.Parallel()
+	var b pollBudget
+	now := time.Now()
+	for i := range earlyPolls {
+		if !b.take(now) {
+			t.Fatalf("early poll %d of a full budget refused", i+1)
+		}
+	}
+	if b.take(now) {
+		t.Error("an early poll past the burst was allowed")
+	}
+	later := now.Add(10 * time.Millisecond) // refills earlyPolls/100
+	got := 0
+	for b.take(later) {
+		got++
+	}
+	if want := earlyPolls / 100; got != want {
+		t.Errorf("after 10ms, %d early polls allowed, want %d", got, want)
+	}
+	if b.take(later.Add(-time.Millisecond)) {
+		t.Error("a clock read before the last one refilled the budget")
+	}
+	if !b.take(later.Add(time.Hour)) || b.tokens != earlyPolls-1 {
+		t.Errorf("after an hour: tokens %v, want the burst (%d) less the one taken", b.tokens, earlyPolls)
+	}
+}
+
 // timed is a non-streaming agent's work that says when it ended: it
 // creates a task, stays SUBMITTED for queued, WORKING for working (with a
 // first artifact chunk), then appends a second chunk and completes. With
