@@ -28,6 +28,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/orchdtest"
+	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -176,9 +177,9 @@ func TestDifferential(t *testing.T) {
 	rows := loadDiffRows(t)
 	direct := startRefAgent(t)
 	refOne, refChain := startRefAgent(t), startRefAgent(t)
-	one := orchdtest.Node(t, "b1", nil, registry.Spec{ID: "ref", URL: refOne.URL})
-	b2 := orchdtest.Node(t, "b2", nil, registry.Spec{ID: "ref", URL: refChain.URL})
-	a := orchdtest.Node(t, "a", nil, registry.Spec{ID: "b2", URL: b2})
+	one := diffNode(t, "b1", registry.Spec{ID: "ref", URL: refOne.URL})
+	b2 := diffNode(t, "b2", registry.Spec{ID: "ref", URL: refChain.URL})
+	a := diffNode(t, "a", registry.Spec{ID: "b2", URL: b2})
 	worlds := []world{{"direct", direct.URL, direct}, {"one", one, refOne}, {"chain", a, refChain}}
 
 	type count struct{ equivalent, gap int }
@@ -247,6 +248,20 @@ func TestDifferential(t *testing.T) {
 	for _, k := range keys {
 		t.Logf("differential %-16s equivalent %3d  known gap %3d", k, counts[k].equivalent, counts[k].gap)
 	}
+}
+
+// diffNode runs an orchd on the embedded defaults, named self, serving
+// gRPC too, with one agent; it returns the daemon's base URL.
+func diffNode(t *testing.T, self string, agent registry.Spec) string {
+	t.Helper()
+	cfg, err := orchestrator.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Delegation.Self = self
+	cfg.Agent.GRPC.Listen = "127.0.0.1:0"
+	cfg.Agents = []registry.Spec{agent}
+	return orchdtest.Start(t, cfg)
 }
 
 // diffFields lists the fields of row r in which b differs from a. When
