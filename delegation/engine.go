@@ -108,10 +108,12 @@ type Config struct {
 	// holder of leases and the address of its relay. Default a random id.
 	Instance string
 	// Follow is how a task an agent accepted is followed (push.go):
-	// FollowAuto (default) pushes when the agent declares push
-	// notifications and PushURL is one it can reach, else streams when it
-	// streams, else polls; FollowPush, FollowStream and FollowPoll ask for
-	// one way, falling back as auto does when the agent cannot.
+	// FollowAuto (default) streams when the agent streams, else pushes
+	// when the agent declares push notifications and PushURL is one it can
+	// reach, else polls. FollowPush pushes even to an agent that streams
+	// (no connection held per delegation, a read of the task per
+	// notification); FollowStream and FollowPoll ask for one way. Each
+	// falls back as auto does when the agent cannot.
 	Follow string
 	// PushURL is the URL prefix of orchd's push webhook: a delegation's
 	// webhook is PushURL followed by its id. Empty means no push until

@@ -173,14 +173,17 @@ func (d *Delegation) chooseFollow(a *registry.Agent, card *a2a.AgentCard) {
 	streams := card.Capabilities.Streaming
 	pushes := card.Capabilities.PushNotifications && reachable(e.pushURL(), card)
 	mode := FollowPoll
+	// A stream brings each change as it happens; push costs a read of
+	// the task per notification, so it is chosen over a stream only when
+	// asked for (to hold no connection per delegation).
 	switch want := e.cfg.Follow; {
 	case want == FollowPoll:
-	case want == FollowStream && streams:
-		mode = FollowStream
-	case pushes: // asked for, or auto, or the stream asked for is not offered
+	case want == FollowPush && pushes:
 		mode = FollowPush
 	case streams:
 		mode = FollowStream
+	case pushes:
+		mode = FollowPush
 	}
 	if e.cfg.Follow == FollowPush && mode != FollowPush {
 		e.log.Info("agent cannot be followed by push; following it another way", "agent", a.ID, "follow", mode,

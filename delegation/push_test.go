@@ -296,7 +296,8 @@ func TestPush_FollowsWithoutPolling(t *testing.T) {
 	for _, streaming := range []bool{false, true} {
 		t.Run(map[bool]string{false: "agent-polls", true: "agent-streams-too"}[streaming], func(t *testing.T) {
 			t.Parallel()
-			f := newPushFixture(t, Config{SilenceTimeout: time.Minute}, streaming)
+			// Asked for: auto would stream to the agent that streams.
+			f := newPushFixture(t, Config{SilenceTimeout: time.Minute, Follow: FollowPush}, streaming)
 			d := f.delegate(t)
 			waitState(t, d, a2a.TaskStateWorking)
 			f.agent.finish()
@@ -505,7 +506,7 @@ func TestPush_AgentRefusingPushIsFollowedAnotherWay(t *testing.T) {
 	for _, streaming := range []bool{false, true} {
 		agent := startAgentDeclaringPush(t, streaming, false)
 		hook := startWebhook(t)
-		f := newFixture(t, Config{PushURL: hook.URL + "/push/"})
+		f := newFixture(t, Config{PushURL: hook.URL + "/push/", Follow: FollowPush})
 		hook.engine.Store(f.engine)
 		f.add(t, "pusher", agent.URL)
 		d, err := f.engine.Delegate(t.Context(), Request{Text: "work", Skill: "push"})
@@ -538,7 +539,9 @@ func TestChooseFollow(t *testing.T) {
 		want                string
 		wantStreamingRecord bool
 	}{
-		{"auto pushes", FollowAuto, "http://127.0.0.1:1/a2a/push/", true, true, loop, FollowPush, false},
+		{"auto streams over push", FollowAuto, "http://127.0.0.1:1/a2a/push/", true, true, loop, FollowStream, true},
+		{"auto pushes without a stream", FollowAuto, "http://127.0.0.1:1/a2a/push/", true, false, loop, FollowPush, false},
+		{"push asked", FollowPush, "http://127.0.0.1:1/a2a/push/", true, true, loop, FollowPush, false},
 		{"auto streams without push", FollowAuto, "http://127.0.0.1:1/a2a/push/", false, true, loop, FollowStream, true},
 		{"auto polls", FollowAuto, "http://127.0.0.1:1/a2a/push/", false, false, loop, FollowPoll, false},
 		{"no webhook", FollowAuto, "", true, true, loop, FollowStream, true},

@@ -149,7 +149,10 @@ type pushOut struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	sem    chan struct{}
+	// draining is closed when close begins: each notification still
+	// queued is tried once more, without waiting out a backoff.
+	draining chan struct{}
+	sem      chan struct{}
 	wg     sync.WaitGroup
 
 	// mu guards the fields below.
@@ -212,7 +215,7 @@ func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, m
 			// none is followed, and a 3xx is a failed delivery.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		ctx: ctx, cancel: cancel, sem: make(chan struct{}, cfg.Concurrency),
+		ctx: ctx, cancel: cancel, draining: make(chan struct{}), sem: make(chan struct{}, cfg.Concurrency),
 		lanes: map[pushLaneKey]*pushLane{},
 	}, nil
 }
@@ -328,7 +331,7 @@ func (o *pushOut) deliver(n *notification) {
 			o.giveUp(n, attempt, err.Error())
 			return
 		}
-		if attempt >= o.cfg.MaxAttempts {
+		if attempt >= o.cfg.MaxAttempts || o.isDraining() {
 			o.giveUp(n, attempt, err.Error())
 			return
 		}
@@ -338,6 +341,8 @@ func (o *pushOut) deliver(n *notification) {
 		timer := time.NewTimer(jitter(wait))
 		select {
 		case <-timer.C:
+		case <-o.draining: // one last try now
+			timer.Stop()
 		case <-o.ctx.Done():
 			timer.Stop()
 		}
@@ -417,18 +422,46 @@ func (o *pushOut) giveUp(n *notification, attempts int, reason string) {
 	o.inst.notifications.Add(context.Background(), 1, pushOutcome("given_up"))
 }
 
-// close stops the retries, gives up what still waits, and returns once
-// every lane's goroutine has ended. SendPush gives up what comes after.
+// pushDrain bounds how long close tries the notifications still queued,
+// such as the final states of the tasks a stopping orchd fails.
+const pushDrain = 2 * time.Second
+
+// close tries each notification still queued once more, for up to
+// pushDrain and with no backoff, then stops the rest, gives up what still
+// waits, and returns once every lane's goroutine has ended. SendPush gives
+// up what comes after.
 func (o *pushOut) close() {
 	if o == nil {
 		return
 	}
 	o.mu.Lock()
+	already := o.closed
 	o.closed = true
 	o.mu.Unlock()
+	if !already {
+		close(o.draining)
+	}
+	drained := make(chan struct{})
+	go func() { o.wg.Wait(); close(drained) }()
+	timer := time.NewTimer(pushDrain)
+	select {
+	case <-drained:
+	case <-timer.C:
+	}
+	timer.Stop()
 	o.cancel()
-	o.wg.Wait()
+	<-drained
 	o.client.CloseIdleConnections()
+}
+
+// isDraining reports whether close has begun.
+func (o *pushOut) isDraining() bool {
+	select {
+	case <-o.draining:
+		return true
+	default:
+		return false
+	}
 }
 
 // jitter is d less up to a fifth, so retries of many notifications spread.

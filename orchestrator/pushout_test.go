@@ -593,6 +593,45 @@ func TestPushOut_CloseStopsRetries(t *testing.T) {
 	}
 }
 
+// TestPushOut_CloseDelivers: what is still queued when orchd stops, such
+// as the final states of the tasks it fails as it stops, is tried once
+// more at once, so a webhook that answers gets it.
+func TestPushOut_CloseDelivers(t *testing.T) {
+	t.Parallel()
+	hook := newWebhook(t, 1, false)
+	o, reader, _ := pushOutOn(t, PushConfig{Backoff: Duration(time.Hour), MaxBackoff: Duration(time.Hour)}, hook.URL)
+	states := []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateInputRequired, a2a.TaskStateFailed}
+	for _, st := range states {
+		if err := o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(hook.all()) == 0 { // the first attempt failed: an hour's backoff
+		if time.Now().After(deadline) {
+			t.Fatal("no attempt within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	o.close()
+	if took := time.Since(start); took > pushDrain {
+		t.Errorf("close took %s", took)
+	}
+	got := hook.delivered()
+	if len(got) != len(states) {
+		t.Fatalf("%d delivered, want %d", len(got), len(states))
+	}
+	for i, r := range got {
+		if st := r.event.(*a2a.TaskStatusUpdateEvent).Status.State; st != states[i] {
+			t.Errorf("notification %d is %s, want %s", i, st, states[i])
+		}
+	}
+	if n := counted(t, reader, "given_up"); n != 0 {
+		t.Errorf("%d given up", n)
+	}
+}
+
 // TestPushOut_Bounds: past the per-config queue bound notifications are
 // given up at once and SendPush never waits; a failing webhook gets
 // MaxAttempts tries of a notification, then it is given up.

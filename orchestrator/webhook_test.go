@@ -201,6 +201,7 @@ func TestWebhook_DaemonFollowsByPush(t *testing.T) {
 	cfg := loadDefaults(t)
 	cfg.Auth = authTokens() // the webhook is not behind the gate
 	cfg.Delegation.SilenceTimeout = Duration(time.Minute)
+	cfg.Delegation.Follow = delegation.FollowPush // the agent streams too: auto would stream
 	cfg.Agents = []registry.Spec{{ID: "pusher", URL: agent.URL}}
 	base := startDaemon(t, cfg)
 
@@ -348,6 +349,7 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 		cfg.StateDir = t.TempDir()
 		cfg.Store.URL = nats.URLs()
 		cfg.Delegation.SilenceTimeout = Duration(time.Minute)
+		cfg.Delegation.Follow = delegation.FollowPush
 		cfg.Agents = []registry.Spec{{ID: "pusher", URL: agent.URL}}
 		bases = append(bases, startDaemon(t, cfg))
 	}
