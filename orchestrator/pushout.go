@@ -153,7 +153,7 @@ type pushOut struct {
 	// queued is tried once more, without waiting out a backoff.
 	draining chan struct{}
 	sem      chan struct{}
-	wg     sync.WaitGroup
+	wg       sync.WaitGroup
 
 	// mu guards the fields below.
 	mu      sync.Mutex
