@@ -71,7 +71,15 @@ func (e *RefusedError) Error() string {
 type FailedError struct {
 	// Decision lists the candidates and every attempt.
 	Decision *Decision
+	// Err is the last attempt's error, as the agent's client returned it:
+	// an A2A error the agent answered with is found in it with errors.Is
+	// (a2a.ErrTaskNotFound, ...), so orchd can answer its own caller with
+	// the same error.
+	Err error
 }
+
+// Unwrap returns the last attempt's error.
+func (e *FailedError) Unwrap() error { return e.Err }
 
 // Error lists the failed attempts.
 func (e *FailedError) Error() string {

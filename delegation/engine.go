@@ -339,6 +339,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		return nil, &RefusedError{Decision: dec}
 	}
 	now := e.cfg.Now()
+	var last error // the last attempt's error
 	for i, a := range allowed {
 		if i == e.cfg.MaxAttempts {
 			break
@@ -353,10 +354,11 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		if err != nil {
 			dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID, Error: err.Error()})
 			e.log.WarnContext(ctx, "agent did not accept delegated work", "delegation", id, "agent", a.ID, "error", err)
+			last = err
 			if retryable(err) && ctx.Err() == nil {
 				continue
 			}
-			return nil, &FailedError{Decision: dec}
+			return nil, &FailedError{Decision: dec, Err: err}
 		}
 		dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID})
 		dec.Chosen = a.ID
@@ -366,7 +368,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		e.log.InfoContext(ctx, "work delegated", "delegation", id, "agent", a.ID, "skill", out.Skill, "depth", out.Depth)
 		return d, nil
 	}
-	return nil, &FailedError{Decision: dec}
+	return nil, &FailedError{Decision: dec, Err: last}
 }
 
 // Get returns a live delegation.

@@ -235,6 +235,9 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 		// cannot keep either.
 		return ctx, nil, a2a.NewError(a2a.ErrInternalError, err.Error())
 	}
+	if ae := agentError(err); ae != nil {
+		return ctx, nil, ae
+	}
 	if err == nil {
 		if rec := d.Record(); rec.State == a2a.TaskStateCompleted && rec.Downstream.TaskID == "" && rec.Result != nil {
 			m := *rec.Result
@@ -246,6 +249,34 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 		}
 	}
 	return context.WithValue(ctx, earlyKey{}, &early{d: d, err: err}), nil, nil
+}
+
+// passedOn are the A2A errors an agent may refuse a message with that
+// orchd answers its caller with in turn, as the agent did, so a client
+// cannot tell orchd from the agent by them. The others stay orchd's own
+// refusal (a REJECTED task): an agent refusing orchd's credentials or
+// failing inside says nothing about the caller's request.
+var passedOn = []error{
+	a2a.ErrTaskNotFound, a2a.ErrTaskNotCancelable, a2a.ErrPushNotificationNotSupported,
+	a2a.ErrUnsupportedOperation, a2a.ErrUnsupportedContentType, a2a.ErrInvalidAgentResponse,
+	a2a.ErrExtendedCardNotConfigured, a2a.ErrExtensionSupportRequired, a2a.ErrVersionNotSupported,
+	a2a.ErrInvalidParams, a2a.ErrInvalidRequest, a2a.ErrMethodNotFound,
+}
+
+// agentError returns the A2A error to answer with when the delegation
+// failed because the last agent tried refused the message with one of the
+// passedOn errors, or nil. Its message names the agent.
+func agentError(err error) *a2a.Error {
+	var failed *delegation.FailedError
+	if !errors.As(err, &failed) || failed.Err == nil {
+		return nil
+	}
+	for _, sentinel := range passedOn {
+		if errors.Is(failed.Err, sentinel) {
+			return a2a.NewError(sentinel, err.Error())
+		}
+	}
+	return nil
 }
 
 // After drops a started delegation whose request a2a-go then refused, so
