@@ -136,8 +136,9 @@ type DelegationConfig struct {
 	CallTimeout Duration `yaml:"callTimeout"`
 	// CancelWait is how long a cancel waits for the agent's confirmation.
 	CancelWait Duration `yaml:"cancelWait"`
-	// PollInterval is how often tasks of agents that do not stream are
-	// polled.
+	// PollInterval is the longest wait between polls of a task orchd
+	// follows by polling; quicker polls come first while the task is
+	// young (docs/delegation.md, "Following by polling").
 	PollInterval Duration `yaml:"pollInterval"`
 	// SilenceTimeout is how long a stream may stay silent before orchd
 	// asks the agent for its task.
