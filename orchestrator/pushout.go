@@ -531,24 +531,9 @@ type pushURLCheck struct {
 }
 
 func newPushURLCheck(nets, hosts []string) (*pushURLCheck, error) {
-	var v4, v6 []netip.Prefix
-	for _, n := range nets {
-		p, err := netip.ParsePrefix(strings.TrimSpace(n))
-		if err != nil {
-			addr, aErr := netip.ParseAddr(strings.TrimSpace(n))
-			if aErr != nil {
-				return nil, fmt.Errorf("allowNetworks %q: not a CIDR prefix or address", n)
-			}
-			p = netip.PrefixFrom(addr, addr.BitLen())
-		}
-		if p.Addr().Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-		}
-		if p = p.Masked(); p.Addr().Is4() {
-			v4 = append(v4, p)
-		} else {
-			v6 = append(v6, p)
-		}
+	v4, v6, err := registry.ParseNetworks(nets)
+	if err != nil {
+		return nil, err
 	}
 	c := &pushURLCheck{
 		guard: ssrf.New(ssrf.WithAnyNetwork(), ssrf.WithAnyPort(), ssrf.WithAllowedV4Prefixes(v4...), ssrf.WithAllowedV6Prefixes(v6...)),

@@ -55,18 +55,17 @@ func embeddings() []embedding {
 
 type allowedHostKey struct{}
 
-// newGuard parses the allow-lists. An allowNetworks entry is a CIDR prefix
-// or a single address; one written in IPv4-mapped form (::ffff:10.0.0.0/104)
-// means the IPv4 network (10.0.0.0/8), as mapped addresses are judged as
-// IPv4.
-func newGuard(nets, hosts []string) (*guard, error) {
-	var v4, v6 []netip.Prefix
+// ParseNetworks parses an allowNetworks list into IPv4 and IPv6 prefixes.
+// An entry is a CIDR prefix or a single address; one written in
+// IPv4-mapped form (::ffff:10.0.0.0/104) means the IPv4 network
+// (10.0.0.0/8), as mapped addresses are judged as IPv4.
+func ParseNetworks(nets []string) (v4, v6 []netip.Prefix, err error) {
 	for _, n := range nets {
 		p, err := netip.ParsePrefix(strings.TrimSpace(n))
 		if err != nil {
 			addr, aErr := netip.ParseAddr(strings.TrimSpace(n))
 			if aErr != nil {
-				return nil, fmt.Errorf("allowNetworks %q: not a CIDR prefix or address", n)
+				return nil, nil, fmt.Errorf("allowNetworks %q: not a CIDR prefix or address", n)
 			}
 			p = netip.PrefixFrom(addr, addr.BitLen())
 		}
@@ -78,6 +77,15 @@ func newGuard(nets, hosts []string) (*guard, error) {
 		} else {
 			v6 = append(v6, p)
 		}
+	}
+	return v4, v6, nil
+}
+
+// newGuard parses the allow-lists (ParseNetworks).
+func newGuard(nets, hosts []string) (*guard, error) {
+	v4, v6, err := ParseNetworks(nets)
+	if err != nil {
+		return nil, err
 	}
 	g := &guard{
 		allowHosts: map[string]bool{},
