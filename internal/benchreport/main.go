@@ -1,15 +1,16 @@
 // Command benchreport runs orchd's headline benchmarks and writes
 // docs/benchmarks.md from their results: the cached registry lookup,
 // profile building, policy evaluation, a hop through orchd against a
-// direct call and a reverse proxy (with tracing off and on), steering
-// across a chain, storing delegations into a full store, memory per
-// in-flight delegation, how soon delegations past their deadline end,
+// direct call and a reverse proxy (with tracing off and on), a hop to
+// agents that answer with a Task, a gRPC hop, steering across a chain,
+// storing delegations into a full store, memory per in-flight delegation
+// (by stream, poll and push), how soon delegations past their deadline end,
 // what the embedded state store costs against keeping state in memory,
 // and what authenticating callers, authorizing them and verifying card
 // signatures cost.
 // Every ratio in the report compares figures measured in the same run.
 //
-//	go run ./internal/benchreport                 # about thirteen minutes on 2 cores
+//	go run ./internal/benchreport                 # about seventeen minutes on 2 cores
 //	go run ./internal/benchreport -o report.md    # somewhere else
 //	go run ./internal/benchreport -raw run.txt    # keep the raw output too
 //	go run ./internal/benchreport -from run.txt   # render a saved run again
@@ -78,9 +79,12 @@ var runs = []run{
 	{"./policies", []string{"-bench", "^BenchmarkEvaluate$", "-benchmem", "-count", "5"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkHop$", "-benchtime", "5000x", "-count", "5"}},
 	{"./telemetry", []string{"-bench", "^BenchmarkPassthrough$", "-benchmem", "-count", "5"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkTaskReply$", "-benchtime", "1000x"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkGRPCHop$", "-benchtime", "2s"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkSteerChain$", "-benchtime", "500x", "-count", "3"}},
 	{"./delegation", []string{"-bench", "^BenchmarkStorePut$", "-benchmem", "-count", "5"}},
 	{"./delegation", []string{"-bench", "^BenchmarkInFlight$", "-benchtime", "1x"}},
+	{"./delegation", []string{"-bench", "^BenchmarkInFlightFollow$", "-benchtime", "1x"}},
 	{"./delegation", []string{"-bench", "^BenchmarkDeadline$", "-benchtime", "1x", "-count", "3"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateHop$", "-benchtime", "2000x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateRestart$", "-benchtime", "5x"}},
@@ -315,13 +319,14 @@ func (res results) RatioRange(a, b, unit string) (string, error) {
 }
 
 var funcs = template.FuncMap{
-	"num":  num,
-	"list": func(xs ...string) []string { return xs },
-	"f1":   func(v float64) string { return fixed(v, 1) },
-	"f2":   func(v float64) string { return fixed(v, 2) },
-	"div":  func(a, b float64) float64 { return a / b },
-	"sub":  func(a, b float64) float64 { return a - b },
-	"mul":  func(a, b float64) float64 { return a * b },
+	"num":   num,
+	"list":  func(xs ...string) []string { return xs },
+	"split": strings.Split,
+	"f1":    func(v float64) string { return fixed(v, 1) },
+	"f2":    func(v float64) string { return fixed(v, 2) },
+	"div":   func(a, b float64) float64 { return a / b },
+	"sub":   func(a, b float64) float64 { return a - b },
+	"mul":   func(a, b float64) float64 { return a * b },
 	"pct": func(v float64) string {
 		if math.IsNaN(v) {
 			return missing

@@ -50,6 +50,14 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"Target ≤ 16 KiB per in-flight polled delegation on the embedded store:\n**met** (8.7 KiB).",
 		"| 100,000 ended, written earlier | 87.0 MiB | 87.0 MiB | 37.0 MiB | 12.2 ms | 2.05× |",
 		"**met** (87.0 MiB); right after they were written, **not met**",
+		"| quick | orchd, A2A | 507,267 | 551,240 | 50% | 9,939 | 67,834 | 0.5% | 3.7 | 4.0 |",
+		"| completed | direct | 1,389 | 9,801 | 0% | 1,208 | 5,373 | 0% | 1.0 | 1.0 |",
+		"Task-reply hop p99 ≤ 10 ms on loopback:\n  **not met**",
+		"| orchd over gRPC, both ways | 6,900 | 61,300 | 790 | 0.31–0.37 |",
+		"direct gRPC call, on the medians: **not met** (0.34×)",
+		"| push | 10,000 | 5.1 KiB | 0.00 | 0.05× |",
+		"| stream | 2,000 | 106.9 KiB | 4.00 | 1.00× |",
+		"Target ≤ 8 KiB per in-flight delegation followed by push: **met**\n(5.1 KiB",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -162,6 +170,8 @@ func TestSelectRuns(t *testing.T) {
 	}{
 		{"^BenchmarkState", 4, false},
 		{"^BenchmarkHop$", 1, false},
+		{"^BenchmarkInFlight", 2, false},
+		{"TaskReply|GRPCHop|InFlightFollow", 3, false},
 		{"NoSuchBenchmark", 0, true},
 		{"(", 0, true},
 	} {
