@@ -227,15 +227,7 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 		d.emit(Event{Kind: "message", Message: e})
 	case *a2a.Task:
 		d.setTask(e.ID, e.ContextID)
-		// A task read whole (a poll, or a resumed delegation catching up)
-		// brings each artifact that is new or changed as one event.
-		for _, art := range e.Artifacts {
-			if d.hasArtifact(art) {
-				continue
-			}
-			d.emit(Event{Kind: "artifact", Artifact: d.putArtifact(art, false)})
-		}
-		d.setStatus(e.Status, e.Metadata)
+		d.applyTask(e)
 	case *a2a.TaskStatusUpdateEvent:
 		d.setTask(e.TaskID, e.ContextID)
 		d.setStatus(e.Status, e.Metadata)
@@ -247,6 +239,75 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 		}
 	}
 	return d.rec.State.Terminal() || waiting(d.rec.State)
+}
+
+// applyTask folds a task read whole (a poll, a push notification's read,
+// a resumed delegation catching up) into the delegation, in the order a
+// stream would have brought it; callers hold mu. The read shows only where
+// the task is now, so:
+//   - the status messages it passed through since the last one applied
+//     are applied first, as the WORKING they were: a2a-go (as the A2A
+//     task model does) moves a status message into the history when the
+//     next status replaces it, so they are the agent messages after the
+//     last input and the last status applied;
+//   - a task still working is applied before its artifacts, which it
+//     produces while working; a task that settled (ended, or waits for
+//     input) after them, as the status that ends a stream comes last.
+//
+// Each artifact that is new or changed comes as one event.
+func (d *Delegation) applyTask(t *a2a.Task) {
+	for _, m := range d.missedStatuses(t) {
+		d.setStatus(a2a.TaskStatus{State: a2a.TaskStateWorking, Message: m}, nil)
+	}
+	settles := t.Status.State.Terminal() || waiting(t.Status.State)
+	if !settles {
+		d.setStatus(t.Status, t.Metadata)
+	}
+	for _, art := range t.Artifacts {
+		if d.hasArtifact(art) {
+			continue
+		}
+		d.emit(Event{Kind: "artifact", Artifact: d.putArtifact(art, false)})
+	}
+	if settles {
+		d.setStatus(t.Status, t.Metadata)
+	}
+}
+
+// missedStatuses are the agent messages of a task's history that came
+// after the last input it got and after the last status message applied,
+// other than its current status message: the status messages of states
+// the delegation did not see. Callers hold mu. There are none when the
+// last status applied is still the task's (the history holds only older
+// ones), when it is not in the history at all (nothing places the
+// messages after it), or while the delegation waits for input (the task
+// cannot move on before orchd sends the input).
+func (d *Delegation) missedStatuses(t *a2a.Task) []*a2a.Message {
+	last := d.prog.LastStatus
+	if waiting(d.rec.State) || t.Status.Message != nil && t.Status.Message.ID == last {
+		return nil
+	}
+	start, found := 0, last == ""
+	for i, m := range t.History {
+		switch {
+		case m == nil:
+		case last != "" && m.ID == last:
+			start, found = i+1, true
+		case m.Role == a2a.MessageRoleUser:
+			start = i + 1
+		}
+	}
+	if !found {
+		return nil
+	}
+	var out []*a2a.Message
+	for _, m := range t.History[start:] {
+		if m == nil || m.Role != a2a.MessageRoleAgent || m.ID == "" || t.Status.Message != nil && m.ID == t.Status.Message.ID {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // setTask records the agent's task when it is first named; callers hold
