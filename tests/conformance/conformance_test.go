@@ -21,7 +21,17 @@ import (
 	"github.com/orchd/orchd/registry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks that the tests leave no goroutine behind, except one of
+// a2a-go v2.4.0's: a SubscribeToTask that comes as an execution ends can
+// leave an event broker nothing destroys (internal/taskexec
+// local_manager.go: cleanupExecution destroys the task's queue, line 260,
+// before it forgets the execution, line 265, and a Resubscribe in between
+// finds the execution and creates a reader, and so a new broker, line
+// 141). The differential suite subscribes to settle tasks, on agents and
+// orchds alike, so it meets this now and then.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/a2aproject/a2a-go/v2/a2asrv/eventqueue.newInMemoryEventBroker.func1"))
+}
 
 // trace is a golden trace file.
 type trace struct {
