@@ -557,6 +557,37 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	return &session{first: first, next: next, stop: func() { stop(); cancel() }, abort: cancel}, nil
 }
 
+// executionEnding is what an a2a-go v2.4.0 agent answers (as an internal
+// error) to a message for a task whose previous execution has said it
+// waits for input but is still ending: its push notification, and a read
+// of the task, can come before the execution is gone.
+const executionEnding = "task execution is already in progress"
+
+// inputRetryFor bounds how long input refused with executionEnding is sent
+// again.
+const inputRetryFor = time.Second
+
+// sendInput sends the caller's input to the task waiting for it. An agent
+// that refuses it because the execution that asked for it is still ending
+// has not taken the message, so it is sent again, from 5ms apart, for up
+// to inputRetryFor.
+func (d *Delegation) sendInput(ctx context.Context, msg *a2a.Message) (*session, error) {
+	deadline := time.Now().Add(inputRetryFor)
+	for wait := 5 * time.Millisecond; ; wait *= 2 {
+		s, err := d.send(ctx, msg)
+		if err == nil || !errors.Is(err, a2a.ErrInternalError) || !strings.Contains(err.Error(), executionEnding) || time.Now().Add(wait).After(deadline) {
+			return s, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
 // start keeps an accepted delegation in the store, makes it live and
 // follows it. When the store cannot keep it the agent's work is canceled
 // and the error wraps ErrUnavailable: nothing is acknowledged that a
@@ -770,7 +801,7 @@ func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message)
 	m.Role = a2a.MessageRoleUser
 	m.TaskID, m.ContextID = taskID, contextID
 	d.chain.Attach(&m)
-	s, err := d.send(ctx, &m)
+	s, err := d.sendInput(ctx, &m)
 	if err != nil {
 		return Record{}, fmt.Errorf("send input to %s: %w", d.rec.Downstream.Agent, err)
 	}
