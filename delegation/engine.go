@@ -203,6 +203,10 @@ type Engine struct {
 	mu       sync.RWMutex
 	live     map[string]*Delegation
 	finished []string // ended delegations still live, oldest first
+	// takingOver marks the delegations this engine is taking over from
+	// the store now (resume.go, lockTakeOver); each channel closes when
+	// that is done.
+	takingOver map[string]chan struct{}
 
 	clients *lru.Cache[string, cachedClient]
 	// onResume runs for each delegation carried on from the store.
@@ -227,7 +231,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 	clients, _ := lru.New[string, cachedClient](1024) // only a non-positive size fails
 	e := &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
 		in:  newInstruments(cfg.TracerProvider, cfg.MeterProvider),
-		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, clients: clients}
+		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, takingOver: map[string]chan struct{}{}, clients: clients}
 	e.in.observe = e.observe // every call's outcome feeds the agent's breaker
 	return e
 }

@@ -50,7 +50,22 @@ func (e *Engine) Events(ctx context.Context, id string, after int64, limit int) 
 	if len(evs) > 0 {
 		last = evs[len(evs)-1].Seq
 	}
-	return evs, rec.State.Terminal() && last >= rec.LastEvent, nil
+	if rec.State.Terminal() && last >= rec.LastEvent {
+		return evs, true, nil
+	}
+	// The record is written after the log, and a replica of the store may
+	// answer with an older one: the log's own terminal event, always its
+	// last, says the delegation ended too.
+	if len(evs) > 0 {
+		return evs, evs[len(evs)-1].State.Terminal(), nil
+	}
+	if len(evs) == 0 && after > 0 {
+		prev, err := e.store.Events(ctx, id, after-1, 1)
+		if err == nil && len(prev) == 1 && prev[0].Seq == after && prev[0].State.Terminal() {
+			return evs, true, nil
+		}
+	}
+	return evs, false, nil
 }
 
 // WaitEvents returns once the delegation's log holds an event with a Seq

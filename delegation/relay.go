@@ -143,23 +143,41 @@ func (e *Engine) route(ctx context.Context, id string) (d *Delegation, owner str
 		if holder != "" && holder != e.cfg.Instance {
 			return nil, holder, nil
 		}
-		lease, err := e.cfg.Leases.Take(ctx, id, e.cfg.Instance)
+		d, err := e.takeOver(ctx, id)
 		if errors.Is(err, ErrLeaseHeld) {
 			continue
 		}
-		if err != nil {
-			return nil, "", fmt.Errorf("take delegation %s over: %w", id, err)
-		}
-		if rec, err = e.store.Get(ctx, id); err != nil {
-			release(lease)
-			return nil, "", fmt.Errorf("%w: %q", err, id)
-		}
-		e.resume(ctx, rec, lease)
-		if d, ok := e.Get(id); ok {
-			return d, "", nil
+		if err != nil || d != nil {
+			return d, "", err
 		}
 	}
 	return nil, "", fmt.Errorf("%w: delegation %s changed hands too often to reach", ErrUnavailable, id)
+}
+
+// takeOver takes the lease of delegation id, unfollowed here, and
+// resumes it, returning it live (nil when it could not be resumed), or an
+// error wrapping ErrLeaseHeld when another process holds it.
+func (e *Engine) takeOver(ctx context.Context, id string) (*Delegation, error) {
+	unlock := e.lockTakeOver(id)
+	defer unlock()
+	if d, ok := e.Get(id); ok { // adopt took it over meanwhile
+		return d, nil
+	}
+	lease, err := e.cfg.Leases.Take(ctx, id, e.cfg.Instance)
+	if errors.Is(err, ErrLeaseHeld) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take delegation %s over: %w", id, err)
+	}
+	rec, err := e.store.Get(ctx, id)
+	if err != nil {
+		release(lease)
+		return nil, fmt.Errorf("%w: %q", err, id)
+	}
+	e.resume(ctx, rec, lease)
+	d, _ := e.Get(id)
+	return d, nil
 }
 
 // relayTimeout bounds an operation passed to another process: the longest

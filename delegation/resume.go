@@ -97,28 +97,67 @@ func (e *Engine) adopt(ctx context.Context) error {
 		if _, live := e.Get(id); live || ctx.Err() != nil {
 			continue
 		}
-		var lease Lease
-		if l := e.cfg.Leases; l != nil {
-			if lease, err = l.Take(ctx, id, e.cfg.Instance); err != nil {
-				if !errors.Is(err, ErrLeaseHeld) {
-					e.log.Warn("take the lease of a running delegation", "delegation", id, "error", err)
-				}
-				continue
-			}
-		}
-		rec, err := e.store.Get(ctx, id)
-		if err != nil {
-			e.log.Warn("read a running delegation", "delegation", id, "error", err)
-			release(lease)
-			continue
-		}
-		if rec.State.Terminal() {
-			release(lease)
-			continue
-		}
-		e.resume(ctx, rec, lease)
+		e.adoptOne(ctx, id)
 	}
 	return nil
+}
+
+// adoptOne resumes the running delegation id when this engine may own it
+// and does not follow it yet.
+func (e *Engine) adoptOne(ctx context.Context, id string) {
+	unlock := e.lockTakeOver(id)
+	defer unlock()
+	if _, live := e.Get(id); live { // route took it over meanwhile
+		return
+	}
+	var lease Lease
+	if l := e.cfg.Leases; l != nil {
+		var err error
+		if lease, err = l.Take(ctx, id, e.cfg.Instance); err != nil {
+			if !errors.Is(err, ErrLeaseHeld) {
+				e.log.Warn("take the lease of a running delegation", "delegation", id, "error", err)
+			}
+			return
+		}
+	}
+	rec, err := e.store.Get(ctx, id)
+	if err != nil {
+		e.log.Warn("read a running delegation", "delegation", id, "error", err)
+		release(lease)
+		return
+	}
+	if rec.State.Terminal() {
+		release(lease)
+		return
+	}
+	e.resume(ctx, rec, lease)
+}
+
+// lockTakeOver serializes taking delegation id over within this engine:
+// adopt and an operation's route may both find it unfollowed, and a
+// process taking a lease it already holds is given it again, so without
+// this both would resume it and follow the task twice. It returns the
+// unlock function.
+func (e *Engine) lockTakeOver(id string) (unlock func()) {
+	e.mu.Lock()
+	for {
+		busy, ok := e.takingOver[id]
+		if !ok {
+			break
+		}
+		e.mu.Unlock()
+		<-busy
+		e.mu.Lock()
+	}
+	done := make(chan struct{})
+	e.takingOver[id] = done
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		delete(e.takingOver, id)
+		e.mu.Unlock()
+		close(done)
+	}
 }
 
 // resume rebuilds a delegation from its stored record and follows its

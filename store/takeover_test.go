@@ -1,0 +1,107 @@
+package store
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/policies"
+	"github.com/orchd/orchd/registry"
+)
+
+// TestTakeOver_ResumedOnce: a running delegation nobody follows, found at
+// once by the engine's look for delegations to carry on and by an
+// operation on it, is resumed once: its task is read and subscribed to
+// once, not followed twice (a process taking a lease it already holds is
+// given it again, so only the engine can tell).
+func TestTakeOver_ResumedOnce(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	dels, err := s.Delegations(t.Context(), DelegationsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := leasesOf(t, s, 10*time.Second)
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Hang())
+	nets := registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}
+	reg, err := registry.New(nets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	if _, err := reg.Add(t.Context(), registry.Spec{ID: "worker", URL: agent.URL}); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policies.NewEngine(nil, policies.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := registry.NewTransport(nets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(transport.CloseIdleConnections)
+	engine := func(instance string) *delegation.Engine {
+		e := delegation.NewEngine(reg, pol, dels, delegation.Config{Self: "a", Instance: instance,
+			Leases: leases, Relay: s.Relay(), HTTPClient: &http.Client{Transport: transport}}, nil)
+		t.Cleanup(e.Close)
+		return e
+	}
+	first := engine("first")
+	d, err := first.Delegate(t.Context(), delegation.Request{Skill: "work", Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.Record().State != a2a.TaskStateWorking {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %s, want WORKING", d.Record().State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	first.Close() // gives its lease up; the agent's task runs on
+	before := agent.Calls()
+
+	for range 3 { // each round: a new process finds it two ways at once
+		second := engine("second")
+		done := make(chan error, 1)
+		go func() { done <- second.Start(t.Context()) }()
+		if _, err := second.Send(t.Context(), d.ID(), a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("more"))); !errors.Is(err, delegation.ErrNotWaiting) {
+			t.Fatalf("Send = %v, want ErrNotWaiting from the process that took it over", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for countOf(agent.Calls()[len(before):], "SubscribeToTask") == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the task was not followed again: %v", agent.Calls()[len(before):])
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		second.Close() // waits for its followers, and gives the lease up
+		calls := agent.Calls()[len(before):]
+		before = agent.Calls()
+		for _, m := range []string{"GetTask", "SubscribeToTask"} {
+			if n := countOf(calls, m); n != 1 {
+				t.Fatalf("the task was carried on with %d %s calls, want 1: %v", n, m, calls)
+			}
+		}
+	}
+}
+
+func countOf(calls []string, method string) int {
+	n := 0
+	for c := range slices.Values(calls) {
+		if c == method {
+			n++
+		}
+	}
+	return n
+}
