@@ -90,14 +90,17 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) *a2aServer {
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) (*a2aServer, error) {
 	exec := newExecutor(engine, tasks, authz.gate, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
-	h := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
+	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
 		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, developmentUser{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs), pusher.handlerOption()), tasks, exec.changes, stopping)
-	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, signer: signer, handler: h, exec: exec}
+	if err != nil {
+		return nil, fmt.Errorf("A2A server: %w", err)
+	}
+	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, signer: signer, handler: h, exec: exec}, nil
 }
 
 // setCard builds the card for base, the URL this orchd is reached at.

@@ -150,10 +150,21 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	authz := authorizer{gate: g, policies: engine}
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
+	agent, err := newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"), pusher)
+	if err != nil { // a2a-go changed under orchd: nothing runs yet
+		stopNow()
+		delegations.Close()
+		pusher.close()
+		reg.Close()
+		if authn != nil {
+			_ = authn.Close()
+		}
+		return nil, err
+	}
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
 		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
 		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials, push: pusher,
-		agent: newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"), pusher)}
+		agent: agent}
 	delegations.OnResume(d.agent.exec.resumed)
 	d.grpc = newGRPCServer(cfg, g, d.agent.handler, tel, log.With("component", "grpc"))
 	mux := http.NewServeMux()

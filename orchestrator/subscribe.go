@@ -65,13 +65,13 @@ var _ a2asrv.RequestHandler = (*subscribeHandler)(nil)
 
 // withSubscribe makes h, a handler a2asrv.NewHandler returned, serve
 // SubscribeToTask as subscribeHandler does.
-func withSubscribe(h a2asrv.RequestHandler, tasks taskstore.Store, changes *taskChanges, stopping context.Context) a2asrv.RequestHandler {
+func withSubscribe(h a2asrv.RequestHandler, tasks taskstore.Store, changes *taskChanges, stopping context.Context) (a2asrv.RequestHandler, error) {
 	ih, ok := h.(*a2asrv.InterceptedHandler)
 	if !ok {
-		panic(fmt.Sprintf("orchestrator: a2a-go's handler is a %T, not the *a2asrv.InterceptedHandler orchd wraps", h))
+		return nil, fmt.Errorf("a2a-go's request handler is a %T, not the *a2asrv.InterceptedHandler orchd wraps to serve SubscribeToTask", h)
 	}
 	ih.Handler = &subscribeHandler{RequestHandler: ih.Handler, tasks: tasks, changes: changes, stopping: stopping}
-	return ih
+	return ih, nil
 }
 
 // SubscribeToTask implements a2asrv.RequestHandler.
