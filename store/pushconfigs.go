@@ -201,18 +201,7 @@ func NewPushConfigs(ctx context.Context, js jetstream.JetStream, cfg PushConfigs
 // (bucket <namespace>-pushconfigs unless cfg names one, with the Store's
 // replicas, retention and timeout where cfg leaves them zero).
 func (s *Store) PushConfigs(ctx context.Context, cfg PushConfigsConfig) (*PushConfigs, error) {
-	if cfg.Bucket == "" {
-		cfg.Bucket = s.cfg.Namespace + "-pushconfigs"
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = s.cfg.Replicas
-	}
-	if cfg.Retention == 0 {
-		cfg.Retention = s.cfg.Retention
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = s.cfg.Timeout
-	}
+	s.inherit(&cfg.Bucket, "-pushconfigs", &cfg.Replicas, &cfg.Retention, &cfg.Timeout)
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}

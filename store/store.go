@@ -159,6 +159,24 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// inherit fills the settings of a bucket a consumer opens that its config
+// left zero with the Store's: the bucket's name (the namespace and
+// suffix), replicas, retention and operation timeout.
+func (s *Store) inherit(bucket *string, suffix string, replicas *int, retention, timeout *time.Duration) {
+	if *bucket == "" {
+		*bucket = s.cfg.Namespace + suffix
+	}
+	if *replicas == 0 {
+		*replicas = s.cfg.Replicas
+	}
+	if *retention == 0 {
+		*retention = s.cfg.Retention
+	}
+	if *timeout == 0 {
+		*timeout = s.cfg.Timeout
+	}
+}
+
 // opContext bounds one store operation by the configured timeout.
 func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.Timeout)

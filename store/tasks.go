@@ -231,18 +231,7 @@ func NewTasks(ctx context.Context, js jetstream.JetStream, cfg TasksConfig) (*Ta
 // retention and timeout where cfg leaves them zero), retrying while a
 // cluster settles, as every bucket the Store sets up.
 func (s *Store) Tasks(ctx context.Context, cfg TasksConfig) (*Tasks, error) {
-	if cfg.Bucket == "" {
-		cfg.Bucket = s.cfg.Namespace + "-tasks"
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = s.cfg.Replicas
-	}
-	if cfg.Retention == 0 {
-		cfg.Retention = s.cfg.Retention
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = s.cfg.Timeout
-	}
+	s.inherit(&cfg.Bucket, "-tasks", &cfg.Replicas, &cfg.Retention, &cfg.Timeout)
 	if err := cfg.withDefaults(s.nc.MaxPayload()); err != nil {
 		return nil, err
 	}
