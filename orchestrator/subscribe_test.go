@@ -488,7 +488,9 @@ func TestSubscribeToTask_StuckRelayDropped(t *testing.T) {
 	if st, ok := last.(*a2a.TaskStatusUpdateEvent); !ok || st.Status.State != a2a.TaskStateCompleted {
 		t.Errorf("last event %#v, want COMPLETED", last)
 	}
-	if took := time.Since(began); took < relayStale || took > relayStale+5*relayCheck+time.Second {
-		t.Errorf("the end came %v after it was stored, want about %v", took, relayStale+relayCheck)
+	// The end comes once the stuck relay is dropped, about relayStale
+	// after the store showed it, or sooner when the store is read first.
+	if took := time.Since(began); took > relayStale+5*relayCheck+time.Second {
+		t.Errorf("the end came %v after it was stored, want at most about %v", took, relayStale+relayCheck)
 	}
 }

@@ -86,6 +86,11 @@ func (l *Leases) Take(ctx context.Context, id, owner string) (delegation.Lease, 
 	return le, nil
 }
 
+// leaseSkew is how much longer than the TTL a lease not renewed is still
+// its holder's: room for clocks that differ between orchd and the NATS
+// server.
+const leaseSkew = time.Second
+
 func (l *Leases) take(ctx context.Context, id, key, owner string) (delegation.Lease, error) {
 	// A lease that ages out between the failed create and the read is
 	// free again: one more try takes it.
@@ -105,9 +110,13 @@ func (l *Leases) take(ctx context.Context, id, key, owner string) (delegation.Le
 			return nil, err
 		}
 		holder := string(e.Value())
-		if holder != owner {
+		if holder != owner && time.Since(e.Created()) <= l.ttl+leaseSkew {
 			return nil, fmt.Errorf("%w: %s holds it", delegation.ErrLeaseHeld, holder)
 		}
+		// Ours, or not renewed for longer than the TTL: its holder is gone,
+		// whether or not the bucket has removed the key yet (JetStream
+		// removes aged keys when it gets to it, later under load). The
+		// update takes it only if nobody renewed or took it meanwhile.
 		rev, err = l.kv.Update(ctx, key, []byte(owner), e.Revision())
 		if isWrongLastSequence(err) {
 			return nil, fmt.Errorf("%w: taken meanwhile", delegation.ErrLeaseHeld)

@@ -17,8 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// readyWithin bounds how long a server may take to accept connections.
-const readyWithin = 10 * time.Second
+// readyWithin bounds how long a server may take to accept connections,
+// and a cluster to elect its JetStream meta leader: on 2 cores shared by
+// a whole -race test run that took over 10s once.
+const readyWithin = 30 * time.Second
 
 // Server starts an in-process JetStream server storing under dir (a new
 // temporary directory when dir is ""), with no network port.
