@@ -113,25 +113,30 @@ func (c *Cluster) Restart(i int) {
 }
 
 // WaitForLeader waits until every running node sees a current JetStream
-// meta layer with a leader among them.
+// meta layer with a leader among them, and the leader counts every running
+// node as an online peer: before that, a stream or bucket with a replica
+// per node is refused ("no suitable peers for placement").
 func (c *Cluster) WaitForLeader() {
 	c.t.Helper()
 	deadline := time.Now().Add(readyWithin)
 	for time.Now().Before(deadline) {
-		leader, current := false, true
+		leader, current, running, online := false, true, 0, 0
 		for _, s := range c.Servers {
 			if s == nil || !s.Running() {
 				continue
 			}
+			running++
 			current = current && s.JetStreamIsCurrent()
-			leader = leader || s.JetStreamIsLeader()
+			if s.JetStreamIsLeader() {
+				leader, online = true, len(s.JetStreamClusterPeers())
+			}
 		}
-		if leader && current {
+		if leader && current && online >= running {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.t.Fatalf("no JetStream meta leader within %s", readyWithin)
+	c.t.Fatalf("no JetStream meta leader with every node online within %s", readyWithin)
 }
 
 // start starts a server and waits until it accepts connections; it is
