@@ -491,9 +491,18 @@ func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
 		t.Errorf("A2A stream ended after %v with %T %+v, want COMPLETED after more than %v", time.Since(start), last, last, 2*readTimeout)
 	}
 
+	// On a connection of its own: the server closes idle ones after
+	// readTimeout, and a POST sent on one it is closing is not retried.
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := fresh.Post(base+"/v1/delegations", "application/json", strings.NewReader(`{"text": "survey", "skill": "research"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rec delegation.Record
-	if code := call(t, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
-		t.Fatalf("POST /v1/delegations = %d", code)
+	err = json.NewDecoder(resp.Body).Decode(&rec)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || err != nil {
+		t.Fatalf("POST /v1/delegations = %d, %v", resp.StatusCode, err)
 	}
 	start = time.Now()
 	evs := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "")
