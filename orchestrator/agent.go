@@ -94,7 +94,9 @@ func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegat
 	exec := newExecutor(engine, tasks, authz.gate, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
-	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(log),
+	// a2a-go derives a logger for every request, seldom written to:
+	// LazyHandler formats its attributes only for a record written.
+	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(log.Handler()))),
 		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, developmentUser{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs), pusher.handlerOption()), tasks, exec.changes, stopping)
 	if err != nil {
