@@ -133,11 +133,11 @@ func taskDelegation(t *a2a.Task) (string, bool) {
 	return id, id != ""
 }
 
-// submitted is the first event of an upstream task: SUBMITTED, naming
-// its delegation in the metadata, and saying when the chain context the
-// caller sent was not believed.
-func submitted(ec *a2asrv.ExecutorContext, rec delegation.Record) *a2a.Task {
-	t := a2a.NewSubmittedTask(ec, ec.Message)
+// newUpstreamTask is the first event of an upstream task, whose first
+// message is msg: SUBMITTED, naming its delegation in the metadata, and
+// saying when the chain context the caller sent was not believed.
+func newUpstreamTask(task a2a.TaskInfoProvider, msg *a2a.Message, rec delegation.Record) *a2a.Task {
+	t := a2a.NewSubmittedTask(task, msg)
 	md := map[string]any{"delegation": rec.ID}
 	if rec.ChainIgnored != "" {
 		md["chainIgnored"] = rec.ChainIgnored
@@ -177,7 +177,7 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		// The delegation goes on; only a restart would lose the task.
 		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", ec.TaskID, "delegation", d.ID(), "error", err)
 	}
-	if !yield(submitted(ec, d.Record()), nil) {
+	if !yield(newUpstreamTask(ec, ec.Message, d.Record()), nil) {
 		return
 	}
 	x.mirror(ctx, ec, d.ID(), 0, yield)
@@ -209,9 +209,11 @@ func takeEarly(ctx context.Context) (*early, bool) {
 
 // earlyDelegation delegates a new message before a2a-go's task machinery
 // runs. When the agent answers at once with a message, orchd answers with
-// that message too, as the agent did, and no upstream task is created;
-// otherwise the started delegation (or its refusal) is handed to the
-// executor, which creates the upstream task and follows it.
+// that message too, as the agent did, and no upstream task is created.
+// When a blocking send's work ends quickly, orchd answers with the
+// finished task, stored once (settledTask). Otherwise the started
+// delegation (or its refusal) is handed to the executor, which creates the
+// upstream task and follows it.
 type earlyDelegation struct {
 	a2asrv.PassthroughCallInterceptor
 	x *executor
@@ -246,6 +248,9 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 				m.ContextID = a2a.NewContextID()
 			}
 			return ctx, &m, nil
+		}
+		if t := e.x.settledTask(ctx, cc, smr, d); t != nil {
+			return ctx, t, nil
 		}
 	}
 	return context.WithValue(ctx, earlyKey{}, &early{d: d, err: err}), nil, nil

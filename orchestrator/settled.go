@@ -1,0 +1,150 @@
+package orchestrator
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// settleWait bounds how long a blocking SendMessage waits, before a2a-go's
+// task machinery runs, for its delegation to end (settledTask).
+//
+// Work that ends within it is answered with the finished task, stored
+// once. Longer work goes to the machinery, which replays the delegation's
+// events from the first, so the caller sees the same answer either way.
+// Until the work ends or the wait is over, no upstream task is stored. The
+// caller of a blocking send learns the task's id only from the answer, so
+// it cannot name the task sooner anyway; only its ListTasks would miss it,
+// for at most this long.
+const settleWait = 100 * time.Millisecond
+
+// settledTask answers a blocking SendMessage whose delegation ends within
+// settleWait with the upstream task as a2a-go's machinery would have
+// made it from the same events, stored with a single write. It returns
+// nil, leaving the message to the machinery, when:
+//   - the call streams, asks for an immediate answer or carries a push
+//     config: those need the task while it runs;
+//   - the delegation waits for input, or is not over within settleWait;
+//   - ctx ends, or the task cannot be stored.
+//
+// Why: a2a-go's machinery stores the upstream task at every event, each
+// store write after a deep copy of the task (internal/taskupdate
+// manager.go:86, :119, :158, :231), which made a Task answer through orchd
+// cost several milliseconds more than the agent's own.
+func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation) *a2a.Task {
+	if cc.Method() != "SendMessage" || smr.Config != nil && (smr.Config.ReturnImmediately || smr.Config.PushConfig != nil) {
+		return nil
+	}
+	evs, ok := x.settledEvents(ctx, d.ID())
+	if !ok {
+		return nil
+	}
+	info := a2a.TaskInfo{TaskID: a2a.NewTaskID(), ContextID: smr.Message.ContextID}
+	if info.ContextID == "" {
+		info.ContextID = a2a.NewContextID()
+	}
+	task := newUpstreamTask(info, smr.Message, d.Record())
+	for _, ev := range evs {
+		if up := upstreamEvent(info, ev); up != nil {
+			foldEvent(task, up)
+		}
+	}
+	if _, err := x.tasks.Create(ctx, task); err != nil {
+		x.log.DebugContext(ctx, "store the settled A2A task; the task machinery takes the message", "delegation", d.ID(), "error", err)
+		return nil
+	}
+	up := delegation.Upstream{TaskID: info.TaskID, ContextID: info.ContextID}
+	if cc.User != nil {
+		up.User = cc.User.Name
+	}
+	if err := x.engine.SetUpstream(ctx, d.ID(), up); err != nil {
+		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", info.TaskID, "delegation", d.ID(), "error", err)
+	}
+	return task
+}
+
+// settledEvents returns the delegation's events up to the one that ends
+// it, waiting up to settleWait; false when it does not end meanwhile or
+// waits for input first.
+func (x *executor) settledEvents(ctx context.Context, id string) ([]delegation.Event, bool) {
+	ctx, cancel := context.WithTimeout(ctx, settleWait)
+	defer cancel()
+	var all []delegation.Event
+	var after int64
+	for {
+		evs, ended, err := x.engine.Events(ctx, id, after, 0)
+		if err != nil {
+			return nil, false
+		}
+		for i, ev := range evs {
+			if !settling(ev) {
+				continue
+			}
+			if ev.State.Terminal() {
+				return append(all, evs[:i+1]...), true
+			}
+			if ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired {
+				return nil, false
+			}
+		}
+		if ended {
+			// Ended without a final event of its own (the log was cut):
+			// the machinery words the end from the record.
+			return nil, false
+		}
+		all = append(all, evs...)
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].Seq
+		}
+		if x.engine.WaitEvents(ctx, id, after) != nil {
+			return nil, false
+		}
+	}
+}
+
+// foldEvent applies an upstream event to the task as a2a-go's task
+// machinery does when it stores it (internal/taskupdate/manager.go): an
+// artifact update adds the artifact, replaces the one with its id, or
+// appends its parts; a status update moves the previous status message to
+// the history, merges its metadata and becomes the status. Nothing the
+// event holds is changed: parts and maps are copied before they grow.
+func foldEvent(task *a2a.Task, ev a2a.Event) {
+	switch ev := ev.(type) {
+	case *a2a.TaskArtifactUpdateEvent:
+		i := slices.IndexFunc(task.Artifacts, func(a *a2a.Artifact) bool { return a.ID == ev.Artifact.ID })
+		switch {
+		case i < 0:
+			task.Artifacts = append(task.Artifacts, ev.Artifact)
+		case !ev.Append:
+			task.Artifacts[i] = ev.Artifact
+		default:
+			grown := *task.Artifacts[i]
+			grown.Parts = slices.Concat(grown.Parts, ev.Artifact.Parts)
+			if ev.Artifact.Metadata != nil {
+				grown.Metadata = maps.Clone(grown.Metadata)
+				if grown.Metadata == nil {
+					grown.Metadata = map[string]any{}
+				}
+				maps.Copy(grown.Metadata, ev.Artifact.Metadata)
+			}
+			task.Artifacts[i] = &grown
+		}
+	case *a2a.TaskStatusUpdateEvent:
+		if task.Status.Message != nil {
+			task.History = append(task.History, task.Status.Message)
+		}
+		if ev.Metadata != nil {
+			if task.Metadata == nil {
+				task.Metadata = map[string]any{}
+			}
+			maps.Copy(task.Metadata, ev.Metadata)
+		}
+		task.Status = ev.Status
+	}
+}

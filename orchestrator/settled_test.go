@@ -1,0 +1,261 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// taskWrites counts the writes to the A2A tasks bucket of the daemon's
+// embedded store so far: each stored version of a task is two (the task
+// and its owner's index entry).
+func taskWrites(t *testing.T, d *Daemon) uint64 {
+	t.Helper()
+	s, err := d.state.st.JetStream().Stream(t.Context(), "KV_orchd-tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// taskShape is what a caller sees of a finished task, without what differs
+// from one task to the next (ids, times, the delegation's id).
+type taskShape struct {
+	State     a2a.TaskState
+	Status    string
+	History   []string
+	Artifacts []string
+	Metadata  []string
+}
+
+func shapeOf(task *a2a.Task) taskShape {
+	s := taskShape{State: task.Status.State}
+	if m := task.Status.Message; m != nil {
+		s.Status = string(m.Role) + ":" + testagent.Text(m)
+	}
+	for _, m := range task.History {
+		s.History = append(s.History, string(m.Role)+":"+testagent.Text(m))
+	}
+	for _, a := range task.Artifacts {
+		text := ""
+		for _, p := range a.Parts {
+			text += p.Text()
+		}
+		s.Artifacts = append(s.Artifacts, text)
+	}
+	for k := range task.Metadata {
+		s.Metadata = append(s.Metadata, k)
+	}
+	slices.Sort(s.Metadata)
+	return s
+}
+
+// TestSettledTask_OneWriteSameTask sends blocking messages through orchd
+// for work that ends at once: orchd answers with the finished task, stored
+// with one write, and that task is the one a2a-go's task machinery makes
+// from the same work (asked with returnImmediately, then read back), in
+// the answer, in GetTask and in ListTasks. Work that outlasts settleWait
+// goes through the machinery and is answered alike.
+func TestSettledTask_OneWriteSameTask(t *testing.T) {
+	t.Parallel()
+	quick := testagent.Start(t, testagent.Options{Name: "Quick", Skill: "quick", Streaming: true}, testagent.Work(0))
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Work(3*settleWait/2))
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	cfg.Store.Mode = StoreEmbedded
+	cfg.Agents = []registry.Spec{{ID: "quick", URL: quick.URL}, {ID: "slow", URL: slow.URL}}
+	d := runDaemon(t, cfg)
+	c := testagent.Client(t, "http://"+d.Addr().String())
+
+	send := func(skill string, conf *a2a.SendMessageConfig) *a2a.Task {
+		t.Helper()
+		msg := userMessage(a2a.NewMessageID(), "survey")
+		msg.Metadata = map[string]any{SkillMetadataKey: skill}
+		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: conf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, ok := res.(*a2a.Task)
+		if !ok {
+			t.Fatalf("SendMessage = %T, want a Task", res)
+		}
+		if task.History[0].ID != msg.ID {
+			t.Errorf("the task's first message is %q, want the caller's %q", task.History[0].ID, msg.ID)
+		}
+		return task
+	}
+	// The machinery's task, read back once it ended.
+	machinery := func(skill string) taskShape {
+		t.Helper()
+		task := send(skill, &a2a.SendMessageConfig{ReturnImmediately: true})
+		deadline := time.Now().Add(10 * time.Second)
+		for !task.Status.State.Terminal() {
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s still %s after 10s", task.ID, task.Status.State)
+			}
+			time.Sleep(5 * time.Millisecond)
+			var err error
+			if task, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return shapeOf(task)
+	}
+	want := machinery("quick")
+	if want.State != a2a.TaskStateCompleted || len(want.Artifacts) != 1 || want.Artifacts[0] != "part one, part two" {
+		t.Fatalf("the machinery's task = %+v", want)
+	}
+
+	// Work(0) ends within milliseconds, but a loaded machine may take
+	// longer than settleWait now and then: one settled answer in a few
+	// tries is enough.
+	settled := false
+	for try := 0; try < 5 && !settled; try++ {
+		before := taskWrites(t, d)
+		task := send("quick", nil)
+		writes := taskWrites(t, d) - before
+		settled = writes == 2
+		if got := shapeOf(task); !equalShape(got, want) {
+			t.Fatalf("answer (%d writes) = %+v\nwant %+v", writes, got, want)
+		}
+		stored, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shapeOf(stored); !equalShape(got, want) {
+			t.Fatalf("GetTask = %+v\nwant %+v", got, want)
+		}
+		if !listed(t, c, task.ID) {
+			t.Errorf("ListTasks does not list task %s", task.ID)
+		}
+		rec, err := d.delegations.Lookup(t.Context(), delegationOf(t, task))
+		if err != nil || rec.Upstream == nil || rec.Upstream.TaskID != task.ID {
+			t.Errorf("the delegation's record does not name task %s: %+v, %v", task.ID, rec.Upstream, err)
+		}
+	}
+	if !settled {
+		t.Error("no blocking send was answered with one write of its task")
+	}
+
+	wantSlow := machinery("slow")
+	before := taskWrites(t, d)
+	task := send("slow", nil)
+	if writes := taskWrites(t, d) - before; writes <= 2 {
+		t.Errorf("work longer than settleWait was stored with %d writes, want the machinery's several", writes)
+	}
+	if got := shapeOf(task); !equalShape(got, wantSlow) {
+		t.Errorf("slow answer = %+v\nwant %+v", got, wantSlow)
+	}
+}
+
+func equalShape(a, b taskShape) bool {
+	return a.State == b.State && a.Status == b.Status && slices.Equal(a.History, b.History) &&
+		slices.Equal(a.Artifacts, b.Artifacts) && slices.Equal(a.Metadata, b.Metadata)
+}
+
+// delegationOf is the delegation a task of orchd's names.
+func delegationOf(t *testing.T, task *a2a.Task) string {
+	t.Helper()
+	id, ok := taskDelegation(task)
+	if !ok {
+		t.Fatalf("task %s names no delegation: %v", task.ID, task.Metadata)
+	}
+	return id
+}
+
+// listed reports whether ListTasks through c lists the task.
+func listed(t *testing.T, c *a2aclient.Client, id a2a.TaskID) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	page, err := c.ListTasks(ctx, &a2a.ListTasksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(page.Tasks, func(task *a2a.Task) bool { return task.ID == id })
+}
+
+// TestFoldEvent applies events as a2a-go's task machinery stores them,
+// and never changes what the events hold.
+func TestFoldEvent(t *testing.T) {
+	info := a2a.TaskInfo{TaskID: "t1", ContextID: "c1"}
+	text := func(s string) a2a.ContentParts { return a2a.ContentParts{a2a.NewTextPart(s)} }
+	art := func(id, s string, md map[string]any) *a2a.Artifact {
+		return &a2a.Artifact{ID: a2a.ArtifactID(id), Parts: text(s), Metadata: md}
+	}
+	artEv := func(a *a2a.Artifact, appendParts bool) *a2a.TaskArtifactUpdateEvent {
+		return &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: a, Append: appendParts}
+	}
+	statusEv := func(state a2a.TaskState, msg string, md map[string]any) *a2a.TaskStatusUpdateEvent {
+		var m *a2a.Message
+		if msg != "" {
+			m = a2a.NewMessageForTask(a2a.MessageRoleAgent, info, a2a.NewTextPart(msg))
+		}
+		ev := a2a.NewStatusUpdateEvent(info, state, m)
+		ev.Metadata = md
+		return ev
+	}
+	for _, tc := range []struct {
+		name   string
+		events []a2a.Event
+		want   taskShape
+	}{
+		{"a new artifact is added", []a2a.Event{artEv(art("a", "one", nil), false), artEv(art("b", "two", nil), false)},
+			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one", "two"}, Metadata: []string{"x"}}},
+		{"an artifact with a known id replaces it", []a2a.Event{artEv(art("a", "one", nil), false), artEv(art("a", "again", nil), false)},
+			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"again"}, Metadata: []string{"x"}}},
+		{"an append grows the parts", []a2a.Event{artEv(art("a", "one, ", nil), false), artEv(art("a", "two", map[string]any{"k": 1}), true)},
+			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one, two"}, Metadata: []string{"x"}}},
+		{"a status message moves to the history", []a2a.Event{statusEv(a2a.TaskStateWorking, "working", nil), statusEv(a2a.TaskStateWorking, "", nil), statusEv(a2a.TaskStateCompleted, "done", nil)},
+			taskShape{State: a2a.TaskStateCompleted, Status: "ROLE_AGENT:done", History: []string{"ROLE_USER:hi", "ROLE_AGENT:working"}, Metadata: []string{"x"}}},
+		{"status metadata is merged", []a2a.Event{statusEv(a2a.TaskStateWorking, "", map[string]any{"interrupted": true}), statusEv(a2a.TaskStateCompleted, "", map[string]any{"y": 2})},
+			taskShape{State: a2a.TaskStateCompleted, History: []string{"ROLE_USER:hi"}, Metadata: []string{"interrupted", "x", "y"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := a2a.NewSubmittedTask(info, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi")))
+			task.Metadata = map[string]any{"x": 1}
+			var before []string
+			for _, ev := range tc.events {
+				before = append(before, eventText(ev))
+			}
+			for _, ev := range tc.events {
+				foldEvent(task, ev)
+			}
+			if got := shapeOf(task); !equalShape(got, tc.want) {
+				t.Errorf("task = %+v\nwant %+v", got, tc.want)
+			}
+			for i, ev := range tc.events {
+				if eventText(ev) != before[i] {
+					t.Errorf("event %d changed: %s, was %s", i, eventText(ev), before[i])
+				}
+			}
+		})
+	}
+}
+
+// eventText is what an event holds, to tell whether it changed.
+func eventText(ev a2a.Event) string {
+	switch ev := ev.(type) {
+	case *a2a.TaskArtifactUpdateEvent:
+		s := ""
+		for _, p := range ev.Artifact.Parts {
+			s += p.Text()
+		}
+		return fmt.Sprintf("artifact %s %q %v", ev.Artifact.ID, s, ev.Artifact.Metadata)
+	case *a2a.TaskStatusUpdateEvent:
+		return fmt.Sprintf("status %s %v", ev.Status.State, ev.Metadata)
+	}
+	return fmt.Sprintf("%T", ev)
+}
