@@ -73,6 +73,15 @@ type Delegations struct {
 	// are hints: a wrong one costs a retry, never a wrong answer.
 	indexed *lru.Cache[string, struct{}]
 	tails   *lru.Cache[string, eventTail]
+	// marks remembers the r. keys this process last wrote (true) or
+	// removed (false), so a Put of a record still running rewrites only
+	// the record and one of a record that ended and was cleared again
+	// (its upstream task named after the end) removes nothing. Only the
+	// process that follows a running delegation writes its record, and a
+	// key it wrote is removed only by the Put that ends the record (or by
+	// Running, for records long ended), so the hint holds while it is
+	// kept; one forgotten costs the write it saves.
+	marks *lru.Cache[string, bool]
 	// staleAfter is how long after its record ended Running removes a
 	// left-over r. key: longer than any Put takes between its writes.
 	staleAfter time.Duration
@@ -131,6 +140,7 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 		staleAfter: max(time.Minute, 4*s.cfg.Timeout)}
 	d.indexed, _ = lru.New[string, struct{}](delegationHints)
 	d.tails, _ = lru.New[string, eventTail](delegationHints)
+	d.marks, _ = lru.New[string, bool](delegationHints)
 	bucket := ns + "-delegations"
 	d.recordPf = "$KV." + bucket + "." + delegationRecordPrefix
 	var err error
@@ -212,16 +222,20 @@ func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte)
 		if _, err := d.s.js.Publish(ctx, d.recordPf+key, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
 			return err
 		}
-		if created {
-			return nil // a record that never ran has no r. key
+		if marked, known := d.marks.Get(key); created || known && !marked {
+			return nil // a record that never ran has no r. key; this one's is gone
 		}
 		if err := d.kv.Purge(ctx, delegationRunningPrefix+key, jetstream.PurgeTTL(runningPurgeTTL)); err != nil {
 			return fmt.Errorf("clear running: %w", err)
 		}
+		d.marks.Add(key, false)
 		return nil
 	}
-	if _, err := d.kv.Put(ctx, delegationRunningPrefix+key, nil); err != nil {
-		return fmt.Errorf("mark running: %w", err)
+	if marked, _ := d.marks.Get(key); !marked {
+		if _, err := d.kv.Put(ctx, delegationRunningPrefix+key, nil); err != nil {
+			return fmt.Errorf("mark running: %w", err)
+		}
+		d.marks.Add(key, true)
 	}
 	_, err = d.kv.Put(ctx, delegationRecordPrefix+key, b)
 	return err

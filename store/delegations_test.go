@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,6 +173,69 @@ func TestDelegations_RunningStaleKey(t *testing.T) {
 	}
 	if _, err := d.kv.Get(t.Context(), delegationRunningPrefix+"x"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("the stale key is still there: %v", err)
+	}
+}
+
+// TestDelegations_PutWritesWhatChanged checks that a record's r. key is
+// written once while it runs and removed once when it ends, however many
+// times the record is written, and that Running follows it.
+func TestDelegations_PutWritesWhatChanged(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{})
+	bucket, err := s.js.Stream(t.Context(), "KV_orchd-delegations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := func() uint64 {
+		t.Helper()
+		info, err := bucket.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	put := func(state a2a.TaskState, want uint64) {
+		t.Helper()
+		before := writes()
+		if err := d.Put(t.Context(), delegation.Record{ID: "x", State: state}); err != nil {
+			t.Fatal(err)
+		}
+		if got := writes() - before; got != want {
+			t.Errorf("Put %s wrote %d times to the bucket, want %d", state, got, want)
+		}
+	}
+	isRunning := func() bool {
+		t.Helper()
+		ids, err := d.Running(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(ids, "x")
+	}
+	put(a2a.TaskStateSubmitted, 2) // the r. key and the record
+	put(a2a.TaskStateWorking, 1)
+	put(a2a.TaskStateWorking, 1)
+	if !isRunning() {
+		t.Error("Running does not list the running record")
+	}
+	put(a2a.TaskStateCompleted, 2) // the record and the r. key's removal
+	put(a2a.TaskStateCompleted, 1)
+	if isRunning() {
+		t.Error("Running lists the ended record")
+	}
+
+	// A store that does not remember the key (another process's, or this
+	// one's after a restart) removes it when the record ends.
+	other := delegationsOf(t, s, DelegationsConfig{})
+	if err := d.Put(t.Context(), delegation.Record{ID: "y", State: a2a.TaskStateWorking}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Put(t.Context(), delegation.Record{ID: "y", State: a2a.TaskStateFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.kv.Get(t.Context(), delegationRunningPrefix+"y"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("the r. key of an ended record is still there: %v", err)
 	}
 }
 
