@@ -369,7 +369,11 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		if err := e.start(ctx, d, first); err != nil {
 			return nil, err
 		}
-		e.log.InfoContext(ctx, "work delegated", "delegation", id, "agent", a.ID, "skill", out.Skill, "depth", out.Depth)
+		if e.log.Enabled(ctx, slog.LevelDebug) {
+			// At debug only: a delegation accepted is the usual case, and its
+			// record and the orchd.delegations metric keep it.
+			e.log.DebugContext(ctx, "work delegated", "delegation", id, "agent", a.ID, "skill", out.Skill, "depth", out.Depth)
+		}
 		return d, nil
 	}
 	return nil, &FailedError{Decision: dec, Err: last}

@@ -318,11 +318,34 @@ func (c *contextStream) Context() context.Context { return c.ctx }
 // principal (callerInterceptor makes it the CallContext's user) or the
 // refusal (which callerInterceptor answers with A2A's unauthenticated
 // error, gRPC's Unauthenticated). end ends the call's span.
+//
+// A call that nothing reads as a request, with no authentication
+// configured, tracing off and no trace metadata to pass on, gets only its
+// version: the request and the middleware would leave its context as it
+// is.
 func (s *grpcServer) callContext(ctx context.Context, fullMethod string) (context.Context, func()) {
 	ctx = context.WithValue(ctx, endpointVersionKey{}, endpointVersionOf(fullMethod))
+	if s.gate.authn == nil && !s.tel.Tracing() && !hasTraceMetadata(ctx) {
+		return ctx, noEnd
+	}
 	r := grpcHTTPRequest(ctx, fullMethod)
 	ctx, end := s.traced(ctx, r, fullMethod)
 	return s.gate.grpcCaller(ctx, r), end
+}
+
+// noEnd ends a call with no span.
+func noEnd() {}
+
+// hasTraceMetadata reports whether a call's metadata carries any of the
+// trace headers (traceparent, tracestate, baggage) that orchd passes on
+// when it does not trace.
+func hasTraceMetadata(ctx context.Context) bool {
+	for _, k := range [...]string{"traceparent", "tracestate", "baggage"} {
+		if len(metadata.ValueFromIncomingContext(ctx, k)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // grpcHTTPRequest is the call as the gate and the telemetry read requests:
