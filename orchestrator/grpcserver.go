@@ -78,6 +78,10 @@ const (
 	// grpcStopWait bounds the graceful stop; calls still running then are
 	// cut.
 	grpcStopWait = 10 * time.Second
+	// grpcStreamWorkers is how many goroutines wait for calls; a call that
+	// finds all of them busy gets a goroutine of its own, as it would
+	// without them.
+	grpcStreamWorkers = 64
 )
 
 func (c GRPCConfig) withDefaults(h HTTPConfig) GRPCConfig {
@@ -220,6 +224,10 @@ func (s *grpcServer) options() ([]grpc.ServerOption, error) {
 			MaxConnectionIdle: time.Duration(c.MaxConnectionIdle)}),
 		// Clients may ping as often as every 10s, with no call running.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Calls run on goroutines kept for them, whose stacks have grown to
+		// what a delegation needs, instead of a new goroutine per call
+		// growing its stack (copying it) two or three times.
+		grpc.NumStreamWorkers(grpcStreamWorkers),
 		grpc.ChainUnaryInterceptor(s.unary),
 		grpc.ChainStreamInterceptor(s.stream),
 	}
@@ -263,6 +271,7 @@ func (s *grpcServer) stop() {
 	}
 	s.once.Do(func() {
 		if s.served == nil {
+			s.srv.Stop() // its workers wait from the start
 			s.lis.Close()
 			return
 		}
