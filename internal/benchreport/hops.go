@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+)
+
+// hopConfig sizes a run of the hop matrix.
+type hopConfig struct {
+	rounds  int           // interleaved rounds over every cell
+	cell    time.Duration // how long one cell is measured in one round
+	warm    time.Duration // how long each cell runs unmeasured first
+	callers []int         // concurrent callers of the cells
+	prefill int           // delegations each orchd holds before it is measured
+}
+
+// fullHops is the hop matrix of the report: 30 cells, 3 rounds of 1.5 s.
+var fullHops = hopConfig{rounds: 3, cell: 1500 * time.Millisecond, warm: 200 * time.Millisecond,
+	callers: []int{1, 8, 64}, prefill: 10_000}
+
+// The paths of the hop matrix, in the report's order.
+const (
+	pathDirect     = "direct"      // the client calls the agent
+	pathProxy      = "proxy"       // through a plain httputil.ReverseProxy
+	pathFloor      = "floor"       // through the floor hop (roles.go)
+	pathOrchd      = "orchd"       // through orchd
+	pathOrchdOrchd = "orchd-orchd" // through orchd A, which delegates to orchd B
+)
+
+var (
+	hopPaths = []string{pathDirect, pathProxy, pathFloor, pathOrchd, pathOrchdOrchd}
+	hopKinds = []string{kindMessage, kindTask}
+)
+
+// hopBench names the hop matrix's results.
+const hopBench = "BenchmarkProcessHop"
+
+// runHops is the report's hop matrix.
+func runHops(ctx context.Context, w io.Writer, log *slog.Logger) error {
+	return hopMatrix(ctx, w, log, fullHops)
+}
+
+// hopMatrix measures A2A calls from this process to an agent in its own
+// process, directly and through each hop in its own process, for each
+// kind of agent and number of concurrent callers. It writes one result
+// line per cell and round to w:
+//
+//	BenchmarkProcessHop/<kind>/<path>/c<callers> <calls> <n> calls/s <µs> p50-µs <µs> p99-µs <n> errors
+//
+// after a line saying how the run was set up, then the calls and errors
+// over all cells and the WARN and ERROR lines each orchd logged once
+// ready. A failed call counts as an error and is logged; it does not
+// end the run.
+func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig) error {
+	h, err := newHarness(log)
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	if err := h.buildOrchd(ctx); err != nil {
+		return err
+	}
+	_, agents, err := h.role(ctx, "agents", "200ms")
+	if err != nil {
+		return err
+	}
+	_, proxies, err := h.role(ctx, "proxy", agents[0], agents[1])
+	if err != nil {
+		return err
+	}
+	_, floors, err := h.role(ctx, "floor", agents[0], agents[1])
+	if err != nil {
+		return err
+	}
+	b, bBase, err := h.daemon(ctx, orchdSpec{name: "orchd-b", skills: hopKinds,
+		agents: [][2]string{{kindMessage, agents[0]}, {kindTask, agents[1]}}})
+	if err != nil {
+		return err
+	}
+	a, aBase, err := h.daemon(ctx, orchdSpec{name: "orchd-a", agents: [][2]string{{"b", bBase}}})
+	if err != nil {
+		return err
+	}
+	bRPC, err := orchdEndpoint(ctx, bBase)
+	if err != nil {
+		return err
+	}
+	aRPC, err := orchdEndpoint(ctx, aBase)
+	if err != nil {
+		return err
+	}
+
+	clients := map[string]map[string]*a2aclient.Client{}
+	for _, path := range hopPaths {
+		clients[path] = map[string]*a2aclient.Client{}
+		for i, kind := range hopKinds {
+			endpoint := map[string]string{pathDirect: agents[i] + "/rpc", pathProxy: proxies[i] + "/rpc",
+				pathFloor: floors[i] + "/rpc", pathOrchd: bRPC, pathOrchdOrchd: aRPC}[path]
+			c, closeIdle, err := hopClient(ctx, endpoint)
+			if err != nil {
+				return fmt.Errorf("%s client for %s: %w", kind, path, err)
+			}
+			defer closeIdle()
+			clients[path][kind] = c
+		}
+	}
+
+	// Delegations through A fill A's store and B's alike.
+	start := time.Now()
+	if err := prefill(ctx, clients[pathOrchdOrchd][kindMessage], cfg.prefill); err != nil {
+		return fmt.Errorf("fill the stores: %w", err)
+	}
+	log.Info("stores filled", "delegations", cfg.prefill, "took", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(w, "%s/setup\t1\t%d prefilled\t%d rounds\t%g cell-s\n", hopBench, cfg.prefill, cfg.rounds, cfg.cell.Seconds())
+
+	type cell struct {
+		kind, path string
+		callers    int
+	}
+	var groups [][]cell // the paths of one kind and number of callers
+	for _, kind := range hopKinds {
+		for _, n := range cfg.callers {
+			var g []cell
+			for _, path := range hopPaths {
+				g = append(g, cell{kind, path, n})
+			}
+			groups = append(groups, g)
+		}
+	}
+	var total, failed int
+	measure := func(c cell, d time.Duration) cellResult {
+		r := runCell(ctx, clients[c.path][c.kind], c.kind, c.callers, d)
+		total += len(r.lat) + r.errs
+		failed += r.errs
+		if r.errs > 0 {
+			log.Warn("calls failed", "kind", c.kind, "path", c.path, "callers", c.callers, "failed", r.errs, "first", r.first)
+		}
+		return r
+	}
+	for _, g := range groups {
+		for _, c := range g {
+			measure(c, cfg.warm)
+		}
+	}
+	for round := range cfg.rounds {
+		// Each round starts at another group and, within each group, at
+		// another path, so no path always runs first or last.
+		for gi := range groups {
+			g := groups[(gi+round)%len(groups)]
+			for pi := range g {
+				c := g[(pi+round)%len(g)]
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				r := measure(c, cfg.cell)
+				fmt.Fprintf(w, "%s/%s/%s/c%d\t%d\t%.1f calls/s\t%d p50-µs\t%d p99-µs\t%d errors\n", hopBench, c.kind, c.path, c.callers,
+					len(r.lat), r.rate(), r.pct(50).Microseconds(), r.pct(99).Microseconds(), r.errs)
+			}
+		}
+	}
+	fmt.Fprintf(w, "%s/all\t1\t%d calls\t%d errors\n", hopBench, total, failed)
+	for _, d := range []struct {
+		name string
+		p    *proc
+	}{{"orchd", b}, {"orchd-a", a}} {
+		warns, errs, first := d.p.logCounts()
+		fmt.Fprintf(w, "%s/logs/%s\t1\t%d warn-lines\t%d error-lines\n", hopBench, d.name, warns, errs)
+		for _, l := range first {
+			log.Warn("orchd logged", "daemon", d.name, "line", l)
+		}
+	}
+	return nil
+}
+
+// orchdEndpoint is the URL of orchd's A2A 1.0 JSON-RPC interface, as its
+// card lists it.
+func orchdEndpoint(ctx context.Context, base string) (string, error) {
+	card, err := (&agentcard.Resolver{Client: http.DefaultClient, CardParser: a2av0.NewAgentCardParser()}).Resolve(ctx, base)
+	if err != nil {
+		return "", fmt.Errorf("orchd's card: %w", err)
+	}
+	for _, i := range card.SupportedInterfaces {
+		if i.ProtocolBinding == a2a.TransportProtocolJSONRPC && i.ProtocolVersion == a2a.Version {
+			return i.URL, nil
+		}
+	}
+	return "", fmt.Errorf("orchd's card at %s lists no JSON-RPC %s interface", base, a2a.Version)
+}
+
+// hopClient is an a2a-go JSON-RPC client of endpoint, made alike for
+// every path: its own keep-alive connections, as many as the most
+// callers of a cell. It returns how to close its idle connections.
+func hopClient(ctx context.Context, endpoint string) (*a2aclient.Client, func(), error) {
+	t := hopTransport()
+	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{a2a.NewAgentInterface(endpoint, a2a.TransportProtocolJSONRPC)},
+		a2aclient.WithJSONRPCTransport(&http.Client{Transport: t}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, t.CloseIdleConnections, nil
+}
+
+// callTimeout bounds one call of the harness.
+const callTimeout = 30 * time.Second
+
+// hopCall sends one message for kind's agent (the skill orchd routes by
+// travels on every path alike) and checks the answer.
+func hopCall(ctx context.Context, c *a2aclient.Client, kind string) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ping"))
+	msg.Metadata = map[string]any{"skill": kind}
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg})
+	if err != nil {
+		return err
+	}
+	return checkAnswer(kind, res)
+}
+
+// checkAnswer checks the answer to a message for kind's agent, whoever
+// relayed it: the agent's Message saying pong, or its Task COMPLETED
+// with the one artifact saying pong.
+func checkAnswer(kind string, res a2a.SendMessageResult) error {
+	switch r := res.(type) {
+	case *a2a.Message:
+		if kind != kindMessage {
+			return fmt.Errorf("answer is a Message, want a Task")
+		}
+		if len(r.Parts) != 1 || r.Parts[0].Text() != pong {
+			return fmt.Errorf("message answer %v, want %q", r.Parts, pong)
+		}
+		return nil
+	case *a2a.Task:
+		if kind != kindTask {
+			return fmt.Errorf("answer is a Task (%s), want a Message", r.Status.State)
+		}
+		if r.Status.State != a2a.TaskStateCompleted {
+			return fmt.Errorf("task is %s, want COMPLETED", r.Status.State)
+		}
+		if len(r.Artifacts) != 1 || len(r.Artifacts[0].Parts) != 1 || r.Artifacts[0].Parts[0].Text() != pong {
+			return fmt.Errorf("task artifacts %v, want one saying %q", r.Artifacts, pong)
+		}
+		return nil
+	}
+	return fmt.Errorf("answer is a %T", res)
+}
+
+// prefillCallers is how many callers fill a store.
+const prefillCallers = 32
+
+// prefill makes n delegations of the message agent through c, every
+// answer checked, so the daemons behind c hold n more records, as daemons
+// that ran a while.
+func prefill(ctx context.Context, c *a2aclient.Client, n int) error {
+	var mu sync.Mutex
+	next := 0
+	var first error
+	var wg sync.WaitGroup
+	for range min(prefillCallers, n) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if next == n || first != nil {
+					mu.Unlock()
+					return
+				}
+				next++
+				mu.Unlock()
+				if err := hopCall(ctx, c, kindMessage); err != nil {
+					mu.Lock()
+					first = cmpOr(first, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// cmpOr is a when it is set, else b.
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// cellResult is what one cell measured in one round.
+type cellResult struct {
+	lat     []time.Duration // the successful calls' latencies, sorted
+	errs    int
+	first   error
+	elapsed time.Duration
+}
+
+// rate is the successful calls per second.
+func (r cellResult) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(r.lat)) / r.elapsed.Seconds()
+}
+
+// pct is the p-th percentile of the latencies, 0 with none.
+func (r cellResult) pct(p int) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)*p/100, len(r.lat)-1)]
+}
+
+// runCell calls through c from callers goroutines for d, each starting
+// its next call when the last one is answered.
+func runCell(ctx context.Context, c *a2aclient.Client, kind string, callers int, d time.Duration) cellResult {
+	lats := make([][]time.Duration, callers)
+	errs := make([]int, callers)
+	firsts := make([]error, callers)
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			for time.Now().Before(end) && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := hopCall(ctx, c, kind); err != nil {
+					errs[i]++
+					firsts[i] = cmpOr(firsts[i], err)
+					continue
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	r := cellResult{elapsed: time.Since(start), lat: slices.Concat(lats...)}
+	slices.Sort(r.lat)
+	for i := range callers {
+		r.errs += errs[i]
+		r.first = cmpOr(r.first, firsts[i])
+	}
+	return r
+}

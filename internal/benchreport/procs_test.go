@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+)
+
+// TestMain lets the test binary play the helper roles the out-of-process
+// runs start it in, as the command does.
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(playRole(role, os.Getenv(roleArgsEnv)))
+	}
+	os.Exit(m.Run())
+}
+
+// The out-of-process runs in their smallest form: every path, kind and
+// number of callers of the report, each measured briefly.
+var (
+	tinyHops = hopConfig{rounds: 1, cell: 100 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
+	tinyLoad = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond}
+)
+
+// TestProcessRuns_Tiny runs the hop matrix and the load run against the
+// real processes (the agents, the proxy, the floor hop, two orchds built
+// from ./cmd/orchd), in their smallest form: every call of every path
+// must have been answered correctly, and the output must render the
+// report's out-of-process sections whole.
+func TestProcessRuns_Tiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds orchd and starts processes")
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var out bytes.Buffer
+	if err := hopMatrix(t.Context(), &out, log, tinyHops); err != nil {
+		t.Fatal(err)
+	}
+	if err := loadRun(t.Context(), &out, log, tinyLoad); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.String())
+	res := results{}
+	if err := res.parse(&out); err != nil {
+		t.Fatal(err)
+	}
+
+	cells := 0
+	for _, kind := range hopKinds {
+		for _, path := range hopPaths {
+			for _, n := range tinyHops.callers {
+				name := fmt.Sprintf("%s/%s/%s/c%d", hopBench, kind, path, n)
+				if rate, err := res.Med(name, "calls/s"); err != nil || rate <= 0 {
+					t.Errorf("%s: %v calls/s, %v", name, rate, err)
+				}
+				if p50, err := res.Med(name, "p50-µs"); err != nil || p50 <= 0 {
+					t.Errorf("%s: p50 %v µs, %v", name, p50, err)
+				}
+				cells++
+			}
+		}
+	}
+	if cells != 30 {
+		t.Errorf("%d cells, want 30", cells)
+	}
+	if e, err := res.Med(hopBench+"/all", "errors"); err != nil || e != 0 {
+		t.Errorf("hop matrix: %v failed calls, %v", e, err)
+	}
+	for _, path := range []string{pathDirect, pathOrchd} {
+		name := loadBench + "/" + path
+		for unit, want := range map[string]float64{"completed": 20, "errors": 0, "lost": 0, "agent-runs": 20} {
+			if got, err := res.Med(name, unit); err != nil || got != want {
+				t.Errorf("%s: %v %s, want %v (%v)", name, got, unit, want, err)
+			}
+		}
+		if wall, err := res.Med(name, "wall-ms"); err != nil || wall < 200 {
+			t.Errorf("%s: wall %v ms, want at least the agent's 200 ms (%v)", name, wall, err)
+		}
+	}
+	if rss, err := res.Med(loadBench+"/orchd", "peak-rss-MiB"); err != nil || rss < 5 {
+		t.Errorf("orchd's peak RSS %v MiB (%v)", rss, err)
+	}
+
+	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, map[string]any{"R": partial{res}, "Only": "Process", "Machine": "2 cores",
+		"Commands": []string{"go run"}, "Date": "today", "Took": "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	_, secs := sections(buf.String())
+	found := 0
+	for _, s := range secs {
+		if !strings.Contains(heading(s), "out of process") {
+			continue
+		}
+		found++
+		if incomplete(s) || strings.Contains(s, "<no value>") {
+			t.Errorf("section %q lacks a figure:\n%s", heading(s), s)
+		}
+	}
+	if found != 2 {
+		t.Errorf("%d out-of-process sections rendered, want 2", found)
+	}
+}
+
+// testWriter writes log records to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+)
+
+const (
+	// roleEnv names the role a helper process plays: this binary started
+	// again by the harness. Empty: the binary is benchreport itself.
+	roleEnv = "ORCHD_BENCHREPORT_ROLE"
+	// roleArgsEnv holds the role's arguments, comma-separated.
+	roleArgsEnv = "ORCHD_BENCHREPORT_ARGS"
+)
+
+// The agent kinds the agents role serves, one listener each, in this
+// order; each is also the skill its card lists and orchd routes by.
+const (
+	kindMessage = "message" // answers every message with a Message
+	kindTask    = "task"    // answers with a Task already COMPLETED
+	kindSlow    = "slow"    // streams a Task that works a while, then completes
+)
+
+// agentKinds are the kinds in the order the agents role serves them.
+var agentKinds = []string{kindMessage, kindTask, kindSlow}
+
+// statsPath is where each agent says how many executions it has run.
+const statsPath = "/stats"
+
+// agentStats is the agent's answer at statsPath.
+type agentStats struct {
+	Executions int64 `json:"executions"`
+}
+
+// playRole runs the helper role named, with its comma-separated args,
+// until its standard input closes, and returns the exit code.
+func playRole(role, args string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var list []string
+	if args != "" {
+		list = strings.Split(args, ",")
+	}
+	var handlers []func(base string) http.Handler
+	var err error
+	switch role {
+	case "agents":
+		handlers, err = agentHandlers(list)
+	case "proxy":
+		handlers, err = proxyHandlers(list)
+	case "floor":
+		handlers, err = floorHandlers(list)
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		log.Error("helper process", "role", role, "error", err)
+		return 2
+	}
+	var bases []string
+	for _, h := range handlers {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			log.Error("listen", "role", role, "error", err)
+			return 2
+		}
+		base := "http://" + ln.Addr().String()
+		srv := &http.Server{Handler: h(base), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				log.Error("serve", "role", role, "error", err)
+				os.Exit(1)
+			}
+		}()
+		bases = append(bases, base)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(w, readyPrefix+strings.Join(bases, " "))
+	if err := w.Flush(); err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// agentHandlers serves one a2a-go agent per kind, answering JSON-RPC at
+// /rpc. args holds how long the slow agent works.
+func agentHandlers(args []string) ([]func(string) http.Handler, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("agents: want the slow agent's work duration, got %q", args)
+	}
+	work, err := time.ParseDuration(args[0])
+	if err != nil {
+		return nil, fmt.Errorf("agents: %w", err)
+	}
+	var hs []func(string) http.Handler
+	for _, kind := range agentKinds {
+		hs = append(hs, func(base string) http.Handler {
+			x := &agentExec{kind: kind, work: work}
+			card := &a2a.AgentCard{Name: "Bench " + kind, Description: "answers pong", Version: "1",
+				SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
+				Capabilities:        a2a.AgentCapabilities{Streaming: kind == kindSlow},
+				DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+				Skills: []a2a.AgentSkill{{ID: kind, Name: kind, Tags: []string{kind}}}}
+			mux := http.NewServeMux()
+			mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x)))
+			mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+			mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load()})
+			})
+			return mux
+		})
+	}
+	return hs, nil
+}
+
+// agentExec is the work of one kind of agent; it counts its executions.
+type agentExec struct {
+	kind string
+	work time.Duration
+	runs atomic.Int64
+}
+
+// pong is the text every agent answers with; the harness checks it.
+const pong = "pong"
+
+func (x *agentExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	x.runs.Add(1)
+	return func(yield func(a2a.Event, error) bool) {
+		switch x.kind {
+		case kindMessage:
+			yield(a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(pong)), nil)
+		case kindTask:
+			task := a2a.NewSubmittedTask(ec, ec.Message)
+			task.Artifacts = []*a2a.Artifact{{ID: "result", Parts: a2a.ContentParts{a2a.NewTextPart(pong)}}}
+			task.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))}
+			yield(task, nil)
+		default:
+			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) ||
+				!yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				yield(nil, ctx.Err())
+				return
+			case <-time.After(x.work):
+			}
+			if !yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(pong)), nil) {
+				return
+			}
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))), nil)
+		}
+	}
+}
+
+func (x *agentExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// hopTransport is the HTTP transport of every A2A client the harness and
+// its hops make: keep-alive connections enough for the most callers a
+// run has.
+func hopTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0
+	t.MaxIdleConnsPerHost = 1024
+	t.MaxConnsPerHost = 0
+	return t
+}
+
+// proxyHandlers serves a plain httputil.ReverseProxy in front of each
+// base URL in args; only its transport keeps more idle connections than
+// the default two, as any proxy under load is set up.
+func proxyHandlers(args []string) ([]func(string) http.Handler, error) {
+	var hs []func(string) http.Handler
+	for _, a := range args {
+		target, err := url.Parse(a)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		hs = append(hs, func(string) http.Handler {
+			p := httputil.NewSingleHostReverseProxy(target)
+			p.Transport = hopTransport()
+			return p
+		})
+	}
+	return hs, nil
+}
+
+// floorHandlers serves the floor hop in front of each agent base URL in
+// args: the thinnest A2A hop a2a-go makes possible, an a2asrv JSON-RPC
+// handler whose call interceptor relays each SendMessage to the agent
+// with an a2aclient and answers with its result; no policy, no store.
+func floorHandlers(args []string) ([]func(string) http.Handler, error) {
+	var hs []func(string) http.Handler
+	for _, a := range args {
+		next, err := a2aclient.NewFromEndpoints(context.Background(),
+			[]*a2a.AgentInterface{a2a.NewAgentInterface(a+"/rpc", a2a.TransportProtocolJSONRPC)},
+			a2aclient.WithJSONRPCTransport(&http.Client{Transport: hopTransport()}))
+		if err != nil {
+			return nil, fmt.Errorf("floor: client for %s: %w", a, err)
+		}
+		hs = append(hs, func(base string) http.Handler {
+			card := &a2a.AgentCard{Name: "Floor hop", Description: "relays to one agent", Version: "1",
+				SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
+				DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
+			mux := http.NewServeMux()
+			mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(refuse{}, a2asrv.WithCallInterceptors(relay{next: next}))))
+			mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+			return mux
+		})
+	}
+	return hs, nil
+}
+
+// relay is the floor hop's call interceptor: a SendMessage is answered
+// with the next agent's answer to it, before a2a-go's handler runs.
+type relay struct {
+	a2asrv.PassthroughCallInterceptor
+	next *a2aclient.Client
+}
+
+func (r relay) Before(ctx context.Context, _ *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	send, ok := req.Payload.(*a2a.SendMessageRequest)
+	if !ok {
+		return ctx, nil, fmt.Errorf("the floor hop relays only SendMessage: %w", a2a.ErrUnsupportedOperation)
+	}
+	res, err := r.next.SendMessage(ctx, send)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return ctx, res, nil
+}
+
+// refuse is the floor hop's executor: relay answers every call it
+// serves, so it never runs.
+type refuse struct{}
+
+func (refuse) Execute(context.Context, *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, a2a.ErrUnsupportedOperation) }
+}
+
+func (refuse) Cancel(context.Context, *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, a2a.ErrUnsupportedOperation) }
+}
