@@ -76,15 +76,12 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 	}
 	span.End()
 	d.PolicySet, d.Policy = res.PolicySet, res.Decisions
-	byID := make(map[string]*registry.Agent, len(eligible))
-	for _, a := range eligible {
-		byID[a.ID] = a
-	}
+	byID := agentIndex(eligible)
 	var allowed []*registry.Agent
 	for _, pd := range res.Decisions {
 		if pd.Allowed {
 			d.Candidates = append(d.Candidates, Candidate{Agent: pd.Agent, Allowed: true, Rank: pd.Rank})
-			allowed = append(allowed, byID[pd.Agent])
+			allowed = append(allowed, agentByID(eligible, byID, pd.Agent))
 			continue
 		}
 		refused = append(refused, Candidate{Agent: pd.Agent, Reasons: pd.Reasons})
@@ -92,6 +89,34 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 	slices.SortFunc(refused, func(a, b Candidate) int { return strings.Compare(a.Agent, b.Agent) })
 	d.Candidates = append(d.Candidates, refused...)
 	return d, allowed, nil
+}
+
+// agentIndex indexes a pool by agent id for agentByID, or is nil for a
+// pool of a few, which most delegations have: looking through those costs
+// less than building a map.
+func agentIndex(pool []*registry.Agent) map[string]*registry.Agent {
+	if len(pool) <= 8 {
+		return nil
+	}
+	m := make(map[string]*registry.Agent, len(pool))
+	for _, a := range pool {
+		m[a.ID] = a
+	}
+	return m
+}
+
+// agentByID is the agent of pool with the id, through index when there is
+// one (agentIndex).
+func agentByID(pool []*registry.Agent, index map[string]*registry.Agent, id string) *registry.Agent {
+	if index != nil {
+		return index[id]
+	}
+	for _, a := range pool {
+		if a.ID == id {
+			return a
+		}
+	}
+	return nil
 }
 
 // prefilter returns why an agent cannot take the work whatever the

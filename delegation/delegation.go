@@ -65,10 +65,12 @@ type Delegation struct {
 	// act on the downstream task at once. Lock order: op before mu.
 	op sync.Mutex
 
-	mu      sync.Mutex
-	rec     Record
-	events  []Event
-	first   int64 // Seq of events[0]
+	mu     sync.Mutex
+	rec    Record
+	events []Event
+	first  int64 // Seq of events[0]
+	// changed is closed at the next event; nil until someone waits for
+	// one (changedLocked), as no one does for most delegations.
 	changed chan struct{}
 	// stopFollow ends the goroutine following the downstream task, if one
 	// runs; followDone is closed when it has returned.
@@ -143,6 +145,15 @@ func (d *Delegation) Events(after int64) ([]Event, <-chan struct{}, bool) {
 	return evs, changed, ended
 }
 
+// changedLocked returns the channel closed at the next event, made for the
+// first waiter; callers hold mu.
+func (d *Delegation) changedLocked() <-chan struct{} {
+	if d.changed == nil {
+		d.changed = make(chan struct{})
+	}
+	return d.changed
+}
+
 // waiting reports whether the downstream task waits for the caller.
 func waiting(s a2a.TaskState) bool {
 	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
@@ -169,7 +180,7 @@ func (d *Delegation) emit(ev Event) {
 	if ev.State.Terminal() && !d.rec.State.Terminal() {
 		in, ctx := d.engine.in, d.traced(d.engine.ctx)
 		in.inflight.Add(ctx, -1)
-		in.ended.Add(ctx, 1, in.attr("state", string(ev.State)))
+		in.ended.Add(ctx, 1, in.attr("state", string(ev.State)).add...)
 		d.endLife()
 	}
 	d.rec.State = ev.State
@@ -181,8 +192,10 @@ func (d *Delegation) emit(ev Event) {
 		d.events = slices.Delete(d.events, 0, over)
 		d.first += int64(over)
 	}
-	close(d.changed)
-	d.changed = make(chan struct{})
+	if d.changed != nil {
+		close(d.changed)
+		d.changed = nil
+	}
 	// Events reach the store in order: one that could not be stored is
 	// tried again, before the next, at the next event.
 	d.unsaved = append(d.unsaved, ev)

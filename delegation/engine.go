@@ -348,7 +348,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		if i == e.cfg.MaxAttempts {
 			break
 		}
-		d := &Delegation{engine: e, chain: out, changed: make(chan struct{}), first: 1, span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
+		d := &Delegation{engine: e, chain: out, first: 1, span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
 			prog: Progress{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
 			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
 				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored}}

@@ -78,7 +78,7 @@ func (e *Engine) WaitEvents(ctx context.Context, id string, after int64) error {
 	for {
 		d.mu.Lock()
 		ready := d.rec.LastEvent > after || d.rec.State.Terminal()
-		changed := d.changed
+		changed := d.changedLocked()
 		d.mu.Unlock()
 		if ready {
 			return nil
@@ -102,5 +102,5 @@ func (d *Delegation) window(after int64) ([]Event, <-chan struct{}, bool, int64)
 	if start < int64(len(d.events)) {
 		out = slices.Clone(d.events[start:])
 	}
-	return out, d.changed, d.rec.State.Terminal(), d.first
+	return out, d.changedLocked(), d.rec.State.Terminal(), d.first
 }

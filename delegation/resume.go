@@ -163,7 +163,7 @@ func (e *Engine) lockTakeOver(id string) (unlock func()) {
 // resume rebuilds a delegation from its stored record and follows its
 // downstream task from where the log stopped.
 func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
-	d := &Delegation{engine: e, chain: rec.Chain, changed: make(chan struct{}), lease: lease}
+	d := &Delegation{engine: e, chain: rec.Chain, lease: lease}
 	if rec.Progress != nil {
 		d.prog = *rec.Progress
 	}

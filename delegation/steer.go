@@ -169,7 +169,7 @@ func (d *Delegation) receipt(id string) (steering.Receipt, bool) {
 func (d *Delegation) waitSettled(ctx context.Context) {
 	for {
 		d.mu.Lock()
-		state, changed := d.rec.State, d.changed
+		state, changed := d.rec.State, d.changedLocked()
 		d.mu.Unlock()
 		if state != a2a.TaskStateWorking {
 			return

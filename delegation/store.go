@@ -339,7 +339,7 @@ func (s *MemoryStore) Append(_ context.Context, id string, ev Event) error {
 	defer s.mu.Unlock()
 	l := s.logs[id]
 	if l == nil {
-		l = &memoryLog{changed: make(chan struct{})}
+		l = &memoryLog{}
 		s.logs[id] = l
 	}
 	if last := l.first + int64(len(l.events)) - 1; len(l.events) > 0 && ev.Seq <= last {
@@ -353,8 +353,10 @@ func (s *MemoryStore) Append(_ context.Context, id string, ev Event) error {
 		l.events = slices.Delete(l.events, 0, over)
 		l.first += int64(over)
 	}
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	return nil
 }
 
@@ -383,12 +385,15 @@ func (s *MemoryStore) Wait(ctx context.Context, id string, after int64) error {
 		s.mu.Lock()
 		l := s.logs[id]
 		if l == nil {
-			l = &memoryLog{changed: make(chan struct{})}
+			l = &memoryLog{}
 			s.logs[id] = l
 		}
 		if len(l.events) > 0 && l.first+int64(len(l.events))-1 > after {
 			s.mu.Unlock()
 			return nil
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
 		}
 		changed := l.changed
 		s.mu.Unlock()
@@ -417,8 +422,9 @@ func (s *MemoryStore) Running(context.Context) ([]string, error) {
 // memoryLog is one delegation's event log in a MemoryStore: the latest
 // events, the first at Seq first, and a channel closed at the next append.
 type memoryLog struct {
-	events  []Event
-	first   int64
+	events []Event
+	first  int64
+	// changed is closed at the next append; nil until someone waits.
 	changed chan struct{}
 }
 

@@ -68,27 +68,37 @@ type callLabels struct{ agent, method, outcome string }
 // ruleLabels are the attributes of orchd.policy.decisions.
 type ruleLabels struct{ policy, rule, kind string }
 
-// attrCache keeps the measurement option of each distinct attribute
+// attrCache keeps the measurement options of each distinct attribute
 // combination, up to maxAttrSets of them; past that it builds them anew.
 type attrCache[K comparable] struct {
 	mu   sync.RWMutex
-	m    map[K]metric.MeasurementOption
+	m    map[K]measure
 	make func(K) []attribute.KeyValue
+}
+
+// measure is an attribute set as the options of an Add and of a Record,
+// kept in slices that a measurement passes on as they are: a single
+// option passed to the instrument's interface method would be put in a
+// new slice every time.
+type measure struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
 }
 
 const maxAttrSets = 4096
 
-func (c *attrCache[K]) get(k K) metric.MeasurementOption {
+func (c *attrCache[K]) get(k K) measure {
 	c.mu.RLock()
 	o, ok := c.m[k]
 	c.mu.RUnlock()
 	if ok {
 		return o
 	}
-	o = metric.WithAttributeSet(attribute.NewSet(c.make(k)...))
+	opt := metric.WithAttributeSet(attribute.NewSet(c.make(k)...))
+	o = measure{add: []metric.AddOption{opt}, record: []metric.RecordOption{opt}}
 	c.mu.Lock()
 	if c.m == nil {
-		c.m = map[K]metric.MeasurementOption{}
+		c.m = map[K]measure{}
 	}
 	if len(c.m) < maxAttrSets {
 		c.m[k] = o
@@ -97,8 +107,8 @@ func (c *attrCache[K]) get(k K) metric.MeasurementOption {
 	return o
 }
 
-// attr is the option for one attribute key=value.
-func (in *instruments) attr(key, value string) metric.MeasurementOption {
+// attr is the options for one attribute key=value.
+func (in *instruments) attr(key, value string) measure {
 	return in.one.get([2]string{key, value})
 }
 
@@ -176,20 +186,21 @@ func (in *instruments) outcome(ctx context.Context, span trace.Span, dec *Decisi
 	outcome := "accepted"
 	var refused *RefusedError
 	switch {
+	case err == nil: // before errors.As, whose targets escape
 	case errors.As(err, &refused):
 		outcome = refusedOutcome
 		if len(refused.Decision.Candidates) == 0 {
-			in.refusals.Add(ctx, 1, in.attr("reason", refusedNoAgent))
+			in.refusals.Add(ctx, 1, in.attr("reason", refusedNoAgent).add...)
 		}
 	case refusalReason(err) != "":
 		outcome = refusedOutcome
-		in.refusals.Add(ctx, 1, in.attr("reason", refusalReason(err)))
+		in.refusals.Add(ctx, 1, in.attr("reason", refusalReason(err)).add...)
 	case errors.As(err, new(*FailedError)):
 		outcome = "failed"
 	case err != nil:
 		outcome = "invalid"
 	}
-	in.delegations.Add(ctx, 1, in.attr("outcome", outcome))
+	in.delegations.Add(ctx, 1, in.attr("outcome", outcome).add...)
 	defer span.End()
 	if !span.IsRecording() {
 		return
@@ -246,15 +257,15 @@ func ruleName(r policies.RuleResult) string {
 // reason) and every rule that matched a candidate.
 func (in *instruments) decided(ctx context.Context, prefiltered []string, res *policies.Result) {
 	for _, reason := range prefiltered {
-		in.refusals.Add(ctx, 1, in.attr("reason", reason))
+		in.refusals.Add(ctx, 1, in.attr("reason", reason).add...)
 	}
 	for _, pd := range res.Decisions {
 		if !pd.Allowed {
-			in.refusals.Add(ctx, 1, in.attr("reason", refusedPolicy))
+			in.refusals.Add(ctx, 1, in.attr("reason", refusedPolicy).add...)
 		}
 		for _, r := range pd.Rules {
 			if decided(r) {
-				in.decisions.Add(ctx, 1, in.rules.get(ruleLabels{r.Policy, ruleName(r), r.Kind}))
+				in.decisions.Add(ctx, 1, in.rules.get(ruleLabels{r.Policy, ruleName(r), r.Kind}).add...)
 			}
 		}
 	}
@@ -282,7 +293,7 @@ func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	in.signals.Add(ctx, 1, in.steers.get(signalLabels{string(c), outcome, reason}))
+	in.signals.Add(ctx, 1, in.steers.get(signalLabels{string(c), outcome, reason}).add...)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("orchd.outcome", outcome), attribute.String("orchd.reason", reason))
 	}
@@ -297,7 +308,7 @@ func (in *instruments) called(ctx context.Context, agent, method string, start t
 	if err != nil {
 		outcome = "error"
 	}
-	in.downstream.Record(ctx, time.Since(start).Seconds(), in.calls.get(callLabels{agent, method, outcome}))
+	in.downstream.Record(ctx, time.Since(start).Seconds(), in.calls.get(callLabels{agent, method, outcome}).record...)
 	if in.observe != nil {
 		in.observe(ctx, agent, err)
 	}
