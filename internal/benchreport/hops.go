@@ -56,8 +56,13 @@ func runHops(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // kind of agent and number of concurrent callers. It writes one result
 // line per cell and round to w:
 //
-//	BenchmarkProcessHop/<kind>/<path>/c<callers> <calls> <n> calls/s <µs> p50-µs <µs> p99-µs <n> errors
+//	BenchmarkProcessHop/<kind>/<path>/c<callers> <calls> <n> calls/s <µs> p50-µs <µs> p99-µs <n> errors <µs> hop-cpu-µs/call <µs> agent-cpu-µs/call <n> agent-requests/call
 //
+// hop-cpu-µs/call is the CPU time the processes between the client and
+// the agent (none direct; both orchds on orchd → orchd) used per call,
+// from /proc, whatever else the machine runs meanwhile; agent-cpu-µs/call
+// the agent's; agent-requests/call how many A2A requests the agent
+// served per call.
 // after a line saying how the run was set up, then the calls and errors
 // over all cells and the WARN and ERROR lines each orchd logged once
 // ready. A failed call counts as an error and is logged; it does not
@@ -71,15 +76,15 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 	if err := h.buildOrchd(ctx); err != nil {
 		return err
 	}
-	_, agents, err := h.role(ctx, "agents", "200ms")
+	agentProc, agents, err := h.role(ctx, "agents", "200ms")
 	if err != nil {
 		return err
 	}
-	_, proxies, err := h.role(ctx, "proxy", agents[0], agents[1])
+	proxyProc, proxies, err := h.role(ctx, "proxy", agents[0], agents[1])
 	if err != nil {
 		return err
 	}
-	_, floors, err := h.role(ctx, "floor", agents[0], agents[1])
+	floorProc, floors, err := h.role(ctx, "floor", agents[0], agents[1])
 	if err != nil {
 		return err
 	}
@@ -138,19 +143,49 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 			groups = append(groups, g)
 		}
 	}
+	// The processes each path's calls cross between the client and the
+	// agent, whose CPU time is the path's cost.
+	hops := map[string][]*proc{pathProxy: {proxyProc}, pathFloor: {floorProc}, pathOrchd: {b}, pathOrchdOrchd: {a, b}}
 	var total, failed int
-	measure := func(c cell, d time.Duration) cellResult {
+	measure := func(c cell, d time.Duration) (cellResult, error) {
+		hopCPU, err := cpuOf(hops[c.path])
+		if err != nil {
+			return cellResult{}, err
+		}
+		agentCPU, err := cpuTime(agentProc.pid())
+		if err != nil {
+			return cellResult{}, err
+		}
+		agentURL := agents[slices.Index(hopKinds, c.kind)]
+		_, reqs, err := agentRuns(ctx, agentURL)
+		if err != nil {
+			return cellResult{}, err
+		}
 		r := runCell(ctx, clients[c.path][c.kind], c.kind, c.callers, d)
+		_, reqsAfter, err := agentRuns(ctx, agentURL)
+		if err != nil {
+			return cellResult{}, err
+		}
+		r.agentReqs = reqsAfter - reqs
+		if r.hopCPU, err = cpuOf(hops[c.path]); err != nil {
+			return cellResult{}, err
+		}
+		if r.agentCPU, err = cpuTime(agentProc.pid()); err != nil {
+			return cellResult{}, err
+		}
+		r.hopCPU, r.agentCPU = r.hopCPU-hopCPU, r.agentCPU-agentCPU
 		total += len(r.lat) + r.errs
 		failed += r.errs
 		if r.errs > 0 {
 			log.Warn("calls failed", "kind", c.kind, "path", c.path, "callers", c.callers, "failed", r.errs, "first", r.first)
 		}
-		return r
+		return r, nil
 	}
 	for _, g := range groups {
 		for _, c := range g {
-			measure(c, cfg.warm)
+			if _, err := measure(c, cfg.warm); err != nil {
+				return err
+			}
 		}
 	}
 	for round := range cfg.rounds {
@@ -163,13 +198,24 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				r := measure(c, cfg.cell)
-				fmt.Fprintf(w, "%s/%s/%s/c%d\t%d\t%.1f calls/s\t%d p50-µs\t%d p99-µs\t%d errors\n", hopBench, c.kind, c.path, c.callers,
-					len(r.lat), r.rate(), r.pct(50).Microseconds(), r.pct(99).Microseconds(), r.errs)
+				r, err := measure(c, cfg.cell)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "%s/%s/%s/c%d\t%d\t%.1f calls/s\t%d p50-µs\t%d p99-µs\t%d errors\t%.1f hop-cpu-µs/call\t%.1f agent-cpu-µs/call\t%.2f agent-requests/call\n",
+					hopBench, c.kind, c.path, c.callers, len(r.lat), r.rate(), r.pct(50).Microseconds(), r.pct(99).Microseconds(), r.errs,
+					r.perCall(r.hopCPU), r.perCall(r.agentCPU), float64(r.agentReqs)/float64(max(1, len(r.lat)+r.errs)))
 			}
 		}
 	}
 	fmt.Fprintf(w, "%s/all\t1\t%d calls\t%d errors\n", hopBench, total, failed)
+	for i, kind := range hopKinds {
+		var st agentStats
+		if err := getJSON(ctx, agents[i]+statsPath, &st); err != nil {
+			return err
+		}
+		log.Info("the agent served", "kind", kind, "executions", st.Executions, "requests", st.Requests)
+	}
 	for _, d := range []struct {
 		name string
 		p    *proc
@@ -300,10 +346,21 @@ func cmpOr(a, b error) error {
 
 // cellResult is what one cell measured in one round.
 type cellResult struct {
-	lat     []time.Duration // the successful calls' latencies, sorted
-	errs    int
-	first   error
-	elapsed time.Duration
+	lat              []time.Duration // the successful calls' latencies, sorted
+	errs             int
+	first            error
+	elapsed          time.Duration
+	hopCPU, agentCPU time.Duration // CPU time used meanwhile
+	agentReqs        int64         // A2A requests the agent served meanwhile
+}
+
+// perCall is d per call made, in µs.
+func (r cellResult) perCall(d time.Duration) float64 {
+	n := len(r.lat) + r.errs
+	if n == 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(n)
 }
 
 // rate is the successful calls per second.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -48,13 +49,15 @@ func runLoad(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // /v1/delegations, then the delegation's events until the stream ends,
 // as `orchd delegate` does). It writes one result line per run:
 //
-//	BenchmarkProcessLoad/direct <calls> <ms> wall-ms <ms> p50-ms <ms> p99-ms <n> completed <n> errors <n> lost <n> agent-runs <MiB> agent-peak-rss-MiB
+//	BenchmarkProcessLoad/direct <calls> <ms> wall-ms <ms> p50-ms <ms> p99-ms <n> completed <n> errors <n> lost <n> agent-runs <n> agent-requests <MiB> agent-peak-rss-MiB <ms> agent-cpu-ms
 //	BenchmarkProcessLoad/orchd  ... the same, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <0|1> goroutines-exposed
-//	                               <n> calls <ms> work-ms <n> prefilled [<n> peak-goroutines]
+//	                               <n> calls <ms> work-ms <n> prefilled <ms> orchd-cpu-ms [<n> peak-goroutines]
 //
 // completed calls ended COMPLETED after the agent's artifact; errors
 // failed on the way; lost ended otherwise. agent-runs is how many tasks
-// the agent ran meanwhile. Peaks are since the run started: VmHWM, reset
+// the agent ran meanwhile, agent-requests how many A2A requests it
+// served; agent-cpu-ms and orchd-cpu-ms the CPU time
+// each used meanwhile. Peaks are since the run started: VmHWM, reset
 // before it; threads and goroutines (the latter only when orchd's
 // /metrics shows go_goroutines) sampled every cfg.sample.
 func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig) error {
@@ -128,7 +131,7 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 		if err != nil {
 			return err
 		}
-		runsBefore, err := agentRuns(ctx, slowURL)
+		runsBefore, reqBefore, err := agentRuns(ctx, slowURL)
 		if err != nil {
 			return err
 		}
@@ -137,10 +140,26 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 				return err
 			}
 		}
+		agentCPU, err := cpuTime(agentProc.pid())
+		if err != nil {
+			return err
+		}
+		orchdCPU, err := cpuTime(d.pid())
+		if err != nil {
+			return err
+		}
 		smp := startSampler(ctx, d.pid(), base, exposed && p.name == pathOrchd, cfg.sample)
 		r := loadPhase(ctx, cfg.calls, p.call)
 		peaks := smp.stop()
-		runsAfter, err := agentRuns(ctx, slowURL)
+		agentCPUAfter, err := cpuTime(agentProc.pid())
+		if err != nil {
+			return err
+		}
+		orchdCPUAfter, err := cpuTime(d.pid())
+		if err != nil {
+			return err
+		}
+		runsAfter, reqAfter, err := agentRuns(ctx, slowURL)
 		if err != nil {
 			return err
 		}
@@ -151,22 +170,28 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 		if r.first != nil {
 			log.Warn("load run calls failed", "path", p.name, "errors", r.errs, "lost", r.lost, "first", r.first)
 		}
-		fmt.Fprintf(w, "%s/%s\t%d\t%.0f wall-ms\t%.1f p50-ms\t%.1f p99-ms\t%d completed\t%d errors\t%d lost\t%d agent-runs\t%.1f agent-peak-rss-MiB",
+		fmt.Fprintf(w, "%s/%s\t%d\t%.0f wall-ms\t%.1f p50-ms\t%.1f p99-ms\t%d completed\t%d errors\t%d lost\t%d agent-runs\t%d agent-requests\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms",
 			loadBench, p.name, cfg.calls, ms(r.wall), ms(r.pct(50)), ms(r.pct(99)), len(r.lat), r.errs, r.lost,
-			runsAfter-runsBefore, mib(agentSt.hwmKiB))
+			runsAfter-runsBefore, reqAfter-reqBefore, mib(agentSt.hwmKiB), ms(agentCPUAfter-agentCPU))
 		if p.name == pathOrchd {
 			st, err := readStatus(d.pid())
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "\t%.1f peak-rss-MiB\t%.1f rss-before-MiB\t%d peak-threads\t%d goroutines-exposed\t%d calls\t%g work-ms\t%d prefilled",
-				mib(st.hwmKiB), mib(before.rssKiB), max(peaks.threads, st.threads), b2i(exposed), cfg.calls, ms(cfg.work), cfg.prefill)
+			fmt.Fprintf(w, "\t%.1f peak-rss-MiB\t%.1f rss-before-MiB\t%d peak-threads\t%d goroutines-exposed\t%d calls\t%g work-ms\t%d prefilled\t%.0f orchd-cpu-ms",
+				mib(st.hwmKiB), mib(before.rssKiB), max(peaks.threads, st.threads), b2i(exposed), cfg.calls, ms(cfg.work), cfg.prefill,
+				ms(orchdCPUAfter-orchdCPU))
 			if exposed {
 				fmt.Fprintf(w, "\t%d peak-goroutines", peaks.goroutines)
 			}
 		}
 		fmt.Fprintln(w)
 	}
+	var st agentStats
+	if err := getJSON(ctx, slowURL+statsPath, &st); err != nil {
+		return err
+	}
+	log.Info("the agent served", "kind", kindSlow, "executions", st.Executions, "requests", st.Requests)
 	warns, errs, first := d.logCounts()
 	fmt.Fprintf(w, "%s/logs/orchd\t1\t%d warn-lines\t%d error-lines\n", loadBench, warns, errs)
 	for _, l := range first {
@@ -292,43 +317,54 @@ func apiCall(ctx context.Context, hc *http.Client, base string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("delegation %s's events: HTTP %d", rec.ID, resp.StatusCode)
 	}
-	var last struct {
-		Kind     string        `json:"kind"`
-		State    a2a.TaskState `json:"state"`
-		Artifact *a2a.Artifact `json:"artifact"`
+	state, artifact, err := readEvents(resp.Body)
+	if err != nil {
+		return fmt.Errorf("delegation %s's events: %w", rec.ID, err)
 	}
-	artifact := false
-	sc := bufio.NewScanner(resp.Body)
+	if state != a2a.TaskStateCompleted || !artifact {
+		return fmt.Errorf("delegation %s ended %s, artifact %v: %w", rec.ID, state, artifact, errLost)
+	}
+	return nil
+}
+
+// readEvents reads a delegation's event stream (server-sent events whose
+// data lines are JSON events) to its end: the state after the last
+// event, and whether an artifact event carried the agent's pong.
+func readEvents(r io.Reader) (state a2a.TaskState, artifact bool, err error) {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxEventLine)
 	for sc.Scan() {
 		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
 		if !ok {
 			continue
 		}
-		last.Artifact = nil
-		if err := json.Unmarshal(data, &last); err != nil {
-			return fmt.Errorf("delegation %s's events: %w", rec.ID, err)
+		var ev struct {
+			Kind     string        `json:"kind"`
+			State    a2a.TaskState `json:"state"`
+			Artifact *a2a.Artifact `json:"artifact"`
 		}
-		if last.Kind == "artifact" && last.Artifact != nil && len(last.Artifact.Parts) == 1 && last.Artifact.Parts[0].Text() == pong {
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return state, artifact, err
+		}
+		state = ev.State
+		if ev.Kind == "artifact" && ev.Artifact != nil && len(ev.Artifact.Parts) == 1 && ev.Artifact.Parts[0].Text() == pong {
 			artifact = true
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("delegation %s's events: %w", rec.ID, err)
-	}
-	if last.State != a2a.TaskStateCompleted || !artifact {
-		return fmt.Errorf("delegation %s ended %s, artifact %v: %w", rec.ID, last.State, artifact, errLost)
-	}
-	return nil
+	return state, artifact, sc.Err()
 }
 
-// agentRuns is how many tasks the agent at base has run.
-func agentRuns(ctx context.Context, base string) (int64, error) {
+// agentRuns is how many tasks the agent at base has run, and how many
+// A2A requests it has served.
+func agentRuns(ctx context.Context, base string) (runs, requests int64, err error) {
 	var st agentStats
 	if err := getJSON(ctx, base+statsPath, &st); err != nil {
-		return 0, fmt.Errorf("agent's runs: %w", err)
+		return 0, 0, fmt.Errorf("agent's runs: %w", err)
 	}
-	return st.Executions, nil
+	for _, n := range st.Requests {
+		requests += n
+	}
+	return st.Executions, requests, nil
 }
 
 // goroutines reads go_goroutines from orchd's /metrics; ok is false when
@@ -345,13 +381,33 @@ func goroutines(ctx context.Context, base string) (n int, ok bool) {
 		return 0, false
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, maxJSON))
+	if resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	v, ok := metricValue(io.LimitReader(resp.Body, maxJSON), "go_goroutines")
+	return int(v), ok
+}
+
+// metricValue is the value of the unlabelled sample name in a Prometheus
+// text exposition; ok is false when there is none, or it is not a
+// finite number of at least 0.
+func metricValue(r io.Reader, name string) (v float64, ok bool) {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxEventLine)
 	for sc.Scan() {
-		if v, found := strings.CutPrefix(sc.Text(), "go_goroutines "); found {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err == nil
+		rest, found := strings.CutPrefix(sc.Text(), name+" ")
+		if !found {
+			continue
 		}
+		f := strings.Fields(rest) // the value, then maybe a timestamp
+		if len(f) == 0 {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1<<40 {
+			return 0, false
+		}
+		return v, true
 	}
 	return 0, false
 }

@@ -1,5 +1,9 @@
 // Command benchreport runs orchd's headline benchmarks and writes
-// docs/benchmarks.md from their results: the cached registry lookup,
+// docs/benchmarks.md from their results: first the figures users see,
+// measured out of process (the client, orchd and the agents each in
+// their own process, orchd run as `orchd serve` with a full store): a hop
+// against a direct call, a reverse proxy and the thinnest a2a-go hop, and
+// 1,000 delegations at once; then, in process, the cached registry lookup,
 // profile building, policy evaluation, a hop through orchd against a
 // direct call and a reverse proxy (with tracing off and on), a hop to
 // agents that answer with a Task, a gRPC hop, steering across a chain,
@@ -10,7 +14,7 @@
 // signatures cost.
 // Every ratio in the report compares figures measured in the same run.
 //
-//	go run ./internal/benchreport                 # about seventeen minutes on 2 cores
+//	go run ./internal/benchreport                 # about twenty minutes on 2 cores
 //	go run ./internal/benchreport -o report.md    # somewhere else
 //	go run ./internal/benchreport -raw run.txt    # keep the raw output too
 //	go run ./internal/benchreport -from run.txt   # render a saved run again
@@ -21,13 +25,14 @@
 // from those runs are written again: the others keep their text from the
 // report already at -o.
 //
-// It runs `go test -bench` in the module's root, so run it from there, on
-// a machine doing nothing else.
+// It runs `go test -bench` and `go build ./cmd/orchd` in the module's
+// root, so run it from there, on a machine doing nothing else.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	_ "embed"
 	"errors"
 	"flag"
@@ -37,11 +42,13 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/template"
 	"time"
 )
@@ -49,7 +56,9 @@ import (
 //go:embed benchmarks.md.tmpl
 var reportTemplate string
 
-// run is one `go test -bench` invocation of the report.
+// run is one `go test -bench` invocation of the report, or, with no
+// package, one of this command's own out-of-process runs (processRun)
+// named by its -bench pattern.
 type run struct {
 	pkg  string
 	args []string
@@ -57,6 +66,9 @@ type run struct {
 
 // command is the go command's arguments for r.
 func (r run) command() []string {
+	if r.pkg == "" {
+		return []string{"run", "./internal/benchreport", "-only", r.bench()}
+	}
 	return append([]string{"test", r.pkg, "-run", "^$"}, r.args...)
 }
 
@@ -73,6 +85,8 @@ func (r run) bench() string {
 
 // runs are the benchmarks the report is built from.
 var runs = []run{
+	{"", []string{"-bench", "^" + hopBench + "$"}},
+	{"", []string{"-bench", "^" + loadBench + "$"}},
 	{"./registry", []string{"-bench", "^BenchmarkLookup$", "-benchmem", "-count", "5"}},
 	{"./registry", []string{"-bench", "^BenchmarkMemory$", "-benchtime", "1x", "-count", "3"}},
 	{"./capability", []string{"-bench", "^BenchmarkBuild$", "-benchmem", "-count", "5"}},
@@ -97,13 +111,20 @@ var runs = []run{
 }
 
 func main() {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(playRole(role, os.Getenv(roleArgsEnv)))
+	}
 	out := flag.String("o", "docs/benchmarks.md", "where to write the report")
 	raw := flag.String("raw", "", "also write the benchmarks' raw output here")
 	from := flag.String("from", "", "render the report from this saved raw output instead of running the benchmarks")
 	only := flag.String("only", "", "run only the benchmarks matching this regular expression, and write again only the sections of the report at -o that they measure")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := report(options{path: *out, raw: *raw, from: *from, only: *only}, log); err != nil {
+	// An interrupted run still stops the processes it started.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := report(ctx, options{path: *out, raw: *raw, from: *from, only: *only}, log)
+	stop()
+	if err != nil {
 		log.Error("benchreport failed", "error", err)
 		os.Exit(1)
 	}
@@ -114,7 +135,7 @@ type options struct {
 	path, raw, from, only string
 }
 
-func report(o options, log *slog.Logger) error {
+func report(ctx context.Context, o options, log *slog.Logger) error {
 	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
 	if err != nil {
 		return fmt.Errorf("report template: %w", err)
@@ -147,7 +168,13 @@ func report(o options, log *slog.Logger) error {
 		for _, r := range selected {
 			command := "go " + strings.Join(r.command(), " ")
 			log.Info("running", "command", command)
-			cmd := exec.Command("go", r.command()...)
+			if r.pkg == "" {
+				if err := processRun(r.bench())(ctx, io.MultiWriter(&rawOut, os.Stderr), log); err != nil {
+					return fmt.Errorf("%s: %w", command, err)
+				}
+				continue
+			}
+			cmd := exec.CommandContext(ctx, "go", r.command()...)
 			cmd.Stdout = io.MultiWriter(&rawOut, os.Stderr)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Run(); err != nil {

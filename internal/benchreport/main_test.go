@@ -170,6 +170,8 @@ func TestSelectRuns(t *testing.T) {
 	}{
 		{"^BenchmarkState", 4, false},
 		{"^BenchmarkHop$", 1, false},
+		{"^BenchmarkProcess", 2, false},
+		{"ProcessLoad", 1, false},
 		{"^BenchmarkInFlight", 2, false},
 		{"TaskReply|GRPCHop|InFlightFollow", 3, false},
 		{"NoSuchBenchmark", 0, true},

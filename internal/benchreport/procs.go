@@ -352,6 +352,22 @@ func readStatus(pid int) (procStatus, error) {
 	if err != nil {
 		return procStatus{}, fmt.Errorf("process status: %w", err)
 	}
+	s, err := parseStatus(b)
+	if err != nil {
+		return s, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return s, nil
+}
+
+// maxStatusBytes bounds a /proc status file parseStatus reads.
+const maxStatusBytes = 64 << 10
+
+// parseStatus reads VmRSS, VmHWM (kB) and Threads from the text of a
+// /proc/<pid>/status file; one without a positive VmRSS is an error.
+func parseStatus(b []byte) (procStatus, error) {
+	if len(b) > maxStatusBytes {
+		return procStatus{}, fmt.Errorf("process status is over %d bytes", maxStatusBytes)
+	}
 	var s procStatus
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Fields(l)
@@ -359,7 +375,7 @@ func readStatus(pid int) (procStatus, error) {
 			continue
 		}
 		v, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
+		if err != nil || v < 0 {
 			continue
 		}
 		switch f[0] {
@@ -368,13 +384,74 @@ func readStatus(pid int) (procStatus, error) {
 		case "VmHWM:":
 			s.hwmKiB = v
 		case "Threads:":
-			s.threads = int(v)
+			s.threads = int(min(v, 1<<30))
 		}
 	}
-	if s.rssKiB == 0 {
-		return s, fmt.Errorf("process %d status has no VmRSS", pid)
+	if s.rssKiB <= 0 {
+		return procStatus{}, errors.New("process status has no VmRSS")
 	}
 	return s, nil
+}
+
+// clockTick is the unit of a process's CPU times in /proc/<pid>/stat:
+// USER_HZ, 100 on every Linux architecture Go runs on.
+const clockTick = 10 * time.Millisecond
+
+// maxStatBytes bounds a /proc stat file parseCPU reads.
+const maxStatBytes = 4 << 10
+
+// cpuTime is the CPU time pid has used so far, user and system.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("process CPU time: %w", err)
+	}
+	d, err := parseCPU(b)
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return d, nil
+}
+
+// parseCPU reads utime and stime (the 14th and 15th fields) from the text
+// of a /proc/<pid>/stat file. The command name, the 2nd field, is in
+// parentheses and may hold spaces and parentheses itself, so the fields
+// are counted from its last closing parenthesis.
+func parseCPU(b []byte) (time.Duration, error) {
+	if len(b) > maxStatBytes {
+		return 0, fmt.Errorf("process stat is over %d bytes", maxStatBytes)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("process stat has no command name")
+	}
+	f := strings.Fields(s[i+1:]) // from the 3rd field, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("process stat has %d fields after the command name, want at least 13", len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<32 { // beyond a year of CPU: garbled
+			return 0, fmt.Errorf("process stat: CPU time %q", v)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
+
+// cpuOf is the CPU time the processes have used so far, together.
+func cpuOf(ps []*proc) (time.Duration, error) {
+	var sum time.Duration
+	for _, p := range ps {
+		d, err := cpuTime(p.pid())
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
 }
 
 // resetPeak sets pid's peak resident set size (VmHWM) to its current

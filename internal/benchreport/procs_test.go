@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 // The out-of-process runs in their smallest form: every path, kind and
 // number of callers of the report, each measured briefly.
 var (
-	tinyHops = hopConfig{rounds: 1, cell: 100 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
+	tinyHops = hopConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
 	tinyLoad = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond}
 )
 
@@ -77,6 +77,9 @@ func TestProcessRuns_Tiny(t *testing.T) {
 			if got, err := res.Med(name, unit); err != nil || got != want {
 				t.Errorf("%s: %v %s, want %v (%v)", name, got, unit, want, err)
 			}
+		}
+		if reqs, err := res.Med(name, "agent-requests"); err != nil || reqs < 20 {
+			t.Errorf("%s: the agent served %v A2A requests for 20 calls (%v)", name, reqs, err)
 		}
 		if wall, err := res.Med(name, "wall-ms"); err != nil || wall < 200 {
 			t.Errorf("%s: wall %v ms, want at least the agent's 200 ms (%v)", name, wall, err)

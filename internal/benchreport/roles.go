@@ -9,12 +9,14 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +49,10 @@ const statsPath = "/stats"
 
 // agentStats is the agent's answer at statsPath.
 type agentStats struct {
+	// Executions is how many tasks the agent has run.
 	Executions int64 `json:"executions"`
+	// Requests is how many A2A requests it has served, by method.
+	Requests map[string]int64 `json:"requests"`
 }
 
 // playRole runs the helper role named, with its comma-separated args,
@@ -120,16 +125,39 @@ func agentHandlers(args []string) ([]func(string) http.Handler, error) {
 				DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 				Skills: []a2a.AgentSkill{{ID: kind, Name: kind, Tags: []string{kind}}}}
 			mux := http.NewServeMux()
-			mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x)))
+			counts := &methodCounts{n: map[string]int64{}}
+			mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x, a2asrv.WithCallInterceptors(counts))))
 			mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 			mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
-				_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load()})
+				_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot()})
 			})
 			return mux
 		})
 	}
 	return hs, nil
+}
+
+// methodCounts counts the A2A requests an agent serves, by method, so
+// the harness sees what a hop asks of the agent beyond the call itself.
+type methodCounts struct {
+	a2asrv.PassthroughCallInterceptor
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (m *methodCounts) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
+	m.mu.Lock()
+	m.n[cc.Method()]++
+	m.mu.Unlock()
+	return ctx, nil, nil
+}
+
+// snapshot is a copy of the counts.
+func (m *methodCounts) snapshot() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.n)
 }
 
 // agentExec is the work of one kind of agent; it counts its executions.
