@@ -53,20 +53,19 @@ func runHops(ctx context.Context, w io.Writer, log *slog.Logger) error {
 
 // hopMatrix measures A2A calls from this process to an agent in its own
 // process, directly and through each hop in its own process, for each
-// kind of agent and number of concurrent callers. It writes one result
-// line per cell and round to w:
+// kind of agent and number of concurrent callers. It writes to w a line
+// saying how the run was set up, then one result line per cell and
+// round:
 //
 //	BenchmarkProcessHop/<kind>/<path>/c<callers> <calls> <n> calls/s <µs> p50-µs <µs> p99-µs <n> errors <µs> hop-cpu-µs/call <µs> agent-cpu-µs/call <n> agent-requests/call
 //
-// hop-cpu-µs/call is the CPU time the processes between the client and
-// the agent (none direct; both orchds on orchd → orchd) used per call,
-// from /proc, whatever else the machine runs meanwhile; agent-cpu-µs/call
-// the agent's; agent-requests/call how many A2A requests the agent
-// served per call.
-// after a line saying how the run was set up, then the calls and errors
-// over all cells and the WARN and ERROR lines each orchd logged once
-// ready. A failed call counts as an error and is logged; it does not
-// end the run.
+// then the calls and errors over all cells and the WARN and ERROR lines
+// each orchd logged once ready. hop-cpu-µs/call is the CPU time the
+// processes between the client and the agent (none direct; both orchds
+// on orchd → orchd) used per call, from /proc, whatever else the machine
+// runs meanwhile; agent-cpu-µs/call the agent's; agent-requests/call how
+// many A2A requests the agent served per call. A failed call counts as
+// an error and is logged; it does not end the run.
 func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig) error {
 	h, err := newHarness(log)
 	if err != nil {

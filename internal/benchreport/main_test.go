@@ -31,6 +31,10 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{
+		"| floor hop | 1 | 1,113 | 770 | 4,586 | 0.56 | 1.00 | 1.00 | 413 | 1.00 |",
+		"| orchd → orchd | 64 | 93.2 | 621,620 | 1,179,385 | 0.08 | 0.10 | 10.59 | 9,634 | 26.01 |",
+		"| through orchd | 6.71 | 4,139 | 6,624 | 1,000 | 0 | 0 | 1,000 | 1,000 | 3.47 | 135.4 MiB | 2.74 | 201.9 MiB | 10 | not on /metrics |",
+		"Wall time through orchd: 2.17× the direct",
 		"| `Get(id)` | 16.9 | 0 | 1.9× |",
 		"| orchd traced | 130 | 1,325 | 9,614 |",
 		"| orchd, caller sends trace context | 136 | 1,750 | 8,300 |",
