@@ -27,6 +27,7 @@ import (
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/internal/limitedfile"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/telemetry"
 )
 
 // Bounds of orchd's gRPC connections to agents.
@@ -447,16 +448,24 @@ func traceStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn
 }
 
 // withTraceMetadata appends the W3C trace context and baggage of ctx to
-// its outgoing metadata.
+// its outgoing metadata: orchd's span's when it traces, else the trace
+// headers its caller sent, exactly as sent (telemetry.TraceHeaders), as
+// the HTTP transport passes them on.
 func withTraceMetadata(ctx context.Context) context.Context {
 	carrier := propagation.MapCarrier{}
 	propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}).Inject(ctx, carrier)
-	if len(carrier) == 0 {
-		return ctx
-	}
 	kv := make([]string, 0, 2*len(carrier))
 	for k, v := range carrier {
 		kv = append(kv, k, v)
+	}
+	passed := telemetry.TraceHeadersFrom(ctx).Pairs()
+	for i := 0; i < len(passed); i += 2 {
+		if _, set := carrier[passed[i]]; !set {
+			kv = append(kv, passed[i], passed[i+1])
+		}
+	}
+	if len(kv) == 0 {
+		return ctx
 	}
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }

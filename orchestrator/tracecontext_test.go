@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
@@ -128,6 +131,36 @@ func viaA2A(version string, binding a2a.TransportProtocol, streaming bool) deleg
 	}
 }
 
+// viaGRPC delegates with an a2a-go client speaking only gRPC 1.0 to
+// orchd, its calls carrying h as metadata, and reads the stream to its end.
+func viaGRPC(t *testing.T, base string, h http.Header) {
+	var kv []string
+	for k, vs := range h {
+		for _, v := range vs {
+			kv = append(kv, strings.ToLower(k), v)
+		}
+	}
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.AppendToOutgoingContext(ctx, kv...), method, req, reply, cc, opts...)
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return streamer(metadata.AppendToOutgoingContext(ctx, kv...), desc, cc, method, opts...)
+	}
+	c := grpcClient(t, base, "1.0", grpc.WithUnaryInterceptor(unary), grpc.WithStreamInterceptor(stream))
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
+	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+	var last a2a.Event
+	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+	}
+	if st, ok := last.(*a2a.TaskStatusUpdateEvent); !ok || st.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("the stream ended with %T %+v, want the task completed", last, last)
+	}
+}
+
 // TestTraceContext_PassesThroughWithTracingOff delegates through orchd
 // with tracing off (the default), over the HTTP API and over its A2A
 // interfaces, to agents that stream and to agents orchd polls: every call
@@ -140,14 +173,17 @@ func TestTraceContext_PassesThroughWithTracingOff(t *testing.T) {
 		name      string
 		via       delegateVia
 		streaming bool // the agent streams
+		grpc      bool // orchd is called over gRPC and calls a gRPC-only agent
 	}{
-		{"API, polled agent", viaAPI, false},
-		{"API, streaming agent", viaAPI, true},
-		{"A2A 1.0 JSON-RPC, polled agent", viaA2A("1.0", a2a.TransportProtocolJSONRPC, false), false},
-		{"A2A 1.0 JSON-RPC stream, streaming agent", viaA2A("1.0", a2a.TransportProtocolJSONRPC, true), true},
-		{"A2A 1.0 HTTP+JSON, polled agent", viaA2A("1.0", a2a.TransportProtocolHTTPJSON, false), false},
-		{"A2A 0.3 JSON-RPC stream, polled agent", viaA2A("0.3", a2a.TransportProtocolJSONRPC, true), false},
-		{"A2A 0.3 HTTP+JSON, streaming agent", viaA2A("0.3", a2a.TransportProtocolHTTPJSON, false), true},
+		{"API, polled agent", viaAPI, false, false},
+		{"API, streaming agent", viaAPI, true, false},
+		{"A2A 1.0 JSON-RPC, polled agent", viaA2A("1.0", a2a.TransportProtocolJSONRPC, false), false, false},
+		{"A2A 1.0 JSON-RPC stream, streaming agent", viaA2A("1.0", a2a.TransportProtocolJSONRPC, true), true, false},
+		{"A2A 1.0 HTTP+JSON, polled agent", viaA2A("1.0", a2a.TransportProtocolHTTPJSON, false), false, false},
+		{"A2A 0.3 JSON-RPC stream, polled agent", viaA2A("0.3", a2a.TransportProtocolJSONRPC, true), false, false},
+		{"A2A 0.3 HTTP+JSON, streaming agent", viaA2A("0.3", a2a.TransportProtocolHTTPJSON, false), true, false},
+		{"gRPC both ways, polled agent", viaGRPC, false, true},
+		{"gRPC both ways, streaming agent", viaGRPC, true, true},
 	} {
 		for _, sent := range []struct {
 			name string
@@ -155,10 +191,13 @@ func TestTraceContext_PassesThroughWithTracingOff(t *testing.T) {
 		}{{"trace headers", callerTrace}, {"no trace headers", http.Header{}}} {
 			t.Run(tc.name+", "+sent.name, func(t *testing.T) {
 				t.Parallel()
-				agent := testagent.Start(t, testagent.Options{Name: "W", Skill: "research", Streaming: tc.streaming}, testagent.Work(60*time.Millisecond))
+				agent := testagent.Start(t, testagent.Options{Name: "W", Skill: "research", Streaming: tc.streaming, GRPCOnly: tc.grpc}, testagent.Work(60*time.Millisecond))
 				cfg := loadDefaults(t)
 				cfg.Agents = []registry.Spec{{ID: "w", URL: agent.URL}}
 				cfg.Delegation.PollInterval = Duration(10 * time.Millisecond)
+				if tc.grpc {
+					cfg.Agent.GRPC.Listen = "127.0.0.1:0"
+				}
 				base := startDaemon(t, cfg)
 
 				tc.via(t, base, sent.h)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // Without tracing orchd takes no part in its callers' traces, but it must
@@ -38,6 +39,19 @@ func (h TraceHeaders) IsZero() bool {
 		}
 	}
 	return true
+}
+
+// Pairs returns the headers as key/value pairs, one pair per line in the
+// order they came, with the lowercase keys gRPC metadata uses: for calls
+// orchd makes over gRPC on the caller's behalf, where no Transport runs.
+func (h TraceHeaders) Pairs() []string {
+	var kv []string
+	for i, vs := range h.values {
+		for _, v := range vs {
+			kv = append(kv, strings.ToLower(traceFields[i]), v)
+		}
+	}
+	return kv
 }
 
 // traceHeadersKey carries TraceHeaders in a context.
