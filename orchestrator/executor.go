@@ -272,6 +272,9 @@ var passedOn = []error{
 // failed because the last agent tried refused the message with one of the
 // passedOn errors, or nil. Its message names the agent.
 func agentError(err error) *a2a.Error {
+	if err == nil {
+		return nil // before the target errors.As needs, which escapes
+	}
 	var failed *delegation.FailedError
 	if !errors.As(err, &failed) || failed.Err == nil {
 		return nil
