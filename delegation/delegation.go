@@ -89,6 +89,9 @@ type Delegation struct {
 	// acknowledgement was applied, must not undo the wait. Only that is
 	// dropped, so a hop whose clock moved back never loses an end.
 	statusAt time.Time
+	// settledAtOnce is set when the agent's first answer settled the
+	// delegation, before Delegate returns (SettledAtOnce).
+	settledAtOnce bool
 	// life bounds the started delegation in time (deadline.go).
 	life lifetime
 	// listed is set once the ended delegation was handed to Engine.ended.
@@ -101,6 +104,10 @@ type Delegation struct {
 	// did not.
 	unsaved    []Event
 	persistErr error
+	// deferred holds back the record's writes (persist) while the agent's
+	// first answer is applied, when that answer ends the work: the record
+	// is then written once, ended (Engine.start).
+	deferred bool
 }
 
 // ID returns the delegation's id.
@@ -111,6 +118,16 @@ func (d *Delegation) Record() Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.snapshot()
+}
+
+// SettledAtOnce reports whether the agent's first answer settled the
+// delegation (ended it, or made it wait for input), so nothing more came
+// from the agent before Delegate returned: a caller streaming the work
+// would have seen that one answer alone.
+func (d *Delegation) SettledAtOnce() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.settledAtOnce
 }
 
 // snapshot copies the record, without its Progress; callers hold mu.
@@ -216,6 +233,9 @@ func (d *Delegation) emit(ev Event) {
 // delegation goes on, and the next write carries the whole record again.
 // Callers hold mu.
 func (d *Delegation) persist() {
+	if d.deferred {
+		return
+	}
 	d.persistErr = d.engine.store.Put(context.Background(), d.stored())
 	if d.persistErr != nil {
 		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)

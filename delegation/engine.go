@@ -602,13 +602,21 @@ func (d *Delegation) sendInput(ctx context.Context, msg *a2a.Message) (*session,
 // restart would lose.
 func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	var err error
-	if _, answered := s.first.(*a2a.Message); answered {
-		// The agent answered at once: the delegation ends as it starts,
-		// and its one record, stored COMPLETED, is all there is to keep.
+	if endsAtOnce(s.first) {
+		// The agent answered at once, with a message or a task it ended:
+		// the delegation ends as it starts, and its one record, stored
+		// ended, is all there is to keep. Until that write, the caller
+		// has no answer; a process killed before it leaves nothing
+		// running to carry on, as the agent's work is over.
+		d.mu.Lock()
+		d.deferred = true
+		d.mu.Unlock()
 		d.arm()
 		e.register(d)
 		d.follow(s)
 		d.mu.Lock()
+		d.deferred = false
+		d.persist()
 		err = d.persistErr
 		d.mu.Unlock()
 		if err != nil {
@@ -640,6 +648,20 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	return nil
 }
 
+// endsAtOnce reports whether an agent's first answer ends the work: a
+// message, or a task (or a status of it) in a terminal state.
+func endsAtOnce(first a2a.Event) bool {
+	switch ev := first.(type) {
+	case *a2a.Message:
+		return true
+	case *a2a.Task:
+		return ev.Status.State.Terminal()
+	case *a2a.TaskStatusUpdateEvent:
+		return ev.Status.State.Terminal()
+	}
+	return false
+}
+
 // abandon cancels the task an agent created for work orchd could not
 // keep, bounded by CallTimeout.
 func (d *Delegation) abandon(ctx context.Context, first a2a.Event) {
@@ -667,6 +689,9 @@ func (d *Delegation) abandon(ctx context.Context, first a2a.Event) {
 func (d *Delegation) follow(s *session) {
 	e := d.engine
 	if d.apply(s.first) {
+		d.mu.Lock()
+		d.settledAtOnce = true
+		d.mu.Unlock()
 		if s.stop != nil {
 			s.stop()
 		}

@@ -26,10 +26,14 @@ const settleWait = 100 * time.Millisecond
 
 // settledTask answers a blocking SendMessage whose delegation ends within
 // settleWait with the upstream task as a2a-go's machinery would have
-// made it from the same events, stored with a single write. It returns
-// nil, leaving the message to the machinery, when:
-//   - the call streams, asks for an immediate answer or carries a push
-//     config: those need the task while it runs;
+// made it from the same events, stored with a single write; and a
+// SendStreamingMessage whose agent ended the work with its first answer
+// with that task as the stream's one event, as the agent's own stream
+// was. It returns nil, leaving the message to the machinery, when:
+//   - the call asks for an immediate answer or carries a push config:
+//     those need the task while it runs;
+//   - the call streams and the agent's first answer did not end the work:
+//     the stream shows each event as it comes;
 //   - the delegation waits for input, or is not over within settleWait;
 //   - ctx ends, or the task cannot be stored.
 //
@@ -38,10 +42,21 @@ const settleWait = 100 * time.Millisecond
 // manager.go:86, :119, :158, :231), which made a Task answer through orchd
 // cost several milliseconds more than the agent's own.
 func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation) *a2a.Task {
-	if cc.Method() != "SendMessage" || smr.Config != nil && (smr.Config.ReturnImmediately || smr.Config.PushConfig != nil) {
+	wait := settleWait
+	switch {
+	case smr.Config != nil && (smr.Config.ReturnImmediately || smr.Config.PushConfig != nil):
+		return nil
+	case cc.Method() == "SendStreamingMessage":
+		// A stream shows the work as it goes: only work the agent ended
+		// with its first answer has nothing more to show than the task.
+		if !d.SettledAtOnce() {
+			return nil
+		}
+		wait = 0
+	case cc.Method() != "SendMessage":
 		return nil
 	}
-	evs, ok := x.settledEvents(ctx, d.ID())
+	evs, ok := x.settledEvents(ctx, d.ID(), wait)
 	if !ok {
 		return nil
 	}
@@ -70,10 +85,10 @@ func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr 
 }
 
 // settledEvents returns the delegation's events up to the one that ends
-// it, waiting up to settleWait; false when it does not end meanwhile or
-// waits for input first.
-func (x *executor) settledEvents(ctx context.Context, id string) ([]delegation.Event, bool) {
-	ctx, cancel := context.WithTimeout(ctx, settleWait)
+// it, waiting up to wait; false when it does not end meanwhile or waits
+// for input first.
+func (x *executor) settledEvents(ctx context.Context, id string, wait time.Duration) ([]delegation.Event, bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var all []delegation.Event
 	var after int64
@@ -102,7 +117,7 @@ func (x *executor) settledEvents(ctx context.Context, id string) ([]delegation.E
 		if len(evs) > 0 {
 			after = evs[len(evs)-1].Seq
 		}
-		if x.engine.WaitEvents(ctx, id, after) != nil {
+		if wait == 0 || x.engine.WaitEvents(ctx, id, after) != nil {
 			return nil, false
 		}
 	}

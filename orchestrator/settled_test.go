@@ -9,7 +9,9 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 )
@@ -19,7 +21,14 @@ import (
 // and its owner's index entry).
 func taskWrites(t *testing.T, d *Daemon) uint64 {
 	t.Helper()
-	s, err := d.state.st.JetStream().Stream(t.Context(), "KV_orchd-tasks")
+	return streamWrites(t, d, "KV_orchd-tasks")
+}
+
+// streamWrites counts the writes to a stream of the daemon's embedded
+// store so far.
+func streamWrites(t *testing.T, d *Daemon, name string) uint64 {
+	t.Helper()
+	s, err := d.state.st.JetStream().Stream(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,4 +267,97 @@ func eventText(ev a2a.Event) string {
 		return fmt.Sprintf("status %s %v", ev.Status.State, ev.Metadata)
 	}
 	return fmt.Sprintf("%T", ev)
+}
+
+// doneAtOnce answers with the Task already COMPLETED, with its artifact.
+func doneAtOnce(_ context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+	task := a2a.NewSubmittedTask(ec, ec.Message)
+	task.Artifacts = []*a2a.Artifact{{ID: "result", Parts: a2a.ContentParts{a2a.NewTextPart("pong")}}}
+	task.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))}
+	yield(task, nil)
+}
+
+// TestSettledTask_StreamOfOneAnswer streams through orchd: work an agent
+// ended with its first answer comes as that one Task, stored once, as the
+// agent's own stream brings it; work an agent streams comes event by
+// event, as it came.
+func TestSettledTask_StreamOfOneAnswer(t *testing.T) {
+	t.Parallel()
+	once := testagent.Start(t, testagent.Options{Name: "Once", Skill: "once", Streaming: true}, doneAtOnce)
+	steps := testagent.Start(t, testagent.Options{Name: "Steps", Skill: "steps", Streaming: true}, testagent.Work(0))
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	cfg.Store.Mode = StoreEmbedded
+	cfg.Agents = []registry.Spec{{ID: "once", URL: once.URL}, {ID: "steps", URL: steps.URL}}
+	d := runDaemon(t, cfg)
+	c := testagent.Client(t, "http://"+d.Addr().String())
+	stream := func(c *a2aclient.Client, skill string) []a2a.Event {
+		t.Helper()
+		msg := userMessage(a2a.NewMessageID(), "survey")
+		msg.Metadata = map[string]any{SkillMetadataKey: skill}
+		var evs []a2a.Event
+		for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, ev)
+		}
+		return evs
+	}
+
+	direct := stream(testagent.Client(t, once.URL), "once")
+	before := taskWrites(t, d)
+	got := stream(c, "once")
+	if writes := taskWrites(t, d) - before; writes != 2 {
+		t.Errorf("the task was stored with %d writes, want 2 (one version)", writes)
+	}
+	if len(got) != 1 || len(direct) != 1 {
+		t.Fatalf("stream through orchd = %d events, direct %d; want the one Task both", len(got), len(direct))
+	}
+	task, ok := got[0].(*a2a.Task)
+	want := shapeOf(direct[0].(*a2a.Task))
+	want.Metadata = []string{taskDelegationKey}
+	if !ok || !equalShape(shapeOf(task), want) {
+		t.Fatalf("stream through orchd = %+v\nwant %+v", got[0], want)
+	}
+	if stored, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); err != nil || !equalShape(shapeOf(stored), want) {
+		t.Errorf("GetTask = %+v, %v\nwant %+v", stored, err, want)
+	}
+
+	if got := stream(c, "steps"); len(got) < 4 {
+		t.Errorf("a streamed task came through orchd in %d events, want each of its steps", len(got))
+	}
+}
+
+// TestDelegation_EndedAtOnceStoredOnce delegates through the HTTP API to an
+// agent whose first answer is the Task already COMPLETED: the record is
+// written once, ended, with the agent's artifact and final message.
+func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
+	t.Parallel()
+	once := testagent.Start(t, testagent.Options{Name: "Once", Skill: "once"}, doneAtOnce)
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	cfg.Store.Mode = StoreEmbedded
+	cfg.Agents = []registry.Spec{{ID: "once", URL: once.URL}}
+	d := runDaemon(t, cfg)
+	base := "http://" + d.Addr().String()
+	before := streamWrites(t, d, "KV_orchd-delegations")
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "once"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d %+v", code, rec)
+	}
+	if writes := streamWrites(t, d, "KV_orchd-delegations") - before; writes != 1 {
+		t.Errorf("the record was written %d times, want once", writes)
+	}
+	var stored delegation.Record
+	if code := call(t, "GET", base+"/v1/delegations/"+rec.ID, "", &stored); code != 200 {
+		t.Fatalf("GET = %d", code)
+	}
+	if stored.State != a2a.TaskStateCompleted || len(stored.Artifacts) != 1 || stored.Result == nil || testagent.Text(stored.Result) != "done" {
+		t.Errorf("stored record = %+v", stored)
+	}
+	evs, ended, err := d.delegations.Events(t.Context(), rec.ID, 0, 0)
+	if err != nil || !ended || len(evs) == 0 || evs[len(evs)-1].State != a2a.TaskStateCompleted {
+		t.Errorf("events = %+v, ended %v, %v", evs, ended, err)
+	}
 }
