@@ -222,8 +222,12 @@ func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte)
 		if _, err := d.s.js.Publish(ctx, d.recordPf+key, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
 			return err
 		}
-		if marked, known := d.marks.Get(key); created || known && !marked {
-			return nil // a record that never ran has no r. key; this one's is gone
+		if created {
+			d.marks.Add(key, false) // a record that never ran has no r. key
+			return nil
+		}
+		if marked, known := d.marks.Get(key); known && !marked {
+			return nil // this one's is gone
 		}
 		if err := d.kv.Purge(ctx, delegationRunningPrefix+key, jetstream.PurgeTTL(runningPurgeTTL)); err != nil {
 			return fmt.Errorf("clear running: %w", err)

@@ -195,15 +195,19 @@ func TestDelegations_PutWritesWhatChanged(t *testing.T) {
 		}
 		return info.State.LastSeq
 	}
-	put := func(state a2a.TaskState, want uint64) {
+	putAs := func(id string, state a2a.TaskState, want uint64) {
 		t.Helper()
 		before := writes()
-		if err := d.Put(t.Context(), delegation.Record{ID: "x", State: state}); err != nil {
+		if err := d.Put(t.Context(), delegation.Record{ID: id, State: state}); err != nil {
 			t.Fatal(err)
 		}
 		if got := writes() - before; got != want {
-			t.Errorf("Put %s wrote %d times to the bucket, want %d", state, got, want)
+			t.Errorf("Put %s %s wrote %d times to the bucket, want %d", id, state, got, want)
 		}
+	}
+	put := func(state a2a.TaskState, want uint64) {
+		t.Helper()
+		putAs("x", state, want)
 	}
 	isRunning := func() bool {
 		t.Helper()
@@ -224,6 +228,10 @@ func TestDelegations_PutWritesWhatChanged(t *testing.T) {
 	if isRunning() {
 		t.Error("Running lists the ended record")
 	}
+	// A record stored ended from the start has no r. key to remove, then
+	// or later.
+	putAs("z", a2a.TaskStateCompleted, 1)
+	putAs("z", a2a.TaskStateCompleted, 1)
 
 	// A store that does not remember the key (another process's, or this
 	// one's after a restart) removes it when the record ends.

@@ -41,8 +41,10 @@ const (
 	maxPushSchemeBytes = 64
 	// pushRecordVersion is the version of the stored record's layout.
 	pushRecordVersion = 1
-	// pushSaveAttempts bounds the read-and-swap rounds of one write.
-	pushSaveAttempts = 8
+	// pushSaveAttempts bounds the read-and-swap rounds of one write. A
+	// round is lost only to another write that succeeded, so a write
+	// racing fewer than this many others always gets through.
+	pushSaveAttempts = 16
 )
 
 // ErrTooManyPushConfigs is returned by Save for a task that already has
@@ -448,7 +450,7 @@ func (p *PushConfigs) modify(ctx context.Context, tok string, change func(*pushR
 		}
 		return err
 	}
-	return fmt.Errorf("push configs changed under %d concurrent writes; try again", pushSaveAttempts)
+	return fmt.Errorf("the task's push configs changed %d times while this write was tried; try again", pushSaveAttempts)
 }
 
 // read returns the task's record and its revision; nil and 0 when there
