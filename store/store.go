@@ -268,11 +268,31 @@ func (s *Store) connect(ctx context.Context) error {
 	if err := s.newJetStream(); err != nil {
 		return err
 	}
-	if err := s.Ping(ctx); err != nil {
+	if err := s.firstPing(ctx); err != nil {
 		return fmt.Errorf("state store %s: %w", redactURL(s.cfg.URL), err)
 	}
 	s.log.Info("state store connected", "server", nc.ConnectedUrlRedacted(), "namespace", s.cfg.Namespace, "replicas", s.cfg.Replicas)
 	return nil
+}
+
+// connectPatience is how long Open waits for an external cluster that
+// does not answer in time: one electing a leader (after a restart, or
+// starved of CPU) answers nothing for seconds, and a daemon starting then
+// should wait for it rather than fail. A server that refuses, or answers
+// with an error, fails at once.
+const connectPatience = 30 * time.Second
+
+// firstPing pings the store until it answers, for up to connectPatience
+// while each ping times out.
+func (s *Store) firstPing(ctx context.Context) error {
+	deadline := time.Now().Add(connectPatience)
+	for {
+		err := s.Ping(ctx)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
+			return err
+		}
+		s.log.Warn("state store did not answer in time; trying again", "timeout", s.cfg.Timeout, "error", err)
+	}
 }
 
 func (s *Store) newJetStream() error {

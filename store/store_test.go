@@ -537,3 +537,39 @@ func TestOpen_Unreachable(t *testing.T) {
 		t.Errorf("Open took %s to give up", took)
 	}
 }
+
+// TestOpen_WaitsForAClusterToAnswer opens the store on a cluster that has
+// lost its quorum, so it answers nothing in time, and brings the quorum
+// back meanwhile: Open waits for it instead of failing at the first
+// timeout.
+func TestOpen_WaitsForAClusterToAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	t.Parallel()
+	c := natstest.NewCluster(t, 3)
+	c.Stop(1)
+	c.Stop(2)
+	type opened struct {
+		s   *Store
+		err error
+	}
+	done := make(chan opened, 1)
+	start := time.Now()
+	go func() {
+		s, err := Open(t.Context(), "", Config{URL: c.URLs(), Timeout: time.Second}, testLogger(t))
+		done <- opened{s, err}
+	}()
+	select {
+	case o := <-done:
+		t.Fatalf("Open returned with no quorum: %v", o.err)
+	case <-time.After(3 * time.Second):
+	}
+	c.Restart(1)
+	c.Restart(2)
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("Open after the quorum came back (%s): %v", time.Since(start).Round(time.Millisecond), o.err)
+	}
+	o.s.Close()
+}
