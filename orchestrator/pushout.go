@@ -150,8 +150,10 @@ type pushOut struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// draining is closed when close begins: each notification still
-	// queued is tried once more, without waiting out a backoff.
+	// queued is tried once more, without waiting out a backoff, for up to
+	// drain (pushDrain).
 	draining chan struct{}
+	drain    time.Duration
 	sem      chan struct{}
 	wg       sync.WaitGroup
 
@@ -215,7 +217,7 @@ func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, m
 			// none is followed, and a 3xx is a failed delivery.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		ctx: ctx, cancel: cancel, draining: make(chan struct{}), sem: make(chan struct{}, cfg.Concurrency),
+		ctx: ctx, cancel: cancel, draining: make(chan struct{}), drain: pushDrain, sem: make(chan struct{}, cfg.Concurrency),
 		lanes: map[pushLaneKey]*pushLane{},
 	}, nil
 }
@@ -427,7 +429,7 @@ func (o *pushOut) giveUp(n *notification, attempts int, reason string) {
 const pushDrain = 2 * time.Second
 
 // close tries each notification still queued once more, for up to
-// pushDrain and with no backoff, then stops the rest, gives up what still
+// o.drain and with no backoff, then stops the rest, gives up what still
 // waits, and returns once every lane's goroutine has ended. SendPush gives
 // up what comes after.
 func (o *pushOut) close() {
@@ -443,7 +445,7 @@ func (o *pushOut) close() {
 	}
 	drained := make(chan struct{})
 	go func() { o.wg.Wait(); close(drained) }()
-	timer := time.NewTimer(pushDrain)
+	timer := time.NewTimer(o.drain)
 	select {
 	case <-drained:
 	case <-timer.C:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
@@ -548,8 +550,23 @@ func TestOpen_WaitsForAClusterToAnswer(t *testing.T) {
 	}
 	t.Parallel()
 	c := natstest.NewCluster(t, 3)
-	c.Stop(1)
-	c.Stop(2)
+	// The meta leader and one more node go: a leader left alone goes on
+	// answering for a while, a follower left alone has no leader to ask.
+	leader := slices.IndexFunc(c.Servers, func(s *server.Server) bool { return s.JetStreamIsLeader() })
+	if leader < 0 {
+		t.Fatal("the cluster has no meta leader")
+	}
+	gone := []int{leader, (leader + 1) % 3}
+	for _, i := range gone {
+		c.Stop(i)
+	}
+	lone := natstest.JetStream(t, c.Servers[(leader+2)%3])
+	waitFor(t, 30*time.Second, "the node left stops answering", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err := lone.AccountInfo(ctx)
+		return errors.Is(err, context.DeadlineExceeded)
+	})
 	type opened struct {
 		s   *Store
 		err error
@@ -565,8 +582,9 @@ func TestOpen_WaitsForAClusterToAnswer(t *testing.T) {
 		t.Fatalf("Open returned with no quorum: %v", o.err)
 	case <-time.After(3 * time.Second):
 	}
-	c.Restart(1)
-	c.Restart(2)
+	for _, i := range gone {
+		c.Restart(i)
+	}
 	o := <-done
 	if o.err != nil {
 		t.Fatalf("Open after the quorum came back (%s): %v", time.Since(start).Round(time.Millisecond), o.err)
