@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
@@ -95,6 +96,15 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 		if err != nil {
 			return nil, t.fail(ctx, fmt.Errorf("prometheus exporter: %w", err))
+		}
+		// The Go runtime's and the process's own figures (go_goroutines,
+		// go_memstats_*, process_resident_memory_bytes, open fds...), read
+		// at each scrape: what an operator looks at first when a daemon
+		// grows.
+		for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+			if err := reg.Register(c); err != nil {
+				return nil, t.fail(ctx, fmt.Errorf("prometheus runtime metrics: %w", err))
+			}
 		}
 		readers = append(readers, sdkmetric.WithReader(exp))
 		t.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

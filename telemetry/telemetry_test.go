@@ -176,6 +176,11 @@ func TestPrometheusHandler_ServesRecordedMetrics(t *testing.T) {
 	if !strings.Contains(buf.String(), "orchd_widgets_total{") || !strings.Contains(buf.String(), "} 3") {
 		t.Errorf("scrape lacks the counter:\n%s", buf.String())
 	}
+	for _, m := range []string{"\ngo_goroutines ", "\ngo_memstats_heap_alloc_bytes ", "\nprocess_resident_memory_bytes "} {
+		if !strings.Contains(buf.String(), m) {
+			t.Errorf("scrape lacks the runtime's %s", strings.TrimSpace(m))
+		}
+	}
 }
 
 func TestHandlerAndTransport_CarryTheTrace(t *testing.T) {
