@@ -83,17 +83,27 @@ func (f *fixture) add(t testing.TB, id, url string) {
 // waitState waits until the delegation reaches state.
 func waitState(t testing.TB, d *Delegation, want a2a.TaskState) Record {
 	t.Helper()
+	return waitRecord(t, d, "state "+string(want), func(r Record) bool { return r.State == want })
+}
+
+// waitRecord waits up to 10 seconds for the delegation's record to meet
+// cond, checked at each event, and returns it; what names cond in the
+// failure.
+func waitRecord(t testing.TB, d *Delegation, what string, cond func(Record) bool) Record {
+	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
+		// The channel is taken before the record is read, so an event
+		// between the two still wakes the wait.
 		_, changed, _ := d.Events(1 << 62)
 		r := d.Record()
-		if r.State == want {
+		if cond(r) {
 			return r
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("delegation %s stayed %s, want %s (error %q)", r.ID, r.State, want, r.Error)
+			t.Fatalf("delegation %s: no %s in 10s; it is %s (error %q): %+v", r.ID, what, r.State, r.Error, r)
 		}
 	}
 }

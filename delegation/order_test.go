@@ -126,14 +126,7 @@ func TestOrder_TaskReadWholeKeepsTheStreamOrder(t *testing.T) {
 				agent.WaitCalls(t, "GetTask", 1) // a read found it SUBMITTED
 				close(gate)
 			case "release":
-				for deadline := time.After(10 * time.Second); len(d.Record().Artifacts) == 0; {
-					_, changed, _ := d.Events(1 << 62)
-					select {
-					case <-changed:
-					case <-deadline:
-						t.Fatalf("no artifact in 10s: %+v", d.Record())
-					}
-				}
+				waitRecord(t, d, "artifact", func(r Record) bool { return len(r.Artifacts) > 0 })
 				close(gate)
 			}
 			waitState(t, d, a2a.TaskStateCompleted)

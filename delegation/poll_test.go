@@ -253,17 +253,7 @@ func TestPoll_ArtifactsBecomeEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.After(10 * time.Second); ; {
-		_, changed, _ := d.Events(1 << 62)
-		if len(d.Record().Artifacts) > 0 {
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("no artifact in 10s: %+v", d.Record())
-		}
-	}
+	waitRecord(t, d, "artifact", func(r Record) bool { return len(r.Artifacts) > 0 })
 	close(release)
 	waitState(t, d, a2a.TaskStateCompleted)
 	evs, _, _ := d.Events(0)

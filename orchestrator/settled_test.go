@@ -39,6 +39,17 @@ func streamWrites(t *testing.T, d *Daemon, name string) uint64 {
 	return info.State.LastSeq
 }
 
+// embeddedDaemon runs a daemon on the embedded store in a new state
+// directory, with agents registered, until the test ends.
+func embeddedDaemon(t *testing.T, agents ...registry.Spec) *Daemon {
+	t.Helper()
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	cfg.Store.Mode = StoreEmbedded
+	cfg.Agents = agents
+	return runDaemon(t, cfg)
+}
+
 // taskShape is what a caller sees of a finished task, without what differs
 // from one task to the next (ids, times, the delegation's id).
 type taskShape struct {
@@ -81,11 +92,7 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 	t.Parallel()
 	quick := testagent.Start(t, testagent.Options{Name: "Quick", Skill: "quick", Streaming: true}, testagent.Work(0))
 	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Work(3*settleWait/2))
-	cfg := loadDefaults(t)
-	cfg.StateDir = t.TempDir()
-	cfg.Store.Mode = StoreEmbedded
-	cfg.Agents = []registry.Spec{{ID: "quick", URL: quick.URL}, {ID: "slow", URL: slow.URL}}
-	d := runDaemon(t, cfg)
+	d := embeddedDaemon(t, registry.Spec{ID: "quick", URL: quick.URL}, registry.Spec{ID: "slow", URL: slow.URL})
 	c := testagent.Client(t, "http://"+d.Addr().String())
 
 	send := func(skill string, conf *a2a.SendMessageConfig) *a2a.Task {
@@ -285,11 +292,7 @@ func TestSettledTask_StreamOfOneAnswer(t *testing.T) {
 	t.Parallel()
 	once := testagent.Start(t, testagent.Options{Name: "Once", Skill: "once", Streaming: true}, doneAtOnce)
 	steps := testagent.Start(t, testagent.Options{Name: "Steps", Skill: "steps", Streaming: true}, testagent.Work(0))
-	cfg := loadDefaults(t)
-	cfg.StateDir = t.TempDir()
-	cfg.Store.Mode = StoreEmbedded
-	cfg.Agents = []registry.Spec{{ID: "once", URL: once.URL}, {ID: "steps", URL: steps.URL}}
-	d := runDaemon(t, cfg)
+	d := embeddedDaemon(t, registry.Spec{ID: "once", URL: once.URL}, registry.Spec{ID: "steps", URL: steps.URL})
 	c := testagent.Client(t, "http://"+d.Addr().String())
 	stream := func(c *a2aclient.Client, skill string) []a2a.Event {
 		t.Helper()
@@ -335,11 +338,7 @@ func TestSettledTask_StreamOfOneAnswer(t *testing.T) {
 func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
 	t.Parallel()
 	once := testagent.Start(t, testagent.Options{Name: "Once", Skill: "once"}, doneAtOnce)
-	cfg := loadDefaults(t)
-	cfg.StateDir = t.TempDir()
-	cfg.Store.Mode = StoreEmbedded
-	cfg.Agents = []registry.Spec{{ID: "once", URL: once.URL}}
-	d := runDaemon(t, cfg)
+	d := embeddedDaemon(t, registry.Spec{ID: "once", URL: once.URL})
 	base := "http://" + d.Addr().String()
 	before := streamWrites(t, d, "KV_orchd-delegations")
 	var rec delegation.Record

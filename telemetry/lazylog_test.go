@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/orchd/orchd/internal/syncbuf"
 )
 
 // noTime drops the time attribute, so two handlers' records compare.
@@ -135,7 +137,7 @@ func TestLazyHandler_DerivesOnlyWhenARecordIsWritten(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var buf syncBuffer
+			var buf syncbuf.Buffer
 			derived := new(atomic.Int64)
 			base := slog.New(LazyHandler(countingHandler{slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}), derived}))
 			l := base.WithGroup("a2a").With("method", "SendMessage").With("request_id", "r-1")
@@ -167,24 +169,6 @@ func TestLazyHandler_WrapsOnce(t *testing.T) {
 	if LazyHandler(h) != h {
 		t.Error("wrapping a lazy handler again made a new one")
 	}
-}
-
-// syncBuffer is a buffer several goroutines write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // BenchmarkLazyHandler derives a logger as a2a-go does for every request
