@@ -419,7 +419,8 @@ func TestDelegations_ListLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 20,000 records")
 	}
-	t.Parallel()
+	// Not parallel: the allocations measured are the process's, and a
+	// test running beside it would count its own (seen in CI).
 	s := openTest(t, "", Config{})
 	d := delegationsOf(t, s, DelegationsConfig{})
 	const ended, running = 20_000, 300
