@@ -168,18 +168,11 @@ func report(ctx context.Context, o options, log *slog.Logger) error {
 		for _, r := range selected {
 			command := "go " + strings.Join(r.command(), " ")
 			log.Info("running", "command", command)
-			if r.pkg == "" {
-				if err := processRun(r.bench())(ctx, io.MultiWriter(&rawOut, os.Stderr), log); err != nil {
-					return fmt.Errorf("%s: %w", command, err)
-				}
-				continue
-			}
-			cmd := exec.CommandContext(ctx, "go", r.command()...)
-			cmd.Stdout = io.MultiWriter(&rawOut, os.Stderr)
-			cmd.Stderr = os.Stderr
-			if err := cmd.Run(); err != nil {
+			runStart := time.Now()
+			if err := r.execute(ctx, io.MultiWriter(&rawOut, os.Stderr), log); err != nil {
 				return fmt.Errorf("%s: %w", command, err)
 			}
+			log.Info("ran", "bench", r.bench(), "took", time.Since(runStart).Round(100*time.Millisecond))
 		}
 		if o.raw != "" {
 			if err := os.WriteFile(o.raw, rawOut.Bytes(), 0o644); err != nil {
@@ -217,6 +210,17 @@ func report(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	log.Info("report written", "path", o.path, "took", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// execute runs r, writing its benchmark output to w.
+func (r run) execute(ctx context.Context, w io.Writer, log *slog.Logger) error {
+	if r.pkg == "" {
+		return processRun(r.bench())(ctx, w, log)
+	}
+	cmd := exec.CommandContext(ctx, "go", r.command()...)
+	cmd.Stdout = w
+	cmd.Stderr = os.Stderr
+	return cmd.Run()
 }
 
 // selectRuns returns the runs whose benchmark matches the expression.
