@@ -117,7 +117,9 @@ const (
 	kindRank
 )
 
-func (k ruleKind) String() string { return [...]string{"allow", "deny", "rank"}[k] }
+var ruleKindNames = [...]string{kindAllow: "allow", kindDeny: "deny", kindRank: "rank"}
+
+func (k ruleKind) String() string { return ruleKindNames[k] }
 
 type rule struct {
 	name       string

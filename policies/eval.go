@@ -119,6 +119,9 @@ type evaluation struct {
 	ctx      context.Context
 	deadline time.Time
 	act      activation
+	// frame runs the untracked programs over act: one frame serves the
+	// whole call instead of one per expression evaluated.
+	frame    *interpreter.ExecutionFrame
 	perReq   []requestValue
 	timedOut bool
 	explain  bool
@@ -164,6 +167,8 @@ func (s *Set) evaluate(ctx context.Context, candidates []*registry.Agent, in Inp
 	if s.readsNow {
 		ev.act.now = types.Timestamp{Time: in.Now}
 	}
+	// An activation (unlike a map) never fails to make a frame.
+	ev.frame, _ = interpreter.NewExecutionFrame(&ev.act)
 	ev.perReq = slices.Grow(ev.perReq[:0], len(s.requestPrograms))[:len(s.requestPrograms)]
 	for i, p := range s.requestPrograms {
 		ev.perReq[i].val, ev.perReq[i].err = ev.run(p)
@@ -180,7 +185,7 @@ func (s *Set) evaluate(ctx context.Context, candidates []*registry.Agent, in Inp
 		if explain {
 			d.Rules = backing[len(backing) : len(backing) : len(backing)+s.nResults]
 		}
-		ev.decide(a, d)
+		ev.decide(i, a, d)
 		backing = backing[:len(backing)+len(d.Rules)]
 	}
 	slices.SortFunc(res.Decisions, func(a, b Decision) int {
@@ -205,21 +210,24 @@ var evaluations = sync.Pool{New: func() any { return new(evaluation) }}
 
 // release clears what the evaluation refers to and returns it to the pool.
 func (ev *evaluation) release() {
+	if ev.frame != nil {
+		ev.frame.Close()
+	}
 	clear(ev.perReq)
 	perReq := ev.perReq
 	*ev = evaluation{perReq: perReq[:0]}
 	evaluations.Put(ev)
 }
 
-// decide evaluates every policy for one candidate.
-func (ev *evaluation) decide(a *registry.Agent, d *Decision) {
+// decide evaluates every policy for the i-th candidate.
+func (ev *evaluation) decide(i int, a *registry.Agent, d *Decision) {
 	ev.act.agent = ev.set.adapter.NativeToValue(a)
 	d.Allowed = true
 	refuse := func(reason string) {
 		d.Allowed = false
 		d.Reasons = append(d.Reasons, reason)
 	}
-	if !ev.timedOut && !ev.deadline.IsZero() && (ev.ctx.Err() != nil || time.Now().After(ev.deadline)) {
+	if !ev.timedOut && ev.checkDeadline(i) && (ev.ctx.Err() != nil || time.Now().After(ev.deadline)) {
 		ev.timedOut = true
 	}
 	if ev.timedOut {
@@ -241,21 +249,26 @@ func (ev *evaluation) decide(a *registry.Agent, d *Decision) {
 		}
 		allowed, denied := false, false
 		for _, r := range p.rules {
-			rr := RuleResult{Policy: p.name, Rule: r.name, Kind: r.kind.String(), Applied: true}
-			err := ev.rule(r, &rr)
+			o := ev.rule(r)
 			switch {
-			case err != nil:
-				rr.Error = err.Error()
+			case o.err != nil:
 				denied = true
-				refuse(fmt.Sprintf("policy %q rule %q failed: %v", p.name, r.name, err))
-			case rr.Matched && r.kind == kindDeny:
+				refuse(fmt.Sprintf("policy %q rule %q failed: %v", p.name, r.name, o.err))
+			case o.matched && r.kind == kindDeny:
 				denied = true
-				refuse(rr.Reason)
-			case rr.Matched && r.kind == kindAllow:
+				refuse(o.reason)
+			case o.matched && r.kind == kindAllow:
 				allowed = true
 			}
-			d.Rank += rr.Rank
-			ev.note(d, rr)
+			d.Rank += o.rank
+			if ev.explain {
+				rr := RuleResult{Policy: p.name, Rule: r.name, Kind: r.kind.String(), Applied: o.applied,
+					Matched: o.matched, Rank: o.rank, Reason: o.reason}
+				if o.err != nil {
+					rr.Error = o.err.Error()
+				}
+				d.Rules = append(d.Rules, rr)
+			}
 		}
 		if !allowed && !denied {
 			def := RuleResult{Policy: p.name, Kind: "default", Applied: true, Matched: true}
@@ -273,6 +286,17 @@ func (ev *evaluation) decide(a *registry.Agent, d *Decision) {
 	}
 }
 
+// checkDeadline reports whether the clock is read before the i-th
+// candidate. A set with tracked programs reads it before every candidate;
+// a set without them reads it before every deadlineFreeCandidates-th, as
+// many as such a set evaluates without reading it at all.
+func (ev *evaluation) checkDeadline(i int) bool {
+	if ev.deadline.IsZero() {
+		return false
+	}
+	return ev.set.tracked || i%deadlineFreeCandidates == 0
+}
+
 // note records one rule's explanation when the caller asked for them.
 func (ev *evaluation) note(d *Decision, rr RuleResult) {
 	if ev.explain {
@@ -280,53 +304,70 @@ func (ev *evaluation) note(d *Decision, rr RuleResult) {
 	}
 }
 
-// rule evaluates one rule into rr.
-func (ev *evaluation) rule(r *rule, rr *RuleResult) error {
+// ruleOutcome is what one rule decided for one candidate: the parts of a
+// RuleResult that the decision needs, so that an evaluation that explains
+// nothing builds no RuleResult.
+type ruleOutcome struct {
+	// applied is false when the rule's when was false.
+	applied, matched bool
+	rank             float64
+	reason           string
+	err              error
+}
+
+// rule evaluates one rule.
+func (ev *evaluation) rule(r *rule) ruleOutcome {
+	o := ruleOutcome{applied: true}
 	if r.when != nil {
 		ok, err := ev.boolean(r.when)
 		if err != nil {
-			return fmt.Errorf("when: %w", err)
+			o.err = fmt.Errorf("when: %w", err)
+			return o
 		}
 		if !ok {
-			rr.Applied = false
-			return nil
+			o.applied = false
+			return o
 		}
 	}
 	if r.kind == kindRank {
 		v, err := ev.run(r.body)
 		if err != nil {
-			return err
+			o.err = err
+			return o
 		}
 		switch n := v.(type) {
 		case types.Int:
-			rr.Rank = float64(n)
+			o.rank = float64(n)
 		case types.Uint:
-			rr.Rank = float64(n)
+			o.rank = float64(n)
 		case types.Double:
-			rr.Rank = float64(n)
+			o.rank = float64(n)
 		default:
-			return fmt.Errorf("rank is %s, not a number", v.Type().TypeName())
+			o.err = fmt.Errorf("rank is %s, not a number", v.Type().TypeName())
 		}
-		return nil
+		return o
 	}
 	ok, err := ev.boolean(r.body)
 	if err != nil || !ok {
-		return err
+		o.err = err
+		return o
 	}
-	rr.Matched = true
-	rr.Reason = r.reason
+	o.matched = true
+	o.reason = r.reason
 	if r.reasonExpr != nil {
 		v, err := ev.run(r.reasonExpr)
 		if err != nil {
-			return fmt.Errorf("reasonExpression: %w", err)
+			o.err = fmt.Errorf("reasonExpression: %w", err)
+			return o
 		}
 		s, isStr := v.(types.String)
 		if !isStr {
-			return fmt.Errorf("reasonExpression is %s, not a string", v.Type().TypeName())
+			o.err = fmt.Errorf("reasonExpression is %s, not a string", v.Type().TypeName())
+			return o
 		}
-		rr.Reason = string(s)
+		o.reason = string(s)
 	}
-	return nil
+	return o
 }
 
 func (ev *evaluation) boolean(p *program) (bool, error) { return asBool(ev.run(p)) }
@@ -338,7 +379,18 @@ func (ev *evaluation) run(p *program) (ref.Val, error) {
 		r := ev.perReq[p.slot]
 		return r.val, r.err
 	}
-	v, err := evalProgram(ev.ctx, p, &ev.act, ev.set.opts)
+	var (
+		v   ref.Val
+		err error
+	)
+	if !p.tracked && ev.frame != nil {
+		// An untracked program has no cost tracker or interrupt to set up,
+		// so it runs in the call's frame.
+		v, _, err = p.prg.Eval(ev.frame)
+		v, err = evalResult(ev.ctx, v, err, ev.set.opts)
+	} else {
+		v, err = evalProgram(ev.ctx, p, &ev.act, ev.set.opts)
+	}
 	if errors.Is(err, errTimedOut) {
 		ev.timedOut = true
 	}
@@ -361,6 +413,12 @@ func evalProgram(ctx context.Context, p *program, act interpreter.Activation, op
 	} else {
 		v, _, err = p.prg.Eval(act)
 	}
+	return evalResult(ctx, v, err, opts)
+}
+
+// evalResult is a program's outcome, with cel-go's errors for the limits
+// orchd sets reworded (see evalProgram).
+func evalResult(ctx context.Context, v ref.Val, err error, opts Options) (ref.Val, error) {
 	if err == nil {
 		return v, nil
 	}
