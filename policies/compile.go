@@ -93,6 +93,8 @@ type Set struct {
 	files           []string
 	opts            Options
 	adapter         types.Adapter
+	// agents caches candidates wrapped as CEL values by adapter.
+	agents *agentCache
 	// tracked is true when some program runs with cost tracking, and so
 	// needs a context to interrupt it.
 	tracked bool
@@ -181,7 +183,7 @@ func Compile(files []File, opts Options) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authorization policy environment: %w", err)
 	}
-	c := &compiler{env: env, authzEnv: authzEnv, opts: opts, set: &Set{opts: opts, adapter: env.CELTypeAdapter()}}
+	c := &compiler{env: env, authzEnv: authzEnv, opts: opts, set: &Set{opts: opts, adapter: env.CELTypeAdapter(), agents: newAgentCache()}}
 	names := map[string]*document{}
 	for _, f := range files {
 		c.set.files = append(c.set.files, f.Path)

@@ -221,7 +221,7 @@ func (ev *evaluation) release() {
 
 // decide evaluates every policy for the i-th candidate.
 func (ev *evaluation) decide(i int, a *registry.Agent, d *Decision) {
-	ev.act.agent = ev.set.adapter.NativeToValue(a)
+	ev.act.agent = ev.set.agents.value(ev.set.adapter, a)
 	d.Allowed = true
 	refuse := func(reason string) {
 		d.Allowed = false

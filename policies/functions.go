@@ -9,6 +9,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common"
 	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/decls"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -119,16 +120,24 @@ func newEnv() (*cel.Env, error) {
 }
 
 // agentMethod declares agent.name(string), implemented by impl on the
-// unwrapped agent.
+// unwrapped agent. The function checks its arguments' types itself, with
+// the same outcome as cel-go's generated guard (an error or unknown
+// argument propagates, any other mismatch is "no such overload"), and so
+// skips the guard's more general check, which costs more than most
+// implementations.
 func agentMethod(name string, result *cel.Type, impl func(ag *registry.Agent, arg string) ref.Val) cel.EnvOption {
-	return cel.Function(name,
+	return cel.Function(name, decls.DisableTypeGuards(true),
 		cel.MemberOverload("agent_"+name+"_string", []*cel.Type{agentType, cel.StringType}, result,
 			cel.BinaryBinding(func(a, arg ref.Val) ref.Val {
+				s, isStr := arg.(types.String)
+				if !isStr || a.Type().TypeName() != agentTypeName {
+					return decls.MaybeNoSuchOverload(name, a, arg)
+				}
 				ag, err := agentOf(a)
 				if err != nil {
 					return types.NewErrFromString(err.Error())
 				}
-				return impl(ag, string(arg.(types.String)))
+				return impl(ag, string(s))
 			})))
 }
 
