@@ -174,7 +174,7 @@ func (s *Set) evaluate(ctx context.Context, candidates []*registry.Agent, in Inp
 		ev.perReq[i].val, ev.perReq[i].err = ev.run(p)
 	}
 
-	res := &Result{PolicySet: s.digest, Decisions: make([]Decision, len(candidates))}
+	res := newResult(s.digest, len(candidates))
 	var backing []RuleResult
 	if explain {
 		backing = make([]RuleResult, 0, len(candidates)*s.nResults)
@@ -204,6 +204,21 @@ func (s *Set) evaluate(ctx context.Context, candidates []*registry.Agent, in Inp
 		res.Winner = res.Decisions[0].Agent
 	}
 	return res
+}
+
+// newResult returns a result with n decisions. A result of one decision,
+// the common case of a delegation pinned to an agent, is made in one
+// allocation.
+func newResult(digest string, n int) *Result {
+	if n == 1 {
+		one := &struct {
+			res Result
+			d   [1]Decision
+		}{}
+		one.res = Result{PolicySet: digest, Decisions: one.d[:]}
+		return &one.res
+	}
+	return &Result{PolicySet: digest, Decisions: make([]Decision, n)}
 }
 
 var evaluations = sync.Pool{New: func() any { return new(evaluation) }}
