@@ -104,9 +104,9 @@ type Delegation struct {
 	// did not.
 	unsaved    []Event
 	persistErr error
-	// deferred holds back the record's writes (persist) while the agent's
-	// first answer is applied, when that answer ends the work: the record
-	// is then written once, ended (Engine.start).
+	// deferred holds back the store writes (persist) while the agent's
+	// first answer is applied, when that answer ends the work: the events
+	// and the record are then written once, ended (Engine.start).
 	deferred bool
 }
 
@@ -213,9 +213,23 @@ func (d *Delegation) emit(ev Event) {
 		close(d.changed)
 		d.changed = nil
 	}
-	// Events reach the store in order: one that could not be stored is
-	// tried again, before the next, at the next event.
 	d.unsaved = append(d.unsaved, ev)
+	if over := len(d.unsaved) - d.engine.cfg.MaxEvents; over > 0 {
+		d.unsaved = d.unsaved[over:] // the log keeps no more than that either
+	}
+	d.persist()
+}
+
+// persist writes the events not stored yet, then the record, to the
+// store, logging a failure: the delegation goes on, and the next write
+// tries the events again and carries the whole record again. Callers
+// hold mu.
+func (d *Delegation) persist() {
+	if d.deferred {
+		return
+	}
+	// Events reach the store in order: one that could not be stored is
+	// tried again, before the next, at the next write.
 	for len(d.unsaved) > 0 {
 		if err := d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); err != nil {
 			d.engine.log.Error("store delegation event; it is tried again with the next", "delegation", d.rec.ID, "seq", d.unsaved[0].Seq, "unsaved", len(d.unsaved), "error", err)
@@ -223,23 +237,27 @@ func (d *Delegation) emit(ev Event) {
 		}
 		d.unsaved = d.unsaved[1:]
 	}
-	if over := len(d.unsaved) - d.engine.cfg.MaxEvents; over > 0 {
-		d.unsaved = d.unsaved[over:] // the log keeps no more than that either
-	}
-	d.persist()
-}
-
-// persist writes the record to the store, logging a failure: the
-// delegation goes on, and the next write carries the whole record again.
-// Callers hold mu.
-func (d *Delegation) persist() {
-	if d.deferred {
-		return
-	}
 	d.persistErr = d.engine.store.Put(context.Background(), d.stored())
 	if d.persistErr != nil {
 		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
 	}
+}
+
+// persistEnded writes a delegation that ended as it started, its whole
+// log and its record, with the store's PutEnded when it has one; else as
+// persist does. Callers hold mu.
+func (d *Delegation) persistEnded() {
+	es, ok := d.engine.store.(EndedStore)
+	if !ok || !d.rec.State.Terminal() || len(d.unsaved) == 0 || d.unsaved[0].Seq != 1 {
+		d.persist()
+		return
+	}
+	d.persistErr = es.PutEnded(context.Background(), d.stored(), d.unsaved)
+	if d.persistErr != nil {
+		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
+		return
+	}
+	d.unsaved = nil
 }
 
 // apply folds one downstream event into the delegation. It reports whether

@@ -480,8 +480,8 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		return nil, nil, err
 	}
 	c, err := a2aclient.NewFromCard(ctx, card, append([]a2aclient.FactoryOption{
-		a2aclient.WithJSONRPCTransport(hc),
-		a2aclient.WithRESTTransport(hc),
+		withJSONRPCStreams(hc), // a2aclient.WithJSONRPCTransport, streams read by ssetransport.go
+		withRESTStreams(hc),    // a2aclient.WithRESTTransport, likewise
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
 		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI)),
@@ -616,7 +616,7 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 		d.follow(s)
 		d.mu.Lock()
 		d.deferred = false
-		d.persist()
+		d.persistEnded()
 		err = d.persistErr
 		d.mu.Unlock()
 		if err != nil {

@@ -153,6 +153,18 @@ type Store interface {
 	Running(ctx context.Context) ([]string, error)
 }
 
+// EndedStore is a Store that keeps a delegation which ended as it started
+// (the agent's first answer ended the work) in one go: its events and its
+// record together cost fewer round trips than an Append for each event
+// and a Put. The engine uses it when its Store implements it.
+type EndedStore interface {
+	Store
+	// PutEnded keeps the events, the whole log from Seq 1 in order, and
+	// the record, in a terminal state. It returns nil once all are
+	// durable, as Append and Put would have made them.
+	PutEnded(ctx context.Context, r Record, evs []Event) error
+}
+
 // Query selects a page of records.
 type Query struct {
 	// State keeps only the records in that state; unspecified keeps all.

@@ -296,7 +296,9 @@ func (s *Store) firstPing(ctx context.Context) error {
 }
 
 func (s *Store) newJetStream() error {
-	js, err := jetstream.New(s.nc, jetstream.WithDefaultTimeout(s.cfg.Timeout))
+	// An acknowledgement of a write sent without waiting (PutEnded) that
+	// never comes is given up after the timeout, as a waited one is.
+	js, err := jetstream.New(s.nc, jetstream.WithDefaultTimeout(s.cfg.Timeout), jetstream.WithPublishAsyncTimeout(s.cfg.Timeout))
 	if err != nil {
 		return fmt.Errorf("state store jetstream: %w", err)
 	}

@@ -1,7 +1,8 @@
 // Package storetest checks an implementation of delegation.Store against
 // the contract its doc comments state: records put and got, listed newest
 // first with filters and paging, event logs appended, read and waited on,
-// and the running delegations tracked. Every implementation runs the same
+// the running delegations tracked, and ended delegations kept in one go
+// by stores that can (delegation.EndedStore). Every implementation runs the same
 // suite, so the memory store and the durable ones answer alike.
 package storetest
 
@@ -46,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) delegation.Store) {
 		{"WaitHonoursContext", testWaitHonoursContext},
 		{"Running", testRunning},
 		{"Concurrent", testConcurrent},
+		{"PutEnded", testPutEnded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
