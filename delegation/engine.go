@@ -480,8 +480,8 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		return nil, nil, err
 	}
 	c, err := a2aclient.NewFromCard(ctx, card, append([]a2aclient.FactoryOption{
-		withJSONRPCStreams(hc), // a2aclient.WithJSONRPCTransport, streams read by ssetransport.go
-		withRESTStreams(hc),    // a2aclient.WithRESTTransport, likewise
+		a2aclient.WithJSONRPCTransport(hc),
+		a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
 		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI)),
