@@ -48,6 +48,12 @@ type Request struct {
 	// (the caller is not a trusted peer), so the work started a new chain;
 	// it is kept in the record.
 	ChainIgnored string `json:"-"`
+	// EndedUpstream is the A2A task of orchd's own that the caller will
+	// be answered with should the agent's first answer be a task that
+	// ended the work: the record, then written once, names it as its
+	// Upstream from the start. Work that goes on, or that the agent
+	// answers with a message, ignores it.
+	EndedUpstream *Upstream `json:"-"`
 }
 
 // owner is the principal the delegation belongs to: the caller's, nil

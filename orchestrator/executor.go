@@ -228,6 +228,10 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 		return ctx, nil, nil
 	}
 	dreq, err := e.x.requestFrom(ctx, smr.Message)
+	settle := settles(cc, smr)
+	if settle != nil {
+		dreq.EndedUpstream = settle
+	}
 	var d *delegation.Delegation
 	if err == nil {
 		d, err = e.x.engine.Delegate(ctx, dreq)
@@ -249,7 +253,7 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 			}
 			return ctx, &m, nil
 		}
-		if t := e.x.settledTask(ctx, cc, smr, d); t != nil {
+		if t := e.x.settledTask(ctx, cc, smr, d, settle); t != nil {
 			return ctx, t, nil
 		}
 	}

@@ -41,30 +41,30 @@ const settleWait = 100 * time.Millisecond
 // store write after a deep copy of the task (internal/taskupdate
 // manager.go:86, :119, :158, :231), which made a Task answer through orchd
 // cost several milliseconds more than the agent's own.
-func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation) *a2a.Task {
-	wait := settleWait
-	switch {
-	case smr.Config != nil && (smr.Config.ReturnImmediately || smr.Config.PushConfig != nil):
+//
+// up is the task settles named before the work was delegated; a record
+// stored at once already names it (delegation.Request.EndedUpstream), and
+// is not written again.
+func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation, up *delegation.Upstream) *a2a.Task {
+	if up == nil {
 		return nil
-	case cc.Method() == "SendStreamingMessage":
+	}
+	wait := settleWait
+	if cc.Method() == "SendStreamingMessage" {
 		// A stream shows the work as it goes: only work the agent ended
 		// with its first answer has nothing more to show than the task.
 		if !d.SettledAtOnce() {
 			return nil
 		}
 		wait = 0
-	case cc.Method() != "SendMessage":
-		return nil
 	}
 	evs, ok := x.settledEvents(ctx, d.ID(), wait)
 	if !ok {
 		return nil
 	}
-	info := a2a.TaskInfo{TaskID: a2a.NewTaskID(), ContextID: smr.Message.ContextID}
-	if info.ContextID == "" {
-		info.ContextID = a2a.NewContextID()
-	}
-	task := newUpstreamTask(info, smr.Message, d.Record())
+	info := up.TaskInfo()
+	rec := d.Record()
+	task := newUpstreamTask(info, smr.Message, rec)
 	for _, ev := range evs {
 		if up := upstreamEvent(info, ev); up != nil {
 			foldEvent(task, up)
@@ -74,14 +74,34 @@ func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr 
 		x.log.DebugContext(ctx, "store the settled A2A task; the task machinery takes the message", "delegation", d.ID(), "error", err)
 		return nil
 	}
-	up := delegation.Upstream{TaskID: info.TaskID, ContextID: info.ContextID}
+	if rec.Upstream == nil || *rec.Upstream != *up {
+		if err := x.engine.SetUpstream(ctx, d.ID(), *up); err != nil {
+			x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", info.TaskID, "delegation", d.ID(), "error", err)
+		}
+	}
+	return task
+}
+
+// settles returns the upstream task a call's delegation is answered with
+// when it settles (settledTask), named before the work is delegated; nil
+// for a call that is never answered so: one that asks for an immediate
+// answer or carries a push config (those need the task while it runs), or
+// one that neither sends nor streams a message.
+func settles(cc *a2asrv.CallContext, smr *a2a.SendMessageRequest) *delegation.Upstream {
+	switch {
+	case smr.Config != nil && (smr.Config.ReturnImmediately || smr.Config.PushConfig != nil):
+		return nil
+	case cc.Method() != "SendMessage" && cc.Method() != "SendStreamingMessage":
+		return nil
+	}
+	up := &delegation.Upstream{TaskID: a2a.NewTaskID(), ContextID: smr.Message.ContextID}
+	if up.ContextID == "" {
+		up.ContextID = a2a.NewContextID()
+	}
 	if cc.User != nil {
 		up.User = cc.User.Name
 	}
-	if err := x.engine.SetUpstream(ctx, d.ID(), up); err != nil {
-		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", info.TaskID, "delegation", d.ID(), "error", err)
-	}
-	return task
+	return up
 }
 
 // settledEvents returns the delegation's events up to the one that ends
