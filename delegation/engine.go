@@ -366,6 +366,10 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		}
 		dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID})
 		dec.Chosen = a.ID
+		if _, isMsg := first.first.(*a2a.Message); req.EndedUpstream != nil && !isMsg && endsAtOnce(first.first) {
+			up := *req.EndedUpstream
+			d.rec.Upstream = &up
+		}
 		if err := e.start(ctx, d, first); err != nil {
 			return nil, err
 		}
