@@ -107,8 +107,10 @@ type Set struct {
 type policy struct {
 	name, file   string
 	defaultAllow bool
-	when         *program
-	rules        []*rule
+	// defaultReason explains the default's decision.
+	defaultReason string
+	when          *program
+	rules         []*rule
 }
 
 type ruleKind int
@@ -231,7 +233,11 @@ type compiler struct {
 }
 
 func (c *compiler) policy(d *document) {
-	p := &policy{name: d.name, file: d.file, defaultAllow: d.defaultOp == "allow"}
+	p := &policy{name: d.name, file: d.file, defaultAllow: d.defaultOp == "allow",
+		defaultReason: fmt.Sprintf("policy %q: no rule allows it and the policy denies by default", d.name)}
+	if p.defaultAllow {
+		p.defaultReason = fmt.Sprintf("policy %q allows by default", d.name)
+	}
 	if d.when != nil {
 		p.when = c.expr(d.file, d.when, "when", cel.BoolType)
 	}

@@ -286,14 +286,10 @@ func (ev *evaluation) decide(i int, a *registry.Agent, d *Decision) {
 			}
 		}
 		if !allowed && !denied {
-			def := RuleResult{Policy: p.name, Kind: "default", Applied: true, Matched: true}
-			if p.defaultAllow {
-				def.Reason = fmt.Sprintf("policy %q allows by default", p.name)
-			} else {
-				def.Reason = fmt.Sprintf("policy %q: no rule allows it and the policy denies by default", p.name)
-				refuse(def.Reason)
+			if !p.defaultAllow {
+				refuse(p.defaultReason)
 			}
-			ev.note(d, def)
+			ev.note(d, RuleResult{Policy: p.name, Kind: "default", Applied: true, Matched: true, Reason: p.defaultReason})
 		}
 	}
 	if !d.Allowed {
@@ -406,7 +402,7 @@ func (ev *evaluation) run(p *program) (ref.Val, error) {
 	} else {
 		v, err = evalProgram(ev.ctx, p, &ev.act, ev.set.opts)
 	}
-	if errors.Is(err, errTimedOut) {
+	if err != nil && errors.Is(err, errTimedOut) {
 		ev.timedOut = true
 	}
 	return v, err
