@@ -84,7 +84,10 @@ func TestLookups_DoNotAllocate(t *testing.T) {
 }
 
 // BenchmarkLookup measures cached lookups among 10,000 agents, next to a
-// plain map read (the direct call) in the same run.
+// plain map read (the direct call) in the same run. Registering the
+// agents takes far longer than the lookups, so one fleet serves
+// lookupRounds rounds of every lookup, taken in turn: go test names the
+// repeated sub-benchmarks name#01, name#02.
 func BenchmarkLookup(b *testing.B) {
 	r, srv := fleet(b, 10_000)
 	defer srv.Close()
@@ -96,46 +99,51 @@ func BenchmarkLookup(b *testing.B) {
 	url := srv.URL + "/a/4242"
 	var sink *Agent
 	var sinks []*Agent
-	b.Run("direct-map", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = direct["agent-4242"]
-		}
-	})
-	b.Run("Get", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink, _ = r.Get("agent-4242")
-		}
-	})
-	b.Run("Get-parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				_, _ = r.Get("agent-4242")
+	for range lookupRounds {
+		b.Run("direct-map", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink = direct["agent-4242"]
 			}
 		})
-	})
-	b.Run("ByURL", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink, _ = r.ByURL(url)
-		}
-	})
-	b.Run("BySkill", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sinks = r.BySkill("web-research-4242")
-		}
-	})
-	b.Run("ByCapability", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sinks = r.ByCapability("streaming")
-		}
-	})
+		b.Run("Get", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink, _ = r.Get("agent-4242")
+			}
+		})
+		b.Run("Get-parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, _ = r.Get("agent-4242")
+				}
+			})
+		})
+		b.Run("ByURL", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink, _ = r.ByURL(url)
+			}
+		})
+		b.Run("BySkill", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinks = r.BySkill("web-research-4242")
+			}
+		})
+		b.Run("ByCapability", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinks = r.ByCapability("streaming")
+			}
+		})
+	}
 	_, _ = sink, sinks
 }
+
+// lookupRounds is how many times BenchmarkLookup measures each lookup.
+const lookupRounds = 5
 
 // BenchmarkMemory registers 10,000 agents through a loopback card server
 // and reports the live heap they take, per agent. Run it once:
