@@ -21,7 +21,7 @@ import (
 // the daemon's logger and its delegation store filled, and 16 callers; it
 // reports throughput. The paths take turns, seven rounds of each.
 //
-//	go test ./orchestrator -run '^$' -bench 'BenchmarkAuth$' -benchtime 3s
+//	go test ./orchestrator -run '^$' -bench 'BenchmarkAuth$' -benchtime 1s
 func BenchmarkAuth(b *testing.B) {
 	agent := noopAgent(b)
 	token, jwtConfig, jwtToken := benchTokens(b)
@@ -51,7 +51,7 @@ func BenchmarkAuth(b *testing.B) {
 		c := benchClient(b, base, h)
 		// Each daemon's store is filled first, as in BenchmarkHop, so every
 		// path runs at the same steady state.
-		fill(b, d, c)
+		fillDaemon(b, d, c)
 		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 		b.Cleanup(hc.CloseIdleConnections)
 		paths = append(paths, path{name: p.name,

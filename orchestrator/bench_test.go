@@ -26,7 +26,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/telemetry"
 )
@@ -170,45 +169,6 @@ func runBenchDaemon(b *testing.B, cfg Config) (*Daemon, string, func()) {
 	return d, "http://" + d.Addr().String(), stop
 }
 
-// fill runs delegations through c until d's delegation store holds as
-// many records as it keeps, as in a daemon that has run for a while:
-// from then on every delegation makes room by forgetting an old one.
-func fill(b *testing.B, d *Daemon, c *a2aclient.Client) {
-	b.Helper()
-	var next atomic.Int64
-	errs := make(chan error, 16)
-	var callers sync.WaitGroup
-	for range 16 {
-		callers.Go(func() {
-			for next.Add(1) <= delegation.DefaultMemoryRecords {
-				if err := send(b.Context(), c); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	callers.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	n, q := 0, delegation.Query{PageSize: delegation.MaxPageSize}
-	for {
-		page, err := d.Delegations().List(b.Context(), q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n += len(page.Records)
-		if q.PageToken = page.NextPageToken; q.PageToken == "" {
-			break
-		}
-	}
-	if n != delegation.DefaultMemoryRecords {
-		b.Fatalf("the store holds %d records, want %d", n, delegation.DefaultMemoryRecords)
-	}
-}
-
 // tracingOn is telemetry that samples every span and batches them to an
 // exporter that drops them, next to the same Prometheus metrics as the
 // defaults.
@@ -248,9 +208,9 @@ func send(ctx context.Context, c *a2aclient.Client) error {
 // sends W3C trace context, which orchd passes on: the cost of passing it;
 // and as orchd-traced with every span recorded and batched to an
 // exporter that drops them: the cost of tracing. Each
-// orchd's delegation store is filled before it is measured, so every
-// delegation pays for forgetting an old record, as in a daemon that has
-// run for a while.
+// orchd's delegation store is filled before it is measured (fillDaemon),
+// so every delegation pays for forgetting an old record, as in a daemon
+// that has run for a while.
 //
 //	go test ./orchestrator -run '^$' -bench Hop -benchtime 2000x
 //
@@ -272,7 +232,7 @@ func BenchmarkHop(b *testing.B) {
 		return func() (*a2aclient.Client, func()) {
 			d, base, stop := benchDaemon(b, agent.URL, tel)
 			c := benchClient(b, base, h)
-			fill(b, d, c)
+			fillDaemon(b, d, c)
 			return c, stop
 		}
 	}

@@ -61,10 +61,10 @@ func grpcBenchClient(b *testing.B, base string) *a2aclient.Client {
 // call made to orchd over gRPC, which delegates it to the agent over gRPC:
 // the hop's cost is the ratio of the two calls/s. Each path runs 16
 // callers on 2 cores (parallelCalls), orchd with its delegation store
-// filled first (fill); the paths take turns, grpcRounds of each, so what
+// filled first (fillDaemon); the paths take turns, grpcRounds of each, so what
 // the machine does meanwhile weighs on both alike.
 //
-//	go test ./orchestrator -run '^$' -bench BenchmarkGRPCHop -benchtime 2s
+//	go test ./orchestrator -run '^$' -bench BenchmarkGRPCHop -benchtime 1s
 func BenchmarkGRPCHop(b *testing.B) {
 	agent := grpcNoopAgent(b)
 	cfg := benchConfig(b)
@@ -87,7 +87,7 @@ func BenchmarkGRPCHop(b *testing.B) {
 		if p.name == "orchd" {
 			// As in a daemon that has run for a while, every measured
 			// delegation makes room by forgetting an old one (BenchmarkHop).
-			fill(b, d, c)
+			fillDaemon(b, d, c)
 		}
 		paths = append(paths, struct {
 			name string
