@@ -25,8 +25,8 @@ type hopConfig struct {
 	prefill int           // delegations each orchd holds before it is measured
 }
 
-// fullHops is the hop matrix of the report: 30 cells, 3 rounds of 1.5 s.
-var fullHops = hopConfig{rounds: 3, cell: 1500 * time.Millisecond, warm: 200 * time.Millisecond,
+// fullHops is the hop matrix of the report: 30 cells, 3 rounds of 1 s.
+var fullHops = hopConfig{rounds: 3, cell: time.Second, warm: 200 * time.Millisecond,
 	callers: []int{1, 8, 64}, prefill: 10_000}
 
 // The paths of the hop matrix, in the report's order.
