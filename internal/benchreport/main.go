@@ -258,13 +258,9 @@ func buildTests(ctx context.Context, runs []run, log *slog.Logger) (string, erro
 	return dir, nil
 }
 
-// execute runs r, writing its benchmark output to w: an in-process run
-// through its package's test binary in bins (buildTests), run in the
-// package's directory with the flags `go test` would give it.
-func (r run) execute(ctx context.Context, bins string, w io.Writer, log *slog.Logger) error {
-	if r.pkg == "" {
-		return processRun(r.bench())(ctx, w, log)
-	}
+// testArgs is what `go test` would pass r's test binary: r's flags, each
+// as -test.<flag>, after -test.run and go test's default -test.timeout.
+func (r run) testArgs() []string {
 	args := []string{"-test.run", "^$", "-test.timeout", testTimeout}
 	for _, a := range r.args {
 		if strings.HasPrefix(a, "-") {
@@ -272,7 +268,17 @@ func (r run) execute(ctx context.Context, bins string, w io.Writer, log *slog.Lo
 		}
 		args = append(args, a)
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bins, path.Base(r.pkg)+".test"), args...)
+	return args
+}
+
+// execute runs r, writing its benchmark output to w: an in-process run
+// through its package's test binary in bins (buildTests), run in the
+// package's directory with the flags `go test` would give it.
+func (r run) execute(ctx context.Context, bins string, w io.Writer, log *slog.Logger) error {
+	if r.pkg == "" {
+		return processRun(r.bench())(ctx, w, log)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bins, path.Base(r.pkg)+".test"), r.testArgs()...)
 	cmd.Dir = r.pkg
 	cmd.Stdout = w
 	cmd.Stderr = os.Stderr

@@ -187,3 +187,21 @@ func TestSelectRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestRun_TestArgs checks a run's go test flags reach its test binary as
+// go test would pass them.
+func TestRun_TestArgs(t *testing.T) {
+	for _, tc := range []struct {
+		r    run
+		want string
+	}{
+		{run{"./registry", []string{"-bench", "^BenchmarkLookup$", "-benchmem", "-benchtime", "500ms"}},
+			"-test.run ^$ -test.timeout 10m -test.bench ^BenchmarkLookup$ -test.benchmem -test.benchtime 500ms"},
+		{run{"./orchestrator", []string{"-bench", "^BenchmarkHop$", "-benchtime", "2000x", "-count", "5"}},
+			"-test.run ^$ -test.timeout 10m -test.bench ^BenchmarkHop$ -test.benchtime 2000x -test.count 5"},
+	} {
+		if got := strings.Join(tc.r.testArgs(), " "); got != tc.want {
+			t.Errorf("testArgs(%v) = %q, want %q", tc.r.args, got, tc.want)
+		}
+	}
+}
