@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	cel.dev/cel-go v0.33.2
 	code.dny.dev/ssrf v0.3.0
+	github.com/KimMachineGun/automemlimit v1.0.2
 	github.com/a2aproject/a2a-go/v2 v2.4.0
 	github.com/gowebpki/jcs v1.0.2
 	github.com/hashicorp/go-version v1.9.0
@@ -61,6 +62,7 @@ require (
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect

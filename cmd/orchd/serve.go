@@ -35,6 +35,7 @@ also reloaded when they change); SIGINT and SIGTERM shut the daemon down gracefu
 				cfg.StateDir = stateDir
 			}
 			cfg.InsecureNoAuth = insecureNoAuth
+			setMemoryLimit(log)
 			d, err := orchestrator.New(cfg, log)
 			if err != nil {
 				return err
