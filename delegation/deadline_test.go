@@ -79,7 +79,7 @@ func TestDeadline_EndsTheDelegation(t *testing.T) {
 // incoming chain is enforced as the delegation's own.
 func TestDeadline_InheritedFromTheChain(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true, Extensions: chainReader}, testagent.Hang())
 	f := newFixture(t, Config{Self: "b"})
 	f.add(t, "slow", agent.URL)
 	deadline := time.Now().Add(500 * time.Millisecond)
@@ -99,7 +99,7 @@ func TestDeadline_InheritedFromTheChain(t *testing.T) {
 // is the capped one.
 func TestDeadline_MaxDurationCapsAndTravels(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true, Extensions: chainReader}, testagent.Hang())
 	f := newFixture(t, Config{MaxDuration: 500 * time.Millisecond})
 	f.add(t, "slow", agent.URL)
 	tests := []struct {

@@ -104,6 +104,9 @@ type Delegation struct {
 	// did not.
 	unsaved    []Event
 	persistErr error
+	// chained is set when the hop's agent reads the chain context
+	// (readsChain): the messages sent to it carry it.
+	chained bool
 	// deferred holds back the store writes (persist) while the agent's
 	// first answer is applied, when that answer ends the work: the events
 	// and the record are then written once, ended (Engine.start).

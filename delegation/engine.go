@@ -353,7 +353,9 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
 				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored}}
 		msg := req.message()
-		out.Attach(msg)
+		if d.chained = readsChain(a); d.chained {
+			out.Attach(msg)
+		}
 		first, err := d.open(ctx, a, msg)
 		if err != nil {
 			dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID, Error: err.Error()})
@@ -837,7 +839,9 @@ func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message)
 	}
 	m.Role = a2a.MessageRoleUser
 	m.TaskID, m.ContextID = taskID, contextID
-	d.chain.Attach(&m)
+	if d.chained {
+		d.chain.Attach(&m)
+	}
 	s, err := d.sendInput(ctx, &m)
 	if err != nil {
 		return Record{}, fmt.Errorf("send input to %s: %w", d.rec.Downstream.Agent, err)

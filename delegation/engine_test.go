@@ -12,11 +12,12 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/policies"
 )
 
 func TestDelegate_StreamingAgent(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(20*time.Millisecond))
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(20*time.Millisecond))
 	f := newFixture(t, Config{Self: "root"})
 	f.add(t, "worker", agent.URL)
 
@@ -293,7 +294,7 @@ func TestDelegate_A2A03Agent(t *testing.T) {
 
 func TestDelegate_DeadlineTravelsAndIsEnforced(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "s"}, testagent.Reply("ok"))
+	agent := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "s", Extensions: chainReader}, testagent.Reply("ok"))
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	f := newFixture(t, Config{Now: func() time.Time { return now }})
 	f.add(t, "echo", agent.URL)
@@ -373,5 +374,51 @@ func TestSend_AfterCloseSendsNothing(t *testing.T) {
 	}
 	if n := len(agent.Messages()); n != 1 {
 		t.Errorf("the agent got %d messages, want only the first", n)
+	}
+}
+
+// TestDelegate_ChainOnlyToAgentsThatReadIt checks that the chain context
+// (whom the work is for among it) goes with the work and with the
+// caller's input only to an agent whose card declares the delegation
+// extension, and to no other.
+func TestDelegate_ChainOnlyToAgentsThatReadIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		exts  []a2a.AgentExtension
+		chain bool
+	}{
+		{"declares the extension", chainReader, true},
+		{"declares none", nil, false},
+		{"declares another", []a2a.AgentExtension{{URI: "https://example.com/ext/other/v1"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			agent := testagent.Start(t, testagent.Options{Name: "Asker", Skill: "ask", Extensions: tc.exts}, testagent.Ask())
+			f := newFixture(t, Config{Self: "root"})
+			f.add(t, "asker", agent.URL)
+			d, err := f.engine.Delegate(t.Context(), Request{Text: "which year?", Skill: "ask", Caller: policies.Caller{Principal: "alice", Tenant: "acme"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, d, a2a.TaskStateInputRequired)
+			if _, err := f.engine.Send(t.Context(), d.ID(), &a2a.Message{Parts: a2a.ContentParts{a2a.NewTextPart("2025")}}); err != nil {
+				t.Fatal(err)
+			}
+			waitState(t, d, a2a.TaskStateCompleted)
+			msgs := agent.Messages()
+			if len(msgs) != 2 {
+				t.Fatalf("the agent got %d messages, want the work and the input", len(msgs))
+			}
+			for i, m := range msgs {
+				chain, ok, err := ChainFrom(m.Metadata)
+				if err != nil || ok != tc.chain {
+					t.Errorf("message %d: chain %+v sent = %v (%v), want %v", i, chain, ok, err, tc.chain)
+				}
+				if ok && (chain.OnBehalfOf == nil || chain.OnBehalfOf.ID != "alice" || !slices.Equal(chain.Path, []string{"root"})) {
+					t.Errorf("message %d: chain = %+v", i, chain)
+				}
+			}
+		})
 	}
 }

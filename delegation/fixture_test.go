@@ -107,3 +107,7 @@ func waitRecord(t testing.TB, d *Delegation, what string, cond func(Record) bool
 		}
 	}
 }
+
+// chainReader declares the delegation extension on a test agent's card:
+// orchd sends the chain context only to agents that declare it.
+var chainReader = []a2a.AgentExtension{{URI: ExtensionURI}}

@@ -112,7 +112,7 @@ func TestDelegate_GRPCOnlyAgent(t *testing.T) {
 	} {
 		t.Run(tt.version+"/"+tt.method, func(t *testing.T) {
 			t.Parallel()
-			agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", Version: tt.version, Streaming: tt.streaming, GRPCOnly: true}, testagent.Work(5*time.Millisecond))
+			agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", Version: tt.version, Streaming: tt.streaming, GRPCOnly: true, Extensions: chainReader}, testagent.Work(5*time.Millisecond))
 			f := newFixture(t, Config{})
 			a, err := f.reg.Add(t.Context(), registry.Spec{ID: "writer", URL: agent.URL})
 			if err != nil {

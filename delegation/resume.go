@@ -205,6 +205,7 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 			"delegation", rec.ID, "agent", a.ID, "pinned", rec.Downstream.CardDigest, "now", a.Digest)
 	}
 	d.client = c
+	d.chained = readsChain(a)
 	if waiting(d.rec.State) {
 		d.settled() // the task waits for the caller's input: nothing to follow
 		return

@@ -49,7 +49,7 @@ func authTokens() AuthConfig {
 
 func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 	t.Parallel()
-	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Hang())
 	cfg := loadDefaults(t)
 	cfg.Auth = authTokens()
 	cfg.Telemetry.Prometheus = true
@@ -163,7 +163,7 @@ func a2aAs(t *testing.T, base, token string) *a2aclient.Client {
 
 func TestAuth_A2ATasksBelongToTheirCallers(t *testing.T) {
 	t.Parallel()
-	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(10*time.Millisecond))
 	cfg := loadDefaults(t)
 	cfg.Auth = authTokens()
 	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
@@ -209,7 +209,7 @@ func TestAuth_A2ATasksBelongToTheirCallers(t *testing.T) {
 
 func TestAuth_ChainContextFromAnUntrustedCallerIsIgnored(t *testing.T) {
 	t.Parallel()
-	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(10*time.Millisecond))
 	cfg := loadDefaults(t)
 	cfg.Delegation.Self = "hub"
 	cfg.Auth = authTokens()
@@ -265,8 +265,8 @@ func TestAuth_ChainContextFromAnUntrustedCallerIsIgnored(t *testing.T) {
 // tenant's work to that tenant's agent, and never the other's.
 func TestAuth_TenantsStayApartAcrossTheChain(t *testing.T) {
 	t.Parallel()
-	acme := testagent.Start(t, testagent.Options{Name: "Acme research", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
-	globex := testagent.Start(t, testagent.Options{Name: "Globex research", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
+	acme := testagent.Start(t, testagent.Options{Name: "Acme research", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(10*time.Millisecond))
+	globex := testagent.Start(t, testagent.Options{Name: "Globex research", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(10*time.Millisecond))
 
 	dir := t.TempDir()
 	policy := dir + "/tenants.yaml"

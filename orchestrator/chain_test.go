@@ -36,7 +36,7 @@ func orchdNode(t testing.TB, self, skill string, agents ...registry.Spec) string
 
 func TestChain_ABC(t *testing.T) {
 	t.Parallel()
-	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true}, testagent.Work(20*time.Millisecond))
+	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(20*time.Millisecond))
 	b := orchdNode(t, "b", "research", registry.Spec{ID: "c", URL: c.URL})
 	a := orchdNode(t, "a", "research", registry.Spec{ID: "b", URL: b})
 
@@ -64,6 +64,10 @@ func TestChain_ABC(t *testing.T) {
 		t.Errorf("C got %q", testagent.Text(msgs[0]))
 	}
 }
+
+// chainReader declares the delegation extension on a test agent's card:
+// orchd sends the chain context only to agents that declare it.
+var chainReader = []a2a.AgentExtension{{URI: delegation.ExtensionURI}}
 
 func TestChain_CycleRefused(t *testing.T) {
 	t.Parallel()

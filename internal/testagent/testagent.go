@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,8 @@ type Options struct {
 	// GRPCOnly is GRPC with gRPC the card's only interface: a gRPC-only
 	// agent. Its card is still served over HTTP, as every card is.
 	GRPCOnly bool
+	// Extensions are declared on the card besides steering's.
+	Extensions []a2a.AgentExtension
 }
 
 // Agent is an a2a-go agent served on 127.0.0.1 with its card; URL is its
@@ -213,7 +216,7 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 	card := &a2a.AgentCard{
 		Name: o.Name, Description: "test agent", Version: "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{{URL: srv.URL + "/rpc", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.ProtocolVersion(o.Version)}},
-		Capabilities:        a2a.AgentCapabilities{Streaming: o.Streaming},
+		Capabilities:        a2a.AgentCapabilities{Streaming: o.Streaming, Extensions: slices.Clone(o.Extensions)},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: o.Skill, Name: o.Skill, Tags: []string{o.Skill}}},
 	}
@@ -226,7 +229,7 @@ func Start(t testing.TB, o Options, do Behaviour) *Agent {
 	if o.Steering {
 		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 		x.st = steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: o.Name, Tasks: store, SettleTimeout: 5 * time.Second})
-		card.Capabilities.Extensions = []a2a.AgentExtension{x.st.Extension()}
+		card.Capabilities.Extensions = append(card.Capabilities.Extensions, x.st.Extension())
 		opts = append(opts, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(x.st.Interceptor()),
 			a2asrv.WithExecutorContextInterceptor(x.st.ExecutorInterceptor()))
 	}
