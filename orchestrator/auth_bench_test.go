@@ -19,7 +19,7 @@ import (
 // a static token (one of 100 configured, kept as hashes) and with an RS256
 // JWT whose issuer's keys are cached. Each path gets its own daemon, with
 // the daemon's logger and its delegation store filled, and 16 callers; it
-// reports throughput. The paths take turns, seven rounds of each.
+// reports throughput. The paths take turns, five rounds of each.
 //
 //	go test ./orchestrator -run '^$' -bench 'BenchmarkAuth$' -benchtime 1s
 func BenchmarkAuth(b *testing.B) {
@@ -90,7 +90,7 @@ func BenchmarkAuth(b *testing.B) {
 }
 
 // authRounds is how many turns each path of BenchmarkAuth takes.
-const authRounds = 7
+const authRounds = 5
 
 // benchTokens returns an auth section with 100 static tokens, the
 // 43rd of them "bench-token-42", and a JWT configuration whose issuer's

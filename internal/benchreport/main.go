@@ -96,7 +96,7 @@ var runs = []run{
 	{"./registry", []string{"-bench", "^BenchmarkMemory$", "-benchtime", "1x"}},
 	{"./capability", []string{"-bench", "^BenchmarkBuild$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},
 	{"./policies", []string{"-bench", "^BenchmarkEvaluate$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},
-	{"./orchestrator", []string{"-bench", "^BenchmarkHop$", "-benchtime", "2000x", "-count", "5"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkHop$", "-benchtime", "2000x", "-count", "3"}},
 	{"./telemetry", []string{"-bench", "^BenchmarkPassthrough$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkTaskReply$", "-benchtime", "1000x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkGRPCHop$", "-benchtime", "1s"}},
