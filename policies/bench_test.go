@@ -1,7 +1,6 @@
 package policies
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -37,14 +36,7 @@ func BenchmarkEvaluate(b *testing.B) {
 	set := compileText(b, typicalPolicy)
 	one := testAgent(b, "full", "v1-full.json")
 	in := Input{Request: Request{Skill: "research"}, Chain: Chain{Depth: 1, MaxDepth: 4}, Now: time.Now()}
-	fleet := make([]*registry.Agent, 1000)
-	for i := range fleet {
-		a := *one
-		p := *one.Profile
-		p.ID = fmt.Sprintf("agent-%04d", i)
-		a.Profile = &p
-		fleet[i] = &a
-	}
+	fleet := fleetOf(one, 1000)
 	direct := func(a *registry.Agent) (bool, float64) {
 		if speaks, _ := a.Compatible(">= 1.0"); !a.Healthy || !speaks || (in.Request.Skill == "research" && !a.Supports("steerable")) || !a.Supports("streaming") {
 			return false, 0
