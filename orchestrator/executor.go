@@ -229,9 +229,7 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 	}
 	dreq, err := e.x.requestFrom(ctx, smr.Message)
 	settle := settles(cc, smr)
-	if settle != nil {
-		dreq.EndedUpstream = settle
-	}
+	dreq.EndedUpstream = settle
 	var d *delegation.Delegation
 	if err == nil {
 		d, err = e.x.engine.Delegate(ctx, dreq)

@@ -66,8 +66,8 @@ func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr 
 	rec := d.Record()
 	task := newUpstreamTask(info, smr.Message, rec)
 	for _, ev := range evs {
-		if up := upstreamEvent(info, ev); up != nil {
-			foldEvent(task, up)
+		if uev := upstreamEvent(info, ev); uev != nil {
+			foldEvent(task, uev)
 		}
 	}
 	if _, err := x.tasks.Create(ctx, task); err != nil {
