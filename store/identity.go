@@ -25,12 +25,22 @@ func (s *Store) Identity(ctx context.Context, candidate string) (string, error) 
 	}
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
-	if _, err := kv.Create(octx, identityKey, []byte(candidate)); err == nil {
+	// A bucket just created on a cluster may not have its leader yet: a
+	// write it did not take is tried again, as every store write is.
+	err = attempt(octx, func() error {
+		_, err := kv.Create(octx, identityKey, []byte(candidate))
+		return err
+	})
+	if err == nil {
 		return candidate, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return "", fmt.Errorf("keep identity: %w", s.unavailable(ctx, err))
 	}
-	e, err := kv.Get(octx, identityKey)
+	var e jetstream.KeyValueEntry
+	err = attempt(octx, func() (err error) {
+		e, err = kv.Get(octx, identityKey)
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("read identity: %w", s.unavailable(ctx, err))
 	}
