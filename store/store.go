@@ -278,20 +278,34 @@ func (s *Store) connect(ctx context.Context) error {
 // connectPatience is how long Open waits for an external cluster that
 // does not answer in time: one electing a leader (after a restart, or
 // starved of CPU) answers nothing for seconds, and a daemon starting then
-// should wait for it rather than fail. A server that refuses, or answers
-// with an error, fails at once.
+// should wait for it rather than fail; so should one whose JetStream says
+// it is temporarily unavailable (503), as a cluster getting its quorum
+// back does. A server that refuses, or answers with another error, fails
+// at once.
 const connectPatience = 30 * time.Second
 
 // firstPing pings the store until it answers, for up to connectPatience
-// while each ping times out.
+// while each ping times out or JetStream is temporarily unavailable.
 func (s *Store) firstPing(ctx context.Context) error {
 	deadline := time.Now().Add(connectPatience)
 	for {
 		err := s.Ping(ctx)
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
+		var apiErr *jetstream.APIError
+		recovering := errors.As(err, &apiErr) && apiErr.Code == 503
+		if err == nil || ctx.Err() != nil || !(recovering || errors.Is(err, context.DeadlineExceeded)) || time.Now().After(deadline) {
 			return err
 		}
-		s.log.Warn("state store did not answer in time; trying again", "timeout", s.cfg.Timeout, "error", err)
+		s.log.Warn("state store not ready; trying again", "timeout", s.cfg.Timeout, "error", err)
+		if recovering {
+			// It answered at once: wait a little before asking again.
+			t := time.NewTimer(250 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+		}
 	}
 }
 
