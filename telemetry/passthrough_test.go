@@ -62,8 +62,7 @@ func TestPassthrough_TracingOffPassesTraceHeadersUnchanged(t *testing.T) {
 	t.Parallel()
 	tel := Disabled()
 	down := newHeaderLog(t)
-	client := &http.Client{Transport: tel.Transport(http.DefaultTransport)}
-	t.Cleanup(client.CloseIdleConnections)
+	client := &http.Client{Transport: tel.Transport(ownTransport(t))}
 	// own is a traceparent the handler sets on its downstream call itself.
 	const own = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00"
 	srv := httptest.NewServer(tel.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +118,7 @@ func TestPassthrough_TracingOffPassesTraceHeadersUnchanged(t *testing.T) {
 			for k, vs := range tc.sent {
 				req.Header[k] = slices.Clone(vs)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := (&http.Client{Transport: ownTransport(t)}).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,8 +143,7 @@ func TestPassthrough_TracingOnContinuesTheTrace(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tel := WithProviders(tp, nil)
 	down := newHeaderLog(t)
-	client := &http.Client{Transport: tel.Transport(http.DefaultTransport)}
-	t.Cleanup(client.CloseIdleConnections)
+	client := &http.Client{Transport: tel.Transport(ownTransport(t))}
 	srv := httptest.NewServer(tel.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), "POST", down.URL, nil)
 		if resp, err := client.Do(req); err == nil {
@@ -157,7 +155,7 @@ func TestPassthrough_TracingOnContinuesTheTrace(t *testing.T) {
 	const caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL, nil)
 	req.Header.Set("Traceparent", caller)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: ownTransport(t)}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,4 +222,13 @@ func BenchmarkPassthrough(b *testing.B) {
 			}
 		})
 	}
+}
+
+// ownTransport is an HTTP transport of the test's own, its idle
+// connections closed when the test ends: closing those of the shared
+// default transport would break the requests of the tests beside it.
+func ownTransport(t *testing.T) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
 }

@@ -52,7 +52,7 @@ func TestNew_NothingConfiguredRecordsNothing(t *testing.T) {
 	defer srv.Close()
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL, nil)
 	req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-	resp, err := (&http.Client{Transport: tel.Transport(http.DefaultTransport)}).Do(req)
+	resp, err := (&http.Client{Transport: tel.Transport(ownTransport(t))}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestHandlerAndTransport_CarryTheTrace(t *testing.T) {
 		NameSpan(r.Context(), "A2A SendMessage")
 	}), "A2A"))
 	defer srv.Close()
-	client := &http.Client{Transport: tel.Transport(http.DefaultTransport)}
+	client := &http.Client{Transport: tel.Transport(ownTransport(t))}
 	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/a2a", nil)
 	resp, err := client.Do(req)
