@@ -46,7 +46,7 @@ when the work is refused, fails, is rejected or canceled.`,
 			var ae *apiError
 			if errors.As(err, &ae) && ae.body.Error.Code == "refused" {
 				printRefusal(out, ae.body)
-				return &exitError{code: 1, err: errors.New("no agent can take the work")}
+				return &exitError{code: exitFailure, err: errors.New("no agent can take the work")}
 			}
 			if err != nil {
 				return err
@@ -88,7 +88,7 @@ func exitFor(w io.Writer, id string, s a2a.TaskState) error {
 		fmt.Fprintf(w, "delegation %s waits for input: orchd tasks send %s \"your answer\"\n", id, id)
 		return nil
 	}
-	return &exitError{code: 1, err: fmt.Errorf("delegation %s ended %s", id, shortState(s))}
+	return &exitError{code: exitFailure, err: fmt.Errorf("delegation %s ended %s", id, shortState(s))}
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -85,7 +85,7 @@ like a test runner and exits non-zero on any failure.`,
 				return err
 			}
 			if failed := printCaseResults(cmd.OutOrStdout(), results, verbose); failed > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d of %d policy cases failed", failed, len(results))}
+				return &exitError{code: exitFailure, err: fmt.Errorf("%d of %d policy cases failed", failed, len(results))}
 			}
 			return nil
 		},

@@ -60,9 +60,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if errors.As(err, &ee) {
 			return ee.code
 		}
-		return 1
+		return exitFailure
 	}
-	return 0
+	return exitOK
 }
 
 // exitError carries a specific exit code.
