@@ -21,7 +21,7 @@ import (
 // the daemon's logger and its delegation store filled, and 16 callers; it
 // reports throughput. The paths take turns, five rounds of each.
 //
-//	go test ./orchestrator -run '^$' -bench 'BenchmarkAuth$' -benchtime 1s
+//	go test ./orchestrator -run '^$' -bench 'BenchmarkAuth$' -benchtime 500ms
 func BenchmarkAuth(b *testing.B) {
 	agent := noopAgent(b)
 	token, jwtConfig, jwtToken := benchTokens(b)

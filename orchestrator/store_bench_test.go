@@ -34,7 +34,7 @@ import (
 // (JetStream on files in a temporary state directory, as `orchd serve`
 // runs by default) with `store: memory`, in the same run:
 //
-//	go test ./orchestrator -run '^$' -bench StateHop -benchtime 1s
+//	go test ./orchestrator -run '^$' -bench StateHop -benchtime 500ms
 //	go test ./orchestrator -run '^$' -bench StateRestart -benchtime 5x
 //	go test ./orchestrator -run '^$' -bench StateInFlight -benchtime 1x
 //	go test ./orchestrator -run '^$' -bench StateRSS -benchtime 1x

@@ -26,7 +26,7 @@ type hopConfig struct {
 }
 
 // fullHops is the hop matrix of the report: 30 cells, 3 rounds of 1 s.
-var fullHops = hopConfig{rounds: 3, cell: time.Second, warm: 200 * time.Millisecond,
+var fullHops = hopConfig{rounds: 3, cell: time.Second, warm: 100 * time.Millisecond,
 	callers: []int{1, 8, 64}, prefill: 10_000}
 
 // The paths of the hop matrix, in the report's order.

@@ -14,7 +14,7 @@
 // signatures cost.
 // Every ratio in the report compares figures measured in the same run.
 //
-//	go run ./internal/benchreport                 # about eleven minutes on 2 cores
+//	go run ./internal/benchreport                 # about ten minutes on 2 cores
 //	go run ./internal/benchreport -o report.md    # somewhere else
 //	go run ./internal/benchreport -raw run.txt    # keep the raw output too
 //	go run ./internal/benchreport -from run.txt   # render a saved run again
@@ -105,11 +105,11 @@ var runs = []run{
 	{"./delegation", []string{"-bench", "^BenchmarkInFlight$", "-benchtime", "1x"}},
 	{"./delegation", []string{"-bench", "^BenchmarkInFlightFollow$", "-benchtime", "1x"}},
 	{"./delegation", []string{"-bench", "^BenchmarkDeadline$", "-benchtime", "1x", "-count", "3"}},
-	{"./orchestrator", []string{"-bench", "^BenchmarkStateHop$", "-benchtime", "1s"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkStateHop$", "-benchtime", "500ms"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateRestart$", "-benchtime", "5x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateInFlight$", "-benchtime", "1x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateRSS$", "-benchtime", "1x"}},
-	{"./orchestrator", []string{"-bench", "^BenchmarkAuth$", "-benchtime", "1s"}},
+	{"./orchestrator", []string{"-bench", "^BenchmarkAuth$", "-benchtime", "500ms"}},
 	{"./auth", []string{"-bench", "^BenchmarkAuthenticate$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},
 	{"./policies", []string{"-bench", "^BenchmarkAuthorize$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},
 	{"./capability", []string{"-bench", "^BenchmarkVerifyCardSignature$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},
