@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sync"
@@ -40,27 +42,7 @@ also reloaded when they change); SIGINT and SIGTERM shut the daemon down gracefu
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			var reloader sync.WaitGroup
-			reloader.Go(func() {
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-hup:
-						log.Info("SIGHUP: reloading policies and the tokens file")
-						_ = d.ReloadPolicies() // the engine logs a failed reload
-						if err := d.ReloadTokens(); err != nil {
-							log.Error("tokens file not reloaded; the previous tokens stay in force", "error", err)
-						}
-					}
-				}
-			})
-			defer func() { signal.Stop(hup); stop(); reloader.Wait() }()
-			return d.Run(ctx)
+			return serveDaemon(cmd.Context(), d, log)
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML config file, read on top of the embedded defaults")
@@ -68,4 +50,30 @@ also reloaded when they change); SIGINT and SIGTERM shut the daemon down gracefu
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "state directory (identity, locked while serving), overriding the config (default one per listen address under the user's state directory)")
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "serve beyond loopback with no authentication configured (behind an authenticating proxy or on a private network only)")
 	return cmd
+}
+
+// serveDaemon runs d until ctx is done or SIGINT or SIGTERM arrives;
+// SIGHUP reloads the policy files and the tokens file meanwhile.
+func serveDaemon(ctx context.Context, d *orchestrator.Daemon, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	var reloader sync.WaitGroup
+	reloader.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading policies and the tokens file")
+				_ = d.ReloadPolicies() // the engine logs a failed reload
+				if err := d.ReloadTokens(); err != nil {
+					log.Error("tokens file not reloaded; the previous tokens stay in force", "error", err)
+				}
+			}
+		}
+	})
+	defer func() { signal.Stop(hup); stop(); reloader.Wait() }()
+	return d.Run(ctx)
 }
