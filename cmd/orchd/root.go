@@ -88,6 +88,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(newServeCmd(g), newAgentsCmd(g), newPolicyCmd(g), newDelegateCmd(), newTasksCmd(),
-		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt))
+		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt), newHealthcheckCmd())
 	return root
 }
