@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -62,7 +63,8 @@ type api struct {
 //	POST   /v1/delegations/{id}:interrupt
 //
 // Every route but the health checks is authorized by the authorization
-// policies (authz.go).
+// policies (authz.go). A method a path is not served with is answered 405
+// with Allow; a path no route serves, 404.
 func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz authorizer, stopping <-chan struct{}, ready func() []string, log *slog.Logger) http.Handler {
 	a := &api{reg: reg, policies: engine, delegations: delegations, authz: authz, stopping: stopping, ready: ready, log: log}
 	mux := http.NewServeMux()
@@ -70,15 +72,15 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delega
 	mux.HandleFunc("GET /readyz", a.readiness)
 	mux.HandleFunc("GET /v1/agents", a.listAgents)
 	mux.HandleFunc("POST /v1/agents", a.addAgent)
-	mux.HandleFunc("GET /v1/agents/{id}", a.getAgent)
-	mux.HandleFunc("DELETE /v1/agents/{id}", a.removeAgent)
+	mux.HandleFunc("GET /v1/agents/{id}", a.notAction(a.getAgent))
+	mux.HandleFunc("DELETE /v1/agents/{id}", a.notAction(a.removeAgent))
 	mux.HandleFunc("POST /v1/agents/{action}", a.agentAction)
 	mux.HandleFunc("GET /v1/policies", a.policyStatus)
 	mux.HandleFunc("POST /v1/policies:reload", a.reloadPolicies)
 	mux.HandleFunc("POST /v1/policy:evaluate", a.evaluatePolicies)
 	mux.HandleFunc("POST /v1/delegations", a.delegate)
 	mux.HandleFunc("GET /v1/delegations", a.listDelegations)
-	mux.HandleFunc("GET /v1/delegations/{id}", a.getDelegation)
+	mux.HandleFunc("GET /v1/delegations/{id}", a.notAction(a.getDelegation))
 	mux.HandleFunc("GET /v1/delegations/{id}/events", a.delegationEvents)
 	mux.HandleFunc("POST /v1/delegations/{id}/messages", a.delegationInput)
 	mux.HandleFunc("POST /v1/delegations/{action}", a.delegationAction)
@@ -87,9 +89,77 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delega
 		_, _ = w.Write(openAPI)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			a.methodNotAllowed(w, r, allow)
+			return
+		}
 		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+// apiMethods are the methods allowedMethods tries, in the order an Allow
+// header lists them.
+var apiMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// actionVerbs are the verbs POST takes after an id, as in
+// /v1/agents/{id}:refresh; the mux routes them as "{action}", since a
+// pattern cannot end within a path segment.
+var actionVerbs = map[string][]string{"/v1/agents/": {"refresh"}, "/v1/delegations/": {"cancel", "steer", "interrupt"}}
+
+// isAction reports whether path is an id followed by one of actionVerbs.
+func isAction(path string) bool {
+	for prefix, verbs := range actionVerbs {
+		rest, ok := strings.CutPrefix(path, prefix)
+		if !ok || strings.Contains(rest, "/") {
+			continue
+		}
+		if _, verb, ok := strings.Cut(rest, ":"); ok && slices.Contains(verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowedMethods lists the methods mux serves r's path with, other than
+// through its catch-all "/" route; none means the path is unknown. The
+// catch-all answers every method, so the mux's own 405 never happens:
+// this is how the API tells a wrong method (405) from a wrong path (404).
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	if isAction(r.URL.Path) {
+		return []string{http.MethodPost}
+	}
+	var allow []string
+	for _, m := range apiMethods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		// An "{action}" route serves only the actions, which the path
+		// is not.
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" && !strings.HasSuffix(pattern, "{action}") {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// notAction answers a request for an action (isAction) with a method
+// other than POST, which the route of h matched because it takes any id,
+// with 405.
+func (a *api) notAction(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if isAction(r.URL.Path) {
+			a.methodNotAllowed(w, r, []string{http.MethodPost})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// methodNotAllowed answers 405 with the methods the path takes.
+func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
+	list := strings.Join(allow, ", ")
+	w.Header().Set("Allow", list)
+	a.fail(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+		msg: fmt.Sprintf("%s %s is not served; this path takes %s", r.Method, r.URL.Path, list)})
 }
 
 // Health is the body of GET /healthz.
