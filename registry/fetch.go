@@ -193,21 +193,30 @@ func buildCard(cfg Config, raw []byte, id, base string, legacy bool) (*capabilit
 // NormalizeURL checks an agent base URL and returns its canonical form:
 // http or https, a host, no credentials, query or fragment, lower-case
 // scheme and host, no trailing slash.
+//
+// A URL written without its scheme ("127.0.0.1:9001", "localhost:9001/a")
+// is refused with a hint naming the http:// URL it probably means.
 func NormalizeURL(raw string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
+	trimmed := strings.TrimSpace(raw)
+	u, err := url.Parse(trimmed)
+	if !strings.Contains(trimmed, "://") && (err != nil || (u.Scheme != "http" && u.Scheme != "https")) {
+		if h, herr := url.Parse("http://" + trimmed); herr == nil && h.Host != "" {
+			return "", fmt.Errorf("%w %q has no scheme; did you mean %q?", ErrInvalidURL, raw, "http://"+trimmed)
+		}
+	}
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", ErrInvalidURL, raw, err)
+		return "", fmt.Errorf("%w %q: %v", ErrInvalidURL, raw, err)
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("%w: %q: scheme must be http or https", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: scheme must be http or https", ErrInvalidURL, raw)
 	case u.Host == "":
-		return "", fmt.Errorf("%w: %q: no host", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: no host", ErrInvalidURL, raw)
 	case u.User != nil:
-		return "", fmt.Errorf("%w: %q: credentials in the URL are not accepted", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: credentials in the URL are not accepted", ErrInvalidURL, raw)
 	case u.RawQuery != "" || u.Fragment != "":
-		return "", fmt.Errorf("%w: %q: query and fragment are not accepted", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: query and fragment are not accepted", ErrInvalidURL, raw)
 	}
 	u.Host = strings.ToLower(u.Host)
 	u.Path = strings.TrimRight(u.Path, "/")

@@ -117,3 +117,26 @@ func TestNormalizeURL(t *testing.T) {
 		}
 	}
 }
+
+// The errors say what is wrong with the URL, and a URL written without
+// its scheme gets the one it probably means.
+func TestNormalizeURL_Messages(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		raw, err string
+	}{
+		{raw: "127.0.0.1:9001", err: `invalid agent URL "127.0.0.1:9001" has no scheme; did you mean "http://127.0.0.1:9001"?`},
+		{raw: "localhost:9001/x", err: `invalid agent URL "localhost:9001/x" has no scheme; did you mean "http://localhost:9001/x"?`},
+		{raw: "agent.example.com", err: `invalid agent URL "agent.example.com" has no scheme; did you mean "http://agent.example.com"?`},
+		{raw: "ftp://x.example.com", err: `invalid agent URL "ftp://x.example.com": scheme must be http or https`},
+		{raw: "http://", err: `invalid agent URL "http://": no host`},
+		{raw: "http://u:p@x.example.com", err: `invalid agent URL "http://u:p@x.example.com": credentials in the URL are not accepted`},
+		{raw: "http://x.example.com/?a=1", err: `invalid agent URL "http://x.example.com/?a=1": query and fragment are not accepted`},
+		{raw: "", err: `invalid agent URL "": scheme must be http or https`},
+	}
+	for _, tt := range tests {
+		if got, err := NormalizeURL(tt.raw); err == nil || err.Error() != tt.err || !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("NormalizeURL(%q) = %q, %v; want error %q", tt.raw, got, err, tt.err)
+		}
+	}
+}
