@@ -52,18 +52,29 @@ type Attempt struct {
 type RefusedError struct {
 	// Decision lists every candidate and why it was refused.
 	Decision *Decision
+	// Skill is the skill the work was routed by, or "" when it named
+	// none; the error names it.
+	Skill string
 }
 
-// Error lists the refused candidates.
+// Error says that no agent can take the work, naming the skill, and lists
+// every refused candidate with its reasons, or says that there were none.
 func (e *RefusedError) Error() string {
 	if len(e.Decision.Candidates) == 0 {
-		return "no agent can take the work: no candidates"
+		if e.Skill != "" {
+			return fmt.Sprintf("no agent has skill %q", e.Skill)
+		}
+		return "no agent is registered"
 	}
 	parts := make([]string, 0, len(e.Decision.Candidates))
 	for _, c := range e.Decision.Candidates {
 		parts = append(parts, fmt.Sprintf("%s: %s", c.Agent, strings.Join(c.Reasons, "; ")))
 	}
-	return "no agent can take the work: " + strings.Join(parts, "; ")
+	who := "no agent"
+	if e.Skill != "" {
+		who = fmt.Sprintf("no agent with skill %q", e.Skill)
+	}
+	return who + " can take the work: " + strings.Join(parts, "; ")
 }
 
 // FailedError is returned when every allowed candidate that was tried

@@ -340,7 +340,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		return nil, err
 	}
 	if len(allowed) == 0 {
-		return nil, &RefusedError{Decision: dec}
+		return nil, &RefusedError{Decision: dec, Skill: out.Skill}
 	}
 	now := e.cfg.Now()
 	var last error // the last attempt's error
