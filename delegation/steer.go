@@ -17,15 +17,20 @@ import (
 
 // ErrNotSteerable means a steer or interrupt cannot be passed on: the
 // delegation is not WORKING, or its hop's pinned card does not advertise
-// the mode. Nothing was delivered anywhere.
-var ErrNotSteerable = errors.New("cannot steer")
+// the mode. Nothing was delivered anywhere. The error wrapping it says
+// which of the two controls was refused ("cannot interrupt: …").
+var ErrNotSteerable = errors.New("cannot steer or interrupt")
 
-// errNotAdvertised is ErrNotSteerable for a hop whose card lacks the mode,
-// as the metrics tell it apart from a delegation that is not WORKING.
-type errNotAdvertised struct{}
+// refusedSignal is ErrNotSteerable for one control, named in its message;
+// notAdvertised tells a hop whose card lacks the mode from a delegation
+// that is not WORKING, as the metrics do.
+type refusedSignal struct {
+	control       steering.Control
+	notAdvertised bool
+}
 
-func (errNotAdvertised) Error() string { return ErrNotSteerable.Error() }
-func (errNotAdvertised) Unwrap() error { return ErrNotSteerable }
+func (e refusedSignal) Error() string { return "cannot " + string(e.control) }
+func (e refusedSignal) Unwrap() error { return ErrNotSteerable }
 
 // Steer passes a steer or interrupt to the downstream task of a WORKING
 // delegation, if the hop's pinned card advertises the mode, and returns
@@ -92,9 +97,9 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 	case state.Terminal():
 		return steering.Receipt{}, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
 	case state != a2a.TaskStateWorking:
-		return steering.Receipt{}, fmt.Errorf("%w: delegation %q is %s; only WORKING work can be steered or interrupted", ErrNotSteerable, id, state)
+		return steering.Receipt{}, fmt.Errorf("%w: delegation %q is %s; only WORKING work can be %s", refusedSignal{control: c}, id, state, pastTense(c))
 	case !modes.Allows(c):
-		return steering.Receipt{}, fmt.Errorf("%w: hop %s does not advertise the %s mode of %s", errNotAdvertised{}, hop, modeName(c), steering.URI)
+		return steering.Receipt{}, fmt.Errorf("%w: hop %s does not advertise the %s mode of %s", refusedSignal{control: c, notAdvertised: true}, hop, modeName(c), steering.URI)
 	}
 
 	down := *msg
@@ -180,6 +185,14 @@ func (d *Delegation) waitSettled(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// pastTense is "steered" or "interrupted".
+func pastTense(c steering.Control) string {
+	if c == steering.Interrupt {
+		return "interrupted"
+	}
+	return "steered"
 }
 
 func modeName(c steering.Control) string {

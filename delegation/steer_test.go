@@ -3,6 +3,7 @@ package delegation
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,12 @@ func TestInterrupt_SettlesAndResumesTheSameTask(t *testing.T) {
 	if !interrupted {
 		t.Error("no INPUT_REQUIRED event marked interrupted")
 	}
+	// Interrupted work waits for input: another interrupt is refused, and
+	// says it is an interrupt that was.
+	_, err = f.engine.Steer(t.Context(), d.ID(), steering.Interrupt, textMessage("stop again"))
+	if want := "cannot interrupt: delegation " + strconv.Quote(d.ID()) + " is TASK_STATE_INPUT_REQUIRED; only WORKING work can be interrupted"; !errors.Is(err, ErrNotSteerable) || err == nil || err.Error() != want {
+		t.Errorf("interrupt while waiting: err = %v, want %q", err, want)
+	}
 	// The caller's next message resumes the same downstream task.
 	if _, err := f.engine.Send(t.Context(), d.ID(), textMessage("new premise: 2026")); err != nil {
 		t.Fatal(err)
@@ -117,10 +124,13 @@ func TestSteer_RefusedAtANonSteerableHop(t *testing.T) {
 	t.Parallel()
 	f, agent, d := working(t, testagent.Options{Name: "D", Skill: "research", Streaming: true}, testagent.Hang(), Request{Text: "survey", Skill: "research"})
 	before := len(agent.Calls())
-	for _, c := range []steering.Control{steering.Steer, steering.Interrupt} {
+	for c, want := range map[steering.Control]string{
+		steering.Steer:     "cannot steer: hop d does not advertise the steerable mode of " + steering.URI,
+		steering.Interrupt: "cannot interrupt: hop d does not advertise the interruptible mode of " + steering.URI,
+	} {
 		_, err := f.engine.Steer(t.Context(), d.ID(), c, textMessage("x"))
-		if !errors.Is(err, ErrNotSteerable) || !strings.Contains(err.Error(), "hop d does not advertise the") {
-			t.Errorf("%s: err = %v", c, err)
+		if !errors.Is(err, ErrNotSteerable) || err == nil || err.Error() != want {
+			t.Errorf("%s: err = %v, want %q", c, err, want)
 		}
 	}
 	if after := len(agent.Calls()); after != before {

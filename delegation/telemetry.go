@@ -274,6 +274,7 @@ func (in *instruments) decided(ctx context.Context, prefiltered []string, res *p
 // steered records a steer or interrupt on its span and metrics.
 func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.Control, err error) {
 	outcome, reason := "routed", ""
+	var refused refusedSignal
 	if err != nil {
 		outcome = refusedOutcome
 		switch {
@@ -283,7 +284,7 @@ func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.
 			reason = "ended"
 		case errors.Is(err, ErrBadRequest):
 			reason = "bad_request"
-		case errors.As(err, new(errNotAdvertised)):
+		case errors.As(err, &refused) && refused.notAdvertised:
 			reason = "mode_not_advertised"
 		case errors.Is(err, ErrNotSteerable):
 			reason = "not_working"
