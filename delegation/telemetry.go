@@ -241,7 +241,7 @@ func decidingRules(dec *Decision) []string {
 // allow or deny that matched, a default that decided, or a rank rule that
 // moved the rank.
 func decided(r policies.RuleResult) bool {
-	return r.Matched || (r.Kind == "rank" && r.Applied && r.Rank != 0)
+	return r.Matched && (r.Kind != "rank" || r.Rank != 0)
 }
 
 // ruleName names a rule result; a policy's default decision has no rule

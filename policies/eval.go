@@ -57,10 +57,11 @@ type RuleResult struct {
 	Kind string `json:"kind"`
 	// Applied is false when the rule's (or policy's) when was false.
 	Applied bool `json:"applied"`
-	// Matched is true when an allow or deny expression held, or when a
-	// policy's default decided.
+	// Matched is true when an allow or deny expression held, when a rank
+	// rule applied and gave its rank, or when a policy's default decided.
 	Matched bool `json:"matched"`
-	// Rank is what a rank rule contributed.
+	// Rank is what a matched rank rule contributed; it is absent when zero,
+	// and always for a rule that did not match.
 	Rank float64 `json:"rank,omitempty"`
 	// Reason is the reason of a matching allow or deny, or of a default.
 	Reason string `json:"reason,omitempty"`
@@ -355,7 +356,9 @@ func (ev *evaluation) rule(r *rule) ruleOutcome {
 			o.rank = float64(n)
 		default:
 			o.err = fmt.Errorf("rank is %s, not a number", v.Type().TypeName())
+			return o
 		}
+		o.matched = true
 		return o
 	}
 	ok, err := ev.boolean(r.body)

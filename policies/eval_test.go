@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,9 @@ rules:
     rank: 'agent.speaks(">= 1.0") ? 10 : 0'
   - name: prefer-streaming
     rank: 'agent.supports("streaming") ? 1.5 : 0.0'
+  - name: prefer-none
+    when: request.skill == "nothing"
+    rank: "100"
 `)
 	res := set.Evaluate(t.Context(), agents, Input{Request: Request{Skill: "research"}})
 	var order []string
@@ -112,10 +116,13 @@ rules:
 	d := decisionOf(res, "old")
 	var lines []string
 	for _, r := range d.Rules {
-		lines = append(lines, strings.Join([]string{r.Policy, r.Rule, r.Kind, boolStr(r.Applied), boolStr(r.Matched)}, "/"))
+		lines = append(lines, strings.Join([]string{r.Policy, r.Rule, r.Kind, boolStr(r.Applied), boolStr(r.Matched), strconv.FormatFloat(r.Rank, 'g', -1, 64)}, "/"))
 	}
-	want := []string{"guard/healthy/deny/true/false", "guard/reachable/deny/true/false", "guard//default/true/true",
-		"steering/steerable/allow/true/true", "steering/prefer-modern/rank/true/false", "steering/prefer-streaming/rank/true/false"}
+	// A rank rule that applied matched, with the rank it gave; one that
+	// did not apply neither matched nor ranked.
+	want := []string{"guard/healthy/deny/true/false/0", "guard/reachable/deny/true/false/0", "guard//default/true/true/0",
+		"steering/steerable/allow/true/true/0", "steering/prefer-modern/rank/true/true/0", "steering/prefer-streaming/rank/true/true/1.5",
+		"steering/prefer-none/rank/false/false/0"}
 	if !slices.Equal(lines, want) {
 		t.Errorf("explanation:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
