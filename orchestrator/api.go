@@ -313,14 +313,25 @@ func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	res, err := a.evaluate(r.Context(), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, http.StatusOK, res)
+}
+
+// evaluate decides req's candidates under the policies in force: the
+// agents it names, else those with the requested skill, else every agent.
+// The console's dry run answers with it too.
+func (a *api) evaluate(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
 	var candidates []*registry.Agent
 	switch {
 	case len(req.Agents) > 0:
 		for _, id := range req.Agents {
 			ag, ok := a.reg.Get(id)
 			if !ok {
-				a.fail(w, r, fmt.Errorf("%w: %q", registry.ErrNotFound, id))
-				return
+				return EvaluateResponse{}, fmt.Errorf("%w: %q", registry.ErrNotFound, id)
 			}
 			candidates = append(candidates, ag)
 		}
@@ -329,8 +340,8 @@ func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
 	default:
 		candidates = a.reg.List()
 	}
-	res := a.policies.Set().Evaluate(r.Context(), candidates, req.Input)
-	a.reply(w, http.StatusOK, EvaluateResponse{Candidates: len(candidates), Result: res})
+	res := a.policies.Set().Evaluate(ctx, candidates, req.Input)
+	return EvaluateResponse{Candidates: len(candidates), Result: res}, nil
 }
 
 // decodeBody reads a JSON body strictly; bodyLimits bounded its size and

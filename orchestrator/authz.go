@@ -82,15 +82,26 @@ func (a *api) allow(w http.ResponseWriter, r *http.Request, action string, res p
 // delegation the caller may not act on is answered as one that does not
 // exist (404), so callers learn nothing of others' work.
 func (a *api) delegationFor(w http.ResponseWriter, r *http.Request, id, action string) (delegation.Record, bool) {
-	rec, err := a.delegations.Lookup(r.Context(), id)
-	if err == nil && !a.authz.decide(r.Context(), action, delegationResource(rec)).Allowed {
-		err = fmt.Errorf("%w: %q", delegation.ErrNotFound, id)
-	}
+	rec, err := a.authz.lookup(r.Context(), a.delegations, id, action)
 	if err != nil {
 		a.fail(w, r, err)
 		return delegation.Record{}, false
 	}
 	return rec, true
+}
+
+// lookup reads the delegation id for action by the caller of ctx. A
+// delegation the caller may not act on is not found (ErrNotFound), as
+// one that does not exist: callers learn nothing of others' work.
+func (z authorizer) lookup(ctx context.Context, engine *delegation.Engine, id, action string) (delegation.Record, error) {
+	rec, err := engine.Lookup(ctx, id)
+	if err == nil && !z.decide(ctx, action, delegationResource(rec)).Allowed {
+		err = fmt.Errorf("%w: %q", delegation.ErrNotFound, id)
+	}
+	if err != nil {
+		return delegation.Record{}, err
+	}
+	return rec, nil
 }
 
 // authorizeA2A refuses an A2A call its caller may not make, with A2A's

@@ -180,6 +180,10 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	mux.Handle("GET /openapi.yaml", g.wrap(groupOpenAPI, api))
 	// Not behind the gate: each delegation's webhook has its own token.
 	newPushWebhook(delegations, log.With("component", "push")).route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
+	if err := routeConsole(mux, g, reg, engine, delegations, authz, api, cfg.Agent.Name, log.With("component", "console")); err != nil {
+		d.Close()
+		return nil, err
+	}
 	mux.Handle("/", g.wrap(groupAPI, api))
 	d.handler = mux
 	return d, nil

@@ -1,0 +1,86 @@
+package console
+
+import (
+	"html/template"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+)
+
+// funcs are the helpers the templates use.
+var funcs = template.FuncMap{
+	"state":  stateName,
+	"text":   messageText,
+	"when":   when,
+	"since":  since,
+	"join":   strings.Join,
+	"short":  short,
+	"evtext": eventText,
+}
+
+// stateName is a task state as people read it: "working", "input
+// required".
+func stateName(s a2a.TaskState) string {
+	if s == "" {
+		return "unknown"
+	}
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_")), "_", " ")
+}
+
+// messageText is the text parts of m, joined by spaces.
+func messageText(m *a2a.Message) string {
+	if m == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			parts = append(parts, string(t))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// eventText says what an event carries, in a line.
+func eventText(ev delegation.Event) string {
+	switch {
+	case ev.Error != "":
+		return ev.Error
+	case ev.Artifact != nil:
+		var parts []string
+		for _, p := range ev.Artifact.Parts {
+			if t, ok := p.Content.(a2a.Text); ok {
+				parts = append(parts, string(t))
+			}
+		}
+		return strings.Join(parts, " ")
+	}
+	return messageText(ev.Message)
+}
+
+// when formats a time as RFC 3339 with milliseconds, UTC; "" for zero.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// since is the time from a to b, rounded to the millisecond.
+func since(a, b time.Time) string {
+	if a.IsZero() || b.IsZero() {
+		return ""
+	}
+	return b.Sub(a).Round(time.Millisecond).String()
+}
+
+// short cuts a digest or id to its first 12 characters.
+func short(s string) string {
+	if len(s) <= 12 {
+		return s
+	}
+	return s[:12] + "…"
+}

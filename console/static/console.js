@@ -1,0 +1,122 @@
+// orchd console: follows a delegation's events live and sends its
+// controls without reloading. The page works without it.
+(function () {
+  "use strict";
+  var tree = document.getElementById("tree");
+  if (!tree) return;
+  var id = tree.dataset.id;
+  var last = Number(tree.dataset.last) || 0;
+  var events = document.getElementById("events");
+  var receipts = document.getElementById("receipts");
+  var stateEl = document.getElementById("state");
+  var live = document.getElementById("live");
+  var outcome = document.getElementById("outcome");
+
+  function stateName(s) {
+    return s ? s.replace(/^TASK_STATE_/, "").toLowerCase().replace(/_/g, " ") : "unknown";
+  }
+  function texts(parts) {
+    return (parts || []).filter(function (p) { return typeof p.text === "string"; })
+      .map(function (p) { return p.text; }).join(" ");
+  }
+  function content(ev) {
+    if (ev.error) return ev.error;
+    if (ev.artifact) return texts(ev.artifact.parts);
+    return ev.message ? texts(ev.message.parts) : "";
+  }
+  function cell(row, text) {
+    var td = document.createElement("td");
+    td.textContent = text;
+    row.appendChild(td);
+    return td;
+  }
+  function hops(r) {
+    return (r.hops || []).map(function (h) { return h.agent + " #" + h.seq; }).join(" → ");
+  }
+  function setState(s) {
+    var name = stateName(s);
+    stateEl.textContent = name;
+    stateEl.className = "state s-" + name;
+    document.querySelectorAll("#hops .state").forEach(function (el) {
+      el.textContent = name;
+      el.className = "state s-" + name;
+    });
+  }
+  function add(ev) {
+    if (ev.seq <= last) return;
+    last = ev.seq;
+    var row = document.createElement("tr");
+    row.dataset.seq = ev.seq;
+    row.dataset.shownAt = Date.now();
+    row.className = "new";
+    cell(row, String(ev.seq));
+    var t = document.createElement("time");
+    t.dateTime = ev.at;
+    t.textContent = ev.at;
+    cell(row, "").appendChild(t);
+    cell(row, ev.kind);
+    cell(row, stateName(ev.state));
+    cell(row, content(ev));
+    events.appendChild(row);
+    if (ev.state) setState(ev.state);
+    if (/COMPLETED|FAILED|CANCELED|REJECTED/.test(ev.state || "")) {
+      tree.dispatchEvent(new Event("console:ended"));
+    }
+    if (ev.receipt) {
+      var li = document.createElement("li");
+      li.dataset.seq = ev.seq;
+      li.textContent = ev.receipt.control + " " + ev.receipt.messageId + ": " + hops(ev.receipt) +
+        (ev.receipt.duplicate ? " (duplicate)" : "");
+      receipts.appendChild(li);
+    }
+  }
+
+  if (!("ended" in tree.dataset) && window.EventSource) {
+    var src = new EventSource("/ui/delegations/" + encodeURIComponent(id) + "/events?after=" + last);
+    var onEvent = function (m) {
+      try { add(JSON.parse(m.data)); } catch (e) { /* a malformed event is skipped */ }
+    };
+    ["state", "message", "artifact", "steer", "interrupt"].forEach(function (k) { src.addEventListener(k, onEvent); });
+    src.onmessage = onEvent;
+    src.onopen = function () { live.textContent = "following live"; };
+    src.onerror = function () {
+      if (src.readyState === EventSource.CLOSED) live.textContent = "ended";
+      else live.textContent = "reconnecting…";
+    };
+    tree.addEventListener("console:ended", function () { src.close(); live.textContent = "ended"; });
+  }
+
+  function show(text, bad) {
+    var p = document.createElement("p");
+    p.className = bad ? "refused" : "ok";
+    p.textContent = text;
+    outcome.replaceChildren(p);
+  }
+  document.querySelectorAll("form[data-control]").forEach(function (form) {
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      var button = form.querySelector("button");
+      button.disabled = true;
+      fetch(form.action, {
+        method: "POST",
+        headers: { "Accept": "application/json" },
+        body: new URLSearchParams(new FormData(form)),
+        credentials: "same-origin"
+      }).then(function (res) {
+        return res.json().catch(function () { return { error: "HTTP " + res.status }; });
+      }).then(function (a) {
+        if (a.error) {
+          show((a.action || "control") + " refused: " + a.error, true);
+          return;
+        }
+        var text = a.action + " done";
+        if (a.receipt) text += ": receipt " + hops(a.receipt);
+        if (a.state) text += "; state " + a.state;
+        show(text, false);
+        form.reset();
+      }).catch(function (err) {
+        show("could not reach the daemon: " + err, true);
+      }).finally(function () { button.disabled = false; });
+    });
+  });
+})();

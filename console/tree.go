@@ -1,0 +1,116 @@
+package console
+
+import (
+	"slices"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/steering"
+)
+
+// treeView is a delegation's tree page: the hops of its chain, as far as
+// this orchd knows them, its events, receipts and decision.
+type treeView struct {
+	Rec    delegation.Record
+	Hops   []hopView
+	Events []delegation.Event
+	// Ended is true when the event log is complete: nothing follows.
+	Ended bool
+	// Receipts are the steering receipts among the events, oldest first.
+	Receipts []receiptView
+	// BelowUnknown is set when the downstream agent is an orchd and no
+	// receipt has named the hops below it yet.
+	BelowUnknown bool
+	// Flash is the outcome of the control just used, after a form post.
+	Flash *flash
+}
+
+// hopView is one hop of a chain.
+type hopView struct {
+	// Depth is the hop's place: 0 for the root.
+	Depth int
+	// Name names the hop: an orchd's name or identity, an agent's id.
+	Name string
+	// Role is "upstream orchd", "this orchd", "agent", "orchd" or "agent
+	// below".
+	Role string
+	// State is the hop's state where this orchd knows it: its own
+	// delegation's, which mirrors every hop below.
+	State a2a.TaskState
+	// Task is the hop's task id at the agent, when known.
+	Task a2a.TaskID
+	// Source says how this orchd knows the hop.
+	Source string
+	// Seqs lists the signal numbers the hop gave, from the receipts.
+	Seqs []int64
+}
+
+type receiptView struct {
+	Seq int64
+	At  time.Time
+	steering.Receipt
+}
+
+// newTree builds the tree of rec with its events; down is its downstream
+// agent when the registry still has it.
+func newTree(rec delegation.Record, evs []delegation.Event, ended bool, down *registry.Agent) treeView {
+	v := treeView{Rec: rec, Events: evs, Ended: ended}
+	var last *steering.Receipt
+	for _, ev := range evs {
+		if ev.Receipt != nil {
+			v.Receipts = append(v.Receipts, receiptView{Seq: ev.Seq, At: ev.At, Receipt: *ev.Receipt})
+			last = ev.Receipt
+		}
+	}
+	path := rec.Chain.Path
+	for i, id := range path {
+		h := hopView{Depth: i, Name: id, Role: "upstream orchd", Source: "chain context"}
+		if i < len(rec.Chain.Names) && rec.Chain.Names[i] != "" {
+			h.Name = rec.Chain.Names[i] + " (" + id + ")"
+		}
+		if i == len(path)-1 {
+			h.Role, h.State, h.Source = "this orchd", rec.State, "its own record"
+		}
+		v.Hops = append(v.Hops, h)
+	}
+	if len(v.Hops) == 0 {
+		v.Hops = append(v.Hops, hopView{Name: "this orchd", Role: "this orchd", State: rec.State, Source: "its own record"})
+	}
+	first := hopView{Depth: len(v.Hops), Name: rec.Downstream.Agent, Role: "agent", State: rec.State, Task: rec.Downstream.TaskID,
+		Source: "the delegation's downstream hop"}
+	orchd := down != nil && slices.ContainsFunc(down.Extensions, func(e capability.Extension) bool { return e.URI == delegation.ExtensionURI })
+	if orchd {
+		first.Role = "orchd"
+	}
+	v.Hops = append(v.Hops, first)
+	// A receipt lists every hop that took the signal: this orchd first,
+	// then its downstream agent, then each hop below it.
+	if last != nil && len(last.Hops) >= 2 {
+		n := len(v.Hops)
+		v.Hops[n-2].Seqs = seqsOf(v.Receipts, 0)
+		v.Hops[n-1].Seqs = seqsOf(v.Receipts, 1)
+		for i, h := range last.Hops[2:] {
+			v.Hops = append(v.Hops, hopView{Depth: n + i, Name: h.Agent, Role: "agent below", State: rec.State,
+				Source: "named by the latest steering receipt", Seqs: seqsOf(v.Receipts, i+2)})
+		}
+	} else if orchd && rec.Downstream.Agent != "" {
+		v.BelowUnknown = true
+	}
+	return v
+}
+
+// seqsOf returns the sequence numbers the hop at index i gave in each
+// receipt that reached it.
+func seqsOf(rs []receiptView, i int) []int64 {
+	var out []int64
+	for _, r := range rs {
+		if i < len(r.Hops) {
+			out = append(out, r.Hops[i].Seq)
+		}
+	}
+	return out
+}

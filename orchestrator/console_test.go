@@ -1,0 +1,239 @@
+package orchestrator
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/console"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// browse is one request as a browser makes it: HTML wanted, redirects
+// not followed, the bearer token (if any) in a header, cookies given.
+func browse(t testing.TB, method, u, token string, form url.Values, cookies ...*http.Cookie) (int, http.Header, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/html")
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func wantIn(t testing.TB, what, page string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(page, w) {
+			t.Errorf("%s lacks %q", what, w)
+		}
+	}
+}
+
+func TestConsole_PagesAndControls(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	cfg := loadDefaults(t)
+	cfg.Agent.Name = "orchd test"
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	if code, h, _ := browse(t, "GET", base+"/", "", nil); code != http.StatusSeeOther || h.Get("Location") != "/ui/" {
+		t.Errorf("GET / = %d to %q, want 303 to /ui/", code, h.Get("Location"))
+	}
+	code, _, page := browse(t, "GET", base+"/ui/agents", "", nil)
+	if code != 200 {
+		t.Fatalf("agents page = %d", code)
+	}
+	wantIn(t, "agents page", page, `href="/ui/agents/worker"`, "steerable, interruptible", "healthy", "closed", `<meta name="viewport"`, `<main id="main"`)
+	code, _, page = browse(t, "GET", base+"/ui/agents/worker", "", nil)
+	wantIn(t, "agent page", page, "Protocol versions per binding", "JSONRPC", "Capabilities and tiers", "Drift history", "Circuit breaker", "Signature")
+	if code != 200 {
+		t.Errorf("agent page = %d", code)
+	}
+	if code, _, _ := browse(t, "GET", base+"/ui/agents/nosuch", "", nil); code != 404 {
+		t.Errorf("unknown agent = %d, want 404", code)
+	}
+
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateWorking)
+	code, _, page = browse(t, "GET", base+"/ui/delegations?state=TASK_STATE_WORKING", "", nil)
+	wantIn(t, "working delegations", page, `href="/ui/delegations/`+rec.ID+`"`, "working only")
+	if code != 200 {
+		t.Errorf("delegations page = %d", code)
+	}
+	_, _, page = browse(t, "GET", base+"/ui/delegations?state=TASK_STATE_COMPLETED", "", nil)
+	if strings.Contains(page, rec.ID) {
+		t.Error("the completed filter lists a working delegation")
+	}
+	if code, _, _ := browse(t, "GET", base+"/ui/delegations?state=bogus", "", nil); code != 400 {
+		t.Errorf("bad state filter = %d, want 400", code)
+	}
+
+	// A steer by a plain form post: 303 back to the tree page, which
+	// shows the receipt.
+	code, h, _ := browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/steer", "", url.Values{"text": {"narrow to 2025"}})
+	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ui/delegations/"+rec.ID+"?") {
+		t.Fatalf("steer form = %d to %q", code, h.Get("Location"))
+	}
+	code, _, page = browse(t, "GET", base+h.Get("Location"), "", nil)
+	if code != 200 {
+		t.Fatalf("tree page = %d", code)
+	}
+	wantIn(t, "tree page", page, "steer done: receipt", "this orchd", "→ Worker #1", // the receipt names the agent by its card name
+		"<strong>worker</strong>", "Every candidate", "narrow to 2025", `src="/ui/static/console.js"`)
+	// A refused control says why: a steer needs text.
+	code, h, _ = browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/steer", "", url.Values{"text": {" "}})
+	if code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "error=") {
+		t.Errorf("empty steer = %d to %q", code, h.Get("Location"))
+	}
+
+	// A cross-origin form post is refused before anything is done.
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/ui/delegations/"+rec.ID+"/cancel", nil)
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin cancel = %d, want 403", resp.StatusCode)
+	}
+	if got := waitFor(t, base, rec.ID, a2a.TaskStateWorking); got.State != a2a.TaskStateWorking {
+		t.Errorf("the refused cancel canceled: %s", got.State)
+	}
+
+	// The script's post gets JSON; a cancel ends the work.
+	req, _ = http.NewRequestWithContext(t.Context(), "POST", base+"/ui/delegations/"+rec.ID+"/cancel", nil)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"state":"TASK_STATE_CANCELED"`) {
+		t.Errorf("cancel by the script = %d %s", resp.StatusCode, b)
+	}
+
+	// Policies: the set in force, and a dry run.
+	code, _, page = browse(t, "GET", base+"/ui/policies", "", nil)
+	wantIn(t, "policies page", page, "Dry run", "Loaded")
+	if code != 200 {
+		t.Errorf("policies page = %d", code)
+	}
+	code, _, page = browse(t, "POST", base+"/ui/policies", "", url.Values{"request": {`{"request": {"skill": "research"}}`}})
+	wantIn(t, "dry run", page, "1 candidates; winner: <strong>worker</strong>", "rule by rule")
+	if code != 200 {
+		t.Errorf("dry run = %d", code)
+	}
+	code, _, page = browse(t, "POST", base+"/ui/policies", "", url.Values{"request": {`{"request": `}})
+	wantIn(t, "bad dry run", page, "not valid JSON")
+	if code != 400 {
+		t.Errorf("bad dry run = %d, want 400", code)
+	}
+}
+
+func TestConsole_AuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	// No credentials: the pages send a browser to the login page, which
+	// is open, as the static files are.
+	if code, h, _ := browse(t, "GET", base+"/ui/agents", "", nil); code != http.StatusSeeOther || h.Get("Location") != "/ui/login" {
+		t.Errorf("agents without credentials = %d to %q", code, h.Get("Location"))
+	}
+	if code, _, page := browse(t, "GET", base+"/ui/login", "", nil); code != 200 || !strings.Contains(page, `<label for="token">`) {
+		t.Errorf("login page = %d", code)
+	}
+	if code, _, _ := browse(t, "GET", base+"/ui/static/console.css", "", nil); code != 200 {
+		t.Errorf("stylesheet = %d", code)
+	}
+	if code, _, page := browse(t, "POST", base+"/ui/login", "", url.Values{"token": {"wrong"}}); code != 401 || !strings.Contains(page, "refused") {
+		t.Errorf("login with a wrong token = %d", code)
+	}
+	code, h, _ := browse(t, "POST", base+"/ui/login", "", url.Values{"token": {aliceToken}})
+	var cookie *http.Cookie
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == console.CookieName {
+			cookie = c
+		}
+	}
+	if code != http.StatusSeeOther || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/ui/" {
+		t.Fatalf("login = %d, cookie %+v", code, cookie)
+	}
+	if code, _, page := browse(t, "GET", base+"/ui/agents", "", nil, cookie); code != 200 || !strings.Contains(page, "worker") {
+		t.Errorf("agents with the login cookie = %d", code)
+	}
+	// The cookie stands for the token on the console's routes only.
+	if code, _ := callAs(t, "", "GET", base+"/v1/agents", "", nil); code != 401 {
+		t.Errorf("API without a token = %d", code)
+	}
+	// A stale cookie is sent to log in again.
+	stale := &http.Cookie{Name: console.CookieName, Value: "expired"}
+	if code, h, _ := browse(t, "GET", base+"/ui/agents", "", nil, stale); code != http.StatusSeeOther || h.Get("Location") != "/ui/login?refused" {
+		t.Errorf("stale cookie = %d to %q", code, h.Get("Location"))
+	}
+
+	var rec delegation.Record
+	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("delegate as alice = %d", code)
+	}
+	if code, _, page := browse(t, "GET", base+"/ui/delegations/"+rec.ID, aliceToken, nil); code != 200 || !strings.Contains(page, rec.ID) {
+		t.Errorf("alice's tree page = %d", code)
+	}
+	// Bob sees none of it: not listed, not found, not steered.
+	if _, _, page := browse(t, "GET", base+"/ui/delegations", bobToken, nil); strings.Contains(page, rec.ID) {
+		t.Error("bob's list shows alice's delegation")
+	}
+	for _, path := range []string{"/ui/delegations/" + rec.ID, "/ui/delegations/" + rec.ID + "/events"} {
+		if code, _, _ := browse(t, "GET", base+path, bobToken, nil); code != 404 {
+			t.Errorf("bob GET %s = %d, want 404", path, code)
+		}
+	}
+	if code, _, _ := browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/steer", bobToken, url.Values{"text": {"mine now"}}); code != 404 {
+		t.Errorf("bob's steer = %d, want 404", code)
+	}
+	if sigs := worker.Signals(); len(sigs) != 0 {
+		t.Errorf("the worker took bob's steer: %+v", sigs)
+	}
+	callAs(t, aliceToken, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", nil)
+}
