@@ -95,7 +95,7 @@ func newTree(rec delegation.Record, evs []delegation.Event, ended bool, down *re
 		v.Hops[n-1].Seqs = seqsOf(v.Receipts, 1)
 		for i, h := range last.Hops[2:] {
 			v.Hops = append(v.Hops, hopView{Depth: n + i, Name: h.Agent, Role: "agent below", State: rec.State,
-				Source: "named by the latest steering receipt", Seqs: seqsOf(v.Receipts, i+2)})
+				Source: "the latest steering receipt", Seqs: seqsOf(v.Receipts, i+2)})
 		}
 	} else if orchd && rec.Downstream.Agent != "" {
 		v.BelowUnknown = true

@@ -52,7 +52,7 @@
     cell(row, String(ev.seq));
     var t = document.createElement("time");
     t.dateTime = ev.at;
-    t.textContent = ev.at;
+    t.textContent = new Date(ev.at).toISOString();
     cell(row, "").appendChild(t);
     cell(row, ev.kind);
     cell(row, stateName(ev.state));
@@ -68,7 +68,36 @@
       li.textContent = ev.receipt.control + " " + ev.receipt.messageId + ": " + hops(ev.receipt) +
         (ev.receipt.duplicate ? " (duplicate)" : "");
       receipts.appendChild(li);
+      below(ev.receipt.hops || [], ev.state);
     }
+  }
+  // below adds the hops a receipt names that the chain does not show
+  // yet: a receipt lists this orchd, its agent, then each hop below.
+  function below(named, state) {
+    var list = document.getElementById("hops");
+    var items = [].slice.call(list.children);
+    var self = items.findIndex(function (li) { return li.dataset.role === "this orchd"; });
+    if (self < 0) return;
+    for (var i = items.length - self; i < named.length; i++) {
+      var li = document.createElement("li");
+      li.dataset.depth = String(self + i);
+      li.dataset.role = "agent below";
+      var role = document.createElement("span");
+      role.className = "role";
+      role.textContent = "agent below";
+      var name = document.createElement("strong");
+      name.textContent = named[i].agent;
+      var st = document.createElement("span");
+      st.className = "state s-" + stateName(state);
+      st.textContent = stateName(state);
+      var src = document.createElement("small");
+      src.className = "muted";
+      src.textContent = "known from the latest steering receipt";
+      li.append(role, " ", name, " ", st, document.createElement("br"), src);
+      list.appendChild(li);
+    }
+    var note = document.getElementById("below-unknown");
+    if (note && named.length > 2) note.hidden = true;
   }
 
   if (!("ended" in tree.dataset) && window.EventSource) {
