@@ -155,6 +155,7 @@ func (g *gate) wrap(group string, h http.Handler) http.Handler {
 		}
 		if p != nil {
 			ctx = auth.WithPrincipal(ctx, p)
+			notePrincipal(ctx, p)
 			if tok := p.Token(); tok != "" {
 				ctx = credentials.WithCallerToken(ctx, tok)
 			}

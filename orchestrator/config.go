@@ -48,6 +48,8 @@ type Config struct {
 	Agent AgentConfig `yaml:"agent"`
 	// Telemetry configures metrics and traces.
 	Telemetry TelemetryConfig `yaml:"telemetry"`
+	// Log configures the access log (accesslog.go).
+	Log LogConfig `yaml:"log"`
 	// HTTP bounds what clients send: body sizes, JSON depth, read and
 	// idle timeouts.
 	HTTP HTTPConfig `yaml:"http"`
@@ -323,6 +325,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("config: delegation.pushURL: %w", err)
 	}
 	if err := c.HTTP.validate(); err != nil {
+		return err
+	}
+	if err := c.Log.validate(); err != nil {
 		return err
 	}
 	if err := c.Auth.validate(); err != nil {

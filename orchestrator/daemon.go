@@ -166,7 +166,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials, push: pusher,
 		agent: agent}
 	delegations.OnResume(d.agent.exec.resumed)
-	d.grpc = newGRPCServer(cfg, g, d.agent.handler, tel, log.With("component", "grpc"))
+	access := newAccessLog(cfg.Log, log.With("component", "access"))
+	d.grpc = newGRPCServer(cfg, g, d.agent.handler, tel, access, log.With("component", "grpc"))
 	mux := http.NewServeMux()
 	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
 	d.agent.routes(mux, tel, limits, g)
@@ -185,7 +186,9 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	mux.Handle("/", g.wrap(groupAPI, api))
-	d.handler = mux
+	// Outermost, so every request is logged: the mux's 404s and the
+	// gate's 401s too.
+	d.handler = access.wrap(mux)
 	return d, nil
 }
 

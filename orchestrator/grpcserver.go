@@ -139,7 +139,9 @@ type grpcServer struct {
 	gate    *gate
 	handler a2asrv.RequestHandler
 	tel     *telemetry.Telemetry
-	log     *slog.Logger
+	// access logs each call; nil when the access log is off.
+	access *accessLog
+	log    *slog.Logger
 
 	// mu guards lis, which GRPCAddr reads while Run sets it.
 	mu     sync.Mutex
@@ -151,11 +153,11 @@ type grpcServer struct {
 
 // newGRPCServer returns the gRPC server cfg.Agent.GRPC describes, or nil
 // when it sets no listen address.
-func newGRPCServer(cfg Config, g *gate, h a2asrv.RequestHandler, tel *telemetry.Telemetry, log *slog.Logger) *grpcServer {
+func newGRPCServer(cfg Config, g *gate, h a2asrv.RequestHandler, tel *telemetry.Telemetry, access *accessLog, log *slog.Logger) *grpcServer {
 	if cfg.Agent.GRPC.Listen == "" {
 		return nil
 	}
-	return &grpcServer{cfg: cfg.Agent.GRPC.withDefaults(cfg.HTTP), httpTLS: cfg.HTTP.TLS, gate: g, handler: h, tel: tel, log: log}
+	return &grpcServer{cfg: cfg.Agent.GRPC.withDefaults(cfg.HTTP), httpTLS: cfg.HTTP.TLS, gate: g, handler: h, tel: tel, access: access, log: log}
 }
 
 // listen binds the listen address and returns the interface URL the card
@@ -301,15 +303,21 @@ func endpointVersionOf(fullMethod string) string {
 }
 
 func (s *grpcServer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
 	ctx, end := s.callContext(ctx, info.FullMethod)
 	defer end()
-	return h(ctx, req)
+	resp, err := h(ctx, req)
+	s.access.grpcCall(ctx, info.FullMethod, start, err)
+	return resp, err
 }
 
 func (s *grpcServer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
 	ctx, end := s.callContext(ss.Context(), info.FullMethod)
 	defer end()
-	return h(srv, &contextStream{ServerStream: ss, ctx: ctx})
+	err := h(srv, &contextStream{ServerStream: ss, ctx: ctx})
+	s.access.grpcCall(ctx, info.FullMethod, start, err)
+	return err
 }
 
 // contextStream is a server stream with the call's context replaced.

@@ -41,6 +41,9 @@ func (t *Telemetry) Handler(h http.Handler, operation string) http.Handler {
 		ctx, span := tracer.Start(ctx, operation+" "+r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 		defer span.End()
+		if note, ok := r.Context().Value(spanNoteKey{}).(*trace.SpanContext); ok && !note.IsValid() {
+			*note = span.SpanContext()
+		}
 		named := new(atomic.Bool)
 		req := r.WithContext(context.WithValue(ctx, namedKey{}, named))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -56,6 +59,19 @@ func (t *Telemetry) Handler(h http.Handler, operation string) http.Handler {
 		}
 	})
 }
+
+// WithSpanNote returns ctx with note attached: the first Handler serving a
+// request with this context stores the server span it starts in *note, so
+// middleware outside Handler (the daemon's access log) can name the request's
+// trace once it has been served. The note is written on the goroutine
+// serving the request, before the handler Handler wraps runs; it stays the
+// zero SpanContext when nothing traced the request.
+func WithSpanNote(ctx context.Context, note *trace.SpanContext) context.Context {
+	return context.WithValue(ctx, spanNoteKey{}, note)
+}
+
+// spanNoteKey carries the note of WithSpanNote.
+type spanNoteKey struct{}
 
 // instrumentation is the import path the HTTP spans are recorded under.
 const instrumentation = "github.com/orchd/orchd/telemetry"
