@@ -90,18 +90,21 @@
       var st = document.createElement("span");
       st.className = "state s-" + stateName(state);
       st.textContent = stateName(state);
-      var src = document.createElement("small");
-      src.className = "muted";
-      src.textContent = "known from the latest steering receipt";
-      li.append(role, " ", name, " ", st, document.createElement("br"), src);
+      var from = document.createElement("small");
+      from.className = "muted";
+      from.textContent = "known from the latest steering receipt";
+      li.append(role, " ", name, " ", st, document.createElement("br"), from);
       list.appendChild(li);
     }
     var note = document.getElementById("below-unknown");
     if (note && named.length > 2) note.hidden = true;
   }
 
-  if (!("ended" in tree.dataset) && window.EventSource) {
-    var src = new EventSource("/ui/delegations/" + encodeURIComponent(id) + "/events?after=" + last);
+  // follow reads the events after the last one shown; after a dropped
+  // stream it opens a new one from there, so nothing is read twice.
+  var src = null, ended = false;
+  function follow() {
+    src = new EventSource("/ui/delegations/" + encodeURIComponent(id) + "/events?after=" + last);
     var onEvent = function (m) {
       try { add(JSON.parse(m.data)); } catch (e) { /* a malformed event is skipped */ }
     };
@@ -109,11 +112,18 @@
     src.onmessage = onEvent;
     src.onopen = function () { live.textContent = "following live"; };
     src.onerror = function () {
-      if (src.readyState === EventSource.CLOSED) live.textContent = "ended";
-      else live.textContent = "reconnecting…";
+      src.close();
+      if (ended) return;
+      live.textContent = "reconnecting…";
+      setTimeout(follow, 2000);
     };
-    tree.addEventListener("console:ended", function () { src.close(); live.textContent = "ended"; });
   }
+  tree.addEventListener("console:ended", function () {
+    ended = true;
+    if (src) src.close();
+    live.textContent = "ended";
+  });
+  if (!("ended" in tree.dataset) && window.EventSource) follow();
 
   function show(text, bad) {
     var p = document.createElement("p");

@@ -1,0 +1,85 @@
+package console
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"testing"
+
+	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/steering"
+)
+
+func TestNewTree_HopsAsFarAsThisOrchdKnowsThem(t *testing.T) {
+	orchd := &registry.Agent{Profile: &capability.Profile{ID: "b", Extensions: []capability.Extension{{URI: delegation.ExtensionURI}}}}
+	plain := &registry.Agent{Profile: &capability.Profile{ID: "b"}}
+	receipt := func(seq int64, hops ...string) delegation.Event {
+		r := &steering.Receipt{Control: steering.Steer}
+		for _, h := range hops {
+			r.Hops = append(r.Hops, steering.Hop{Agent: h, Seq: seq})
+		}
+		return delegation.Event{Seq: seq, Kind: "steer", Receipt: r}
+	}
+	root := delegation.Record{Chain: delegation.Chain{Path: []string{"id-a"}, Names: []string{"orchd a"}}, Downstream: delegation.Hop{Agent: "b"}}
+	middle := root
+	middle.Chain = delegation.Chain{Path: []string{"id-r", "id-a"}, Names: []string{"root"}}
+	for _, tc := range []struct {
+		name         string
+		rec          delegation.Record
+		down         *registry.Agent
+		evs          []delegation.Event
+		want         []string // "role name seqs"
+		belowUnknown bool
+	}{
+		{"an agent", root, plain, nil, []string{"this orchd orchd a (id-a) []", "agent b []"}, false},
+		{"an orchd, nothing steered yet", root, orchd, nil, []string{"this orchd orchd a (id-a) []", "orchd b []"}, true},
+		{"an orchd and two receipts", root, orchd, []delegation.Event{receipt(1, "a", "b", "C"), receipt(2, "a", "b", "C")},
+			[]string{"this orchd orchd a (id-a) [1 2]", "orchd b [1 2]", "agent below C [1 2]"}, false},
+		{"a middle hop", middle, plain, nil, []string{"upstream orchd root (id-r) []", "this orchd id-a []", "agent b []"}, false},
+		{"an agent gone from the registry", root, nil, nil, []string{"this orchd orchd a (id-a) []", "agent b []"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newTree(tc.rec, tc.evs, false, tc.down)
+			var got []string
+			for _, h := range v.Hops {
+				got = append(got, h.Role+" "+h.Name+" "+fmt.Sprint(h.Seqs))
+			}
+			if !slices.Equal(got, tc.want) || v.BelowUnknown != tc.belowUnknown {
+				t.Errorf("hops = %q (below unknown %v), want %q (%v)", got, v.BelowUnknown, tc.want, tc.belowUnknown)
+			}
+			if len(v.Receipts) != len(tc.evs) {
+				t.Errorf("%d receipts, want %d", len(v.Receipts), len(tc.evs))
+			}
+		})
+	}
+}
+
+func TestFlash_RoundTripsAControlsOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ans  controlAnswer
+		want flash
+	}{
+		{"a receipt", controlAnswer{Action: "steer", Receipt: &steering.Receipt{Hops: []steering.Hop{{Agent: "a", Seq: 1}, {Agent: "C", Seq: 4}}}},
+			flash{Action: "steer", Hops: []string{"a #1", "C #4"}}},
+		{"a state", controlAnswer{Action: "cancel", State: "TASK_STATE_CANCELED"}, flash{Action: "cancel", State: "TASK_STATE_CANCELED"}},
+		{"a refusal", controlAnswer{Action: "interrupt", Error: "hop C does not advertise the interruptible mode"},
+			flash{Action: "interrupt", Error: "hop C does not advertise the interruptible mode"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := url.ParseQuery(tc.ans.query().Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := flashFrom(q)
+			if got == nil || got.Action != tc.want.Action || !slices.Equal(got.Hops, tc.want.Hops) || got.State != tc.want.State || got.Error != tc.want.Error {
+				t.Errorf("flash = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if f := flashFrom(url.Values{"done": {"reboot"}}); f != nil {
+		t.Errorf("an unknown action shows %+v", f)
+	}
+}
