@@ -75,7 +75,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	tel, own := cfg.Telemetry.Providers, false
 	if tel == nil {
-		tel, err = telemetry.New(context.Background(), telemetry.Config{ServiceName: cfg.Telemetry.ServiceName, Prometheus: cfg.Telemetry.Prometheus})
+		tel, err = telemetry.New(context.Background(), telemetry.Config{ServiceName: cfg.Telemetry.ServiceName, Prometheus: cfg.Telemetry.Prometheus,
+			Log: log.With("component", "telemetry")})
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -36,6 +37,12 @@ type Config struct {
 	Prometheus bool
 	// Getenv reads the OTEL_* environment variables; nil means os.Getenv.
 	Getenv func(string) string
+	// Log, when set, receives what OpenTelemetry reports on its own, failed
+	// exports first, instead of stderr (otelerrors.go). OpenTelemetry's
+	// hooks for that are process-wide: New sets them whenever it builds an
+	// exporter, so the last such Telemetry with a Log gets the reports of
+	// every provider in the process. Nil leaves the hooks as they are.
+	Log *slog.Logger
 }
 
 // Telemetry holds the providers orchd's packages take their tracers and
@@ -74,6 +81,9 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	name := cfg.ServiceName
 	if name == "" {
 		name = "orchd"
+	}
+	if cfg.Log != nil && (cfg.Prometheus || otlpWanted(getenv, "TRACES") || otlpWanted(getenv, "METRICS")) {
+		routeOTelLogs(cfg.Log)
 	}
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", name)), resource.WithFromEnv())
 	if err != nil {
