@@ -89,5 +89,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(newServeCmd(g), newAgentsCmd(g), newPolicyCmd(g), newDelegateCmd(), newTasksCmd(),
 		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt), newHealthcheckCmd())
+	root.AddCommand(newDemoCmd(g))
 	return root
 }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchd/orchd/internal/syncbuf"
+)
+
+// The README's quick start, end to end: orchd demo on free ports, then
+// the commands it prints, through the CLI.
+func TestDemo_QuickStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var out, logs syncbuf.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runContext(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--agents-port", "0"}, &out, &logs)
+	}()
+	stopped := false
+	stop := func() int {
+		cancel()
+		if stopped {
+			return 0
+		}
+		stopped = true
+		return <-done
+	}
+	defer stop()
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(out.String(), "Ctrl-C stops the demo") {
+		select {
+		case code := <-done:
+			stopped = true
+			t.Fatalf("demo exited %d:\n%s%s", code, out.String(), logs.String())
+		case <-deadline:
+			t.Fatalf("demo did not start:\n%s%s", out.String(), logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	banner := out.String()
+	server := regexp.MustCompile(`orchd serves at (http://127\.0\.0\.1:\d+) with 5 demo agents`).FindStringSubmatch(banner)
+	stateDir := regexp.MustCompile(`orchd's state is in (\S+), removed when the demo stops`).FindStringSubmatch(banner)
+	if server == nil || stateDir == nil || !strings.Contains(banner, "orchd steer --server "+server[1]+` ID "only papers from 2025"`) {
+		t.Fatalf("banner:\n%s", banner)
+	}
+	// cli runs an orchd command (one or two words) against the demo.
+	cli := func(command string, args ...string) (int, string, string) {
+		t.Helper()
+		return orchd(t, ctx, append(append(strings.Fields(command), "--server", server[1]), args...)...)
+	}
+	idOf := func(out string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^delegation (\S+) → `).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no delegation id in:\n%s", out)
+		}
+		return m[1]
+	}
+	waitFor := func(id, what string) string {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, got, _ := cli("tasks get", id)
+			if regexp.MustCompile(what).MatchString(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("delegation %s never matched %q:\n%s", id, what, got)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	code, got, errOut := cli("delegate", "--skill", "report", "the state of agent protocols")
+	if code != exitOK || !strings.Contains(got, "] working: writing section 4 of 4: next steps") ||
+		!strings.Contains(got, `artifact report: summary: what matters about "the state of agent protocols", in short. background:`) ||
+		!strings.Contains(got, `] completed: the report on "the state of agent protocols" is ready`) {
+		t.Errorf("delegate report: exit %d\n%s%s", code, got, errOut)
+	}
+
+	code, got, errOut = cli("delegate", "--skill", "research", "--no-follow", "agent steering")
+	if code != exitOK || !strings.Contains(got, " → steerable (task ") {
+		t.Fatalf("delegate research: exit %d\n%s%s", code, got, errOut)
+	}
+	research := idOf(got)
+	waitFor(research, `(?m)^state +working$`)
+	code, got, errOut = cli("steer", research, "only papers from 2025")
+	if code != exitOK || !regexp.MustCompile(`^steer 1 accepted by orchd-[0-9a-f]{16} #1 → steerable #1\n$`).MatchString(got) {
+		t.Errorf("steer: exit %d %q %s", code, got, errOut)
+	}
+	waitFor(research, `(?m)^artifact +progress: took steer 1 at step \d+ of 12; following "only papers from 2025"$`)
+	if !strings.Contains(logs.String(), `msg="took a steer" component=fleet agent=steerable`) {
+		t.Errorf("the demo's log does not show the steer taken:\n%s", logs.String())
+	}
+	code, got, errOut = cli("interrupt", research)
+	if code != exitOK || !strings.HasPrefix(got, "interrupt 2 accepted by ") {
+		t.Errorf("interrupt: exit %d %q %s", code, got, errOut)
+	}
+	waitFor(research, `(?m)^state +input_required$`)
+	if code, got, errOut = cli("tasks cancel", research); code != exitOK {
+		t.Errorf("tasks cancel: exit %d\n%s%s", code, got, errOut)
+	}
+
+	code, got, errOut = cli("delegate", "--skill", "summary", "the A2A spec")
+	if code != exitOK || !strings.Contains(got, `input_required: which year should the summary of "the A2A spec" cover?`) || !strings.Contains(errOut, "orchd tasks send") {
+		t.Fatalf("delegate summary: exit %d\n%s%s", code, got, errOut)
+	}
+	code, got, errOut = cli("tasks send", idOf(got), "2025")
+	if code != exitOK || !strings.Contains(got, `artifact summary: summary of "the A2A spec" for 2025`) || !strings.Contains(got, "] completed: summary ready") {
+		t.Errorf("tasks send: exit %d\n%s%s", code, got, errOut)
+	}
+
+	code, got, errOut = cli("delegate", "--skill", "legacy", "hello from A2A 1.0")
+	if code != exitOK || !strings.Contains(got, `artifact answer: legacy agent (A2A 0.3) got "hello from A2A 1.0"`) {
+		t.Errorf("delegate legacy: exit %d\n%s%s", code, got, errOut)
+	}
+
+	code, got, errOut = cli("delegate", "--skill", "draft", "--no-follow", "release notes")
+	if code != exitOK || !strings.Contains(got, " → plain (task ") {
+		t.Fatalf("delegate draft: exit %d\n%s%s", code, got, errOut)
+	}
+	draft := idOf(got)
+	waitFor(draft, `(?m)^state +working$`)
+	code, got, errOut = cli("steer", draft, "shorter")
+	if code == exitOK || !strings.Contains(errOut, "hop plain does not advertise the steerable mode") {
+		t.Errorf("steer to plain: exit %d %q %s", code, got, errOut)
+	}
+	cli("tasks cancel", draft)
+
+	code, got, errOut = cli("tasks list")
+	for _, want := range []string{"completed  report", "canceled   steerable", "completed  asker", "completed  legacy", "canceled   plain"} {
+		if code != exitOK || !regexp.MustCompile(strings.ReplaceAll(regexp.QuoteMeta(want), " ", " +")).MatchString(got) {
+			t.Errorf("tasks list lacks %q: exit %d\n%s%s", want, code, got, errOut)
+		}
+	}
+
+	if code := stop(); code != exitOK {
+		t.Errorf("demo exited %d:\n%s", code, logs.String())
+	}
+	if _, err := os.Stat(stateDir[1]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary state directory is left: %v", err)
+	}
+}
