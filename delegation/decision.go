@@ -57,24 +57,33 @@ type RefusedError struct {
 	Skill string
 }
 
-// Error says that no agent can take the work, naming the skill, and lists
-// every refused candidate with its reasons, or says that there were none.
+// Error is the Summary followed by every refused candidate with its
+// reasons.
 func (e *RefusedError) Error() string {
 	if len(e.Decision.Candidates) == 0 {
-		if e.Skill != "" {
-			return fmt.Sprintf("no agent has skill %q", e.Skill)
-		}
-		return "no agent is registered"
+		return e.Summary()
 	}
 	parts := make([]string, 0, len(e.Decision.Candidates))
 	for _, c := range e.Decision.Candidates {
 		parts = append(parts, fmt.Sprintf("%s: %s", c.Agent, strings.Join(c.Reasons, "; ")))
 	}
-	who := "no agent"
-	if e.Skill != "" {
-		who = fmt.Sprintf("no agent with skill %q", e.Skill)
+	return e.Summary() + ": " + strings.Join(parts, "; ")
+}
+
+// Summary says that no agent can take the work, naming the skill, without
+// the candidates' reasons, for callers that show those apart: `no agent
+// with skill "research" can take the work`, or `no agent has skill
+// "nosuch"` when no agent was a candidate at all.
+func (e *RefusedError) Summary() string {
+	switch {
+	case len(e.Decision.Candidates) == 0 && e.Skill != "":
+		return fmt.Sprintf("no agent has skill %q", e.Skill)
+	case len(e.Decision.Candidates) == 0:
+		return "no agent is registered"
+	case e.Skill != "":
+		return fmt.Sprintf("no agent with skill %q can take the work", e.Skill)
 	}
-	return who + " can take the work: " + strings.Join(parts, "; ")
+	return "no agent can take the work"
 }
 
 // FailedError is returned when every allowed candidate that was tried

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,9 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
-
-	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/orchestrator"
 )
 
@@ -94,43 +90,4 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) er
 		return json.Unmarshal(b, out)
 	}
 	return nil
-}
-
-// follow reads a delegation's events after seq and calls fn for each
-// until the stream ends or the delegation waits for input.
-func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(delegation.Event)) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(c.base, "/")+"/v1/delegations/"+id+"/events", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Last-Event-ID", fmt.Sprint(after))
-	c.authorize(req)
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("reach orchd at %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		e := &apiError{status: resp.StatusCode}
-		_ = json.Unmarshal(b, &e.body)
-		return e
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var ev delegation.Event
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return fmt.Errorf("event stream: %w", err)
-		}
-		fn(ev)
-		if ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired {
-			return nil
-		}
-	}
-	return sc.Err()
 }

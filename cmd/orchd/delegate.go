@@ -14,25 +14,49 @@ import (
 	"github.com/orchd/orchd/orchestrator"
 )
 
+// defaultServer is the daemon the client commands talk to without
+// --server.
+const defaultServer = "http://127.0.0.1:8080"
+
 // serverFlag adds --server to a command that talks to a daemon.
 func serverFlag(cmd *cobra.Command, base *string) {
-	cmd.Flags().StringVar(base, "server", "http://127.0.0.1:8080", "orchd daemon to talk to")
+	cmd.Flags().StringVar(base, "server", defaultServer, "orchd daemon to talk to")
+}
+
+// serverArg is the --server argument a command printed for the person to
+// run next needs to reach the same daemon: none for the default one.
+func (c *apiClient) serverArg() string {
+	if c.base == defaultServer {
+		return ""
+	}
+	return " --server " + c.base
 }
 
 func newDelegateCmd() *cobra.Command {
 	var (
-		server   string
-		req      delegation.Request
-		noFollow bool
-		output   string
+		server string
+		req    delegation.Request
+		detach bool
+		output string
 	)
 	cmd := &cobra.Command{
 		Use:   `delegate [--skill S] [--agent ID] [--require CAP]... "text"`,
 		Short: "Delegate work through a running orchd and follow it",
 		Long: `Ask a running orchd to delegate the text: it prints the decision (the chosen
 agent, and every refused candidate with its reasons), then follows the
-delegation's events live until it ends or waits for input. Exits non-zero
-when the work is refused, fails, is rejected or canceled.`,
+delegation's events live until it ends or waits for input.
+
+The work runs in the daemon, not in this command: Ctrl-C stops following
+and leaves it running (the command says how to follow it again with
+'orchd tasks follow ID' or cancel it with 'orchd tasks cancel ID'), and
+--detach returns right after the decision.
+
+Exits 0 when the work completed or waits for input, 3 when orchd refused
+it (no agent may take it; nothing was sent), and 1 when it failed, was
+rejected or canceled, or following it stopped.`,
+		Example: `  orchd delegate --skill research "find papers on A2A"
+  orchd delegate --skill research --require steerable --detach "survey 2025"
+  orchd delegate --agent worker -o json "summarise the report"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -45,8 +69,7 @@ when the work is refused, fails, is rejected or canceled.`,
 			err := c.do(cmd.Context(), "POST", "/v1/delegations", req, &rec)
 			var ae *apiError
 			if errors.As(err, &ae) && ae.body.Error.Code == "refused" {
-				printRefusal(out, ae.body)
-				return &exitError{code: exitFailure, err: errors.New("no agent can take the work")}
+				return refusal(out, ae.body, req.Skill, output)
 			}
 			if err != nil {
 				return err
@@ -55,18 +78,11 @@ when the work is refused, fails, is rejected or canceled.`,
 				return printJSON(out, rec)
 			}
 			printDecision(out, rec)
-			if noFollow {
+			if detach {
+				fmt.Fprintf(cmd.ErrOrStderr(), "delegation %s goes on in the daemon; follow it with 'orchd tasks follow%s %s'\n", rec.ID, c.serverArg(), rec.ID)
 				return nil
 			}
-			final := rec.State
-			err = c.follow(cmd.Context(), rec.ID, 0, func(ev delegation.Event) {
-				printEvent(out, ev)
-				final = ev.State
-			})
-			if err != nil {
-				return err
-			}
-			return exitFor(cmd.ErrOrStderr(), rec.ID, final)
+			return followDelegation(cmd, c, rec.ID, &followed{from: 1, state: rec.State}, output)
 		},
 	}
 	serverFlag(cmd, &server)
@@ -74,18 +90,20 @@ when the work is refused, fails, is rejected or canceled.`,
 	cmd.Flags().StringVar(&req.Agent, "agent", "", "registered agent id to pin the work to")
 	cmd.Flags().StringArrayVar(&req.Requires, "require", nil, "capability the agent (and every agent after it) must have (repeatable)")
 	cmd.Flags().StringVar(&req.Protocol, "protocol", "", `A2A version constraint, e.g. ">= 1.0"`)
-	cmd.Flags().BoolVar(&noFollow, "no-follow", false, "print the decision and return")
+	cmd.Flags().BoolVar(&detach, "detach", false, "print the decision and return; the work goes on in the daemon")
+	cmd.Flags().BoolVar(&detach, "no-follow", false, "the former name of --detach")
+	_ = cmd.Flags().MarkDeprecated("no-follow", "use --detach")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (json prints the delegation and does not follow)")
 	return cmd
 }
 
 // exitFor turns a delegation's final state into the command's outcome.
-func exitFor(w io.Writer, id string, s a2a.TaskState) error {
+func exitFor(w io.Writer, c *apiClient, id string, s a2a.TaskState) error {
 	switch s {
 	case a2a.TaskStateCompleted:
 		return nil
 	case a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:
-		fmt.Fprintf(w, "delegation %s waits for input: orchd tasks send %s \"your answer\"\n", id, id)
+		fmt.Fprintf(w, "delegation %s waits for input; answer it with 'orchd tasks send%s %s \"your answer\"'\n", id, c.serverArg(), id)
 		return nil
 	}
 	return &exitError{code: exitFailure, err: fmt.Errorf("delegation %s ended %s", id, shortState(s))}
@@ -107,24 +125,40 @@ func printDecision(w io.Writer, rec delegation.Record) {
 			fmt.Fprintf(w, "  tried %s: %s\n", a.Agent, a.Error)
 		}
 	}
-	for _, c := range rec.Decision.Candidates {
+	printRefused(w, "  ", rec.Decision.Candidates)
+}
+
+// printRefused writes a line for every refused candidate, with its
+// reasons.
+func printRefused(w io.Writer, indent string, cands []delegation.Candidate) {
+	for _, c := range cands {
 		if !c.Allowed {
-			fmt.Fprintf(w, "  refused %s: %s\n", c.Agent, strings.Join(c.Reasons, "; "))
+			fmt.Fprintf(w, "%srefused %s: %s\n", indent, c.Agent, strings.Join(c.Reasons, "; "))
 		}
 	}
 }
 
-func printRefusal(w io.Writer, body orchestrator.ErrorBody) {
-	fmt.Fprintln(w, "refused: no agent can take the work")
+// refusal prints a refused delegation's candidates (the error body with -o
+// json) and returns the command's error: refused, saying once that no
+// agent can take the work, naming the skill.
+func refusal(w io.Writer, body orchestrator.ErrorBody, skill, output string) error {
+	// Details are the decision when candidates were refused; a chain that
+	// is a cycle, too deep or past its deadline has none.
 	b, _ := json.Marshal(body.Error.Details)
 	var d delegation.Decision
-	if json.Unmarshal(b, &d) != nil || len(d.Candidates) == 0 {
-		fmt.Fprintln(w, "  "+body.Error.Message)
-		return
+	_ = json.Unmarshal(b, &d)
+	if output == "json" {
+		if err := printJSON(w, body); err != nil {
+			return err
+		}
+	} else {
+		printRefused(w, "", d.Candidates)
 	}
-	for _, c := range d.Candidates {
-		fmt.Fprintf(w, "  %s: %s\n", c.Agent, strings.Join(c.Reasons, "; "))
+	msg := body.Error.Message
+	if len(d.Candidates) > 0 {
+		msg = (&delegation.RefusedError{Decision: &d, Skill: skill}).Summary()
 	}
+	return &exitError{code: exitRefused, err: errors.New("refused: " + msg)}
 }
 
 func printEvent(w io.Writer, ev delegation.Event) {

@@ -38,25 +38,47 @@ func TestDelegateAndTasks(t *testing.T) {
 		t.Errorf("delegate: exit %d\n%s%s", code, out, errOut)
 	}
 
+	// A refusal lists every candidate with its reasons, says once that no
+	// agent can take the work, naming the skill, and exits 3.
 	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--require", "steerable", "x")
-	if code == 0 || !strings.Contains(out, "refused: no agent can take the work") || !strings.Contains(out, "worker: lacks required capability steerable") {
+	if code != exitRefused || out != "refused worker: lacks required capability steerable\n" ||
+		errOut != "orchd: refused: no agent with skill \"research\" can take the work\n" {
 		t.Errorf("refused delegate: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "nosuch", "x")
+	if code != exitRefused || out != "" || errOut != "orchd: refused: no agent has skill \"nosuch\"\n" {
+		t.Errorf("delegate to an unknown skill: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "nosuch", "-o", "json", "x")
+	if code != exitRefused || !strings.Contains(out, `"code": "refused"`) || !strings.Contains(errOut, `no agent has skill "nosuch"`) {
+		t.Errorf("delegate -o json to an unknown skill: exit %d\n%s%s", code, out, errOut)
 	}
 
 	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--agent", "asker", "history")
 	id := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
-	if code != 0 || id == nil || !strings.Contains(out, "input_required: which year?") || !strings.Contains(errOut, "orchd tasks send") {
+	if code != 0 || id == nil || !strings.Contains(out, "input_required: which year?") || !strings.Contains(errOut, "orchd tasks send --server "+base+" "+id[1]) {
 		t.Fatalf("delegate to asker: exit %d\n%s%s", code, out, errOut)
 	}
+	// Following it again replays its events and stops where it waits.
+	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", base, id[1])
+	if code != 0 || !strings.Contains(out, "input_required: which year?") || !strings.Contains(errOut, "waits for input") {
+		t.Errorf("tasks follow of a waiting delegation: exit %d\n%s%s", code, out, errOut)
+	}
 	code, out, errOut = orchd(t, t.Context(), "tasks", "send", "--server", base, id[1], "1999")
-	if code != 0 || !strings.Contains(out, "completed: answered: 1999") {
+	if code != 0 || !strings.Contains(out, "completed: answered: 1999") || strings.Contains(out, "which year?") {
 		t.Errorf("tasks send: exit %d\n%s%s", code, out, errOut)
 	}
+	// Once answered and ended, following replays it all, the answered
+	// wait included, to the end.
+	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", base, id[1])
+	if code != 0 || !strings.Contains(out, "input_required: which year?") || !strings.Contains(out, "completed: answered: 1999") {
+		t.Errorf("tasks follow of an ended delegation: exit %d\n%s%s", code, out, errOut)
+	}
 
-	code, out, _ = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "slow", "--no-follow", "forever")
+	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "slow", "--detach", "forever")
 	slowID := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
-	if code != 0 || slowID == nil {
-		t.Fatalf("delegate slow: exit %d\n%s", code, out)
+	if code != 0 || slowID == nil || errOut != "delegation "+slowID[1]+" goes on in the daemon; follow it with 'orchd tasks follow --server "+base+" "+slowID[1]+"'\n" {
+		t.Fatalf("delegate slow: exit %d\n%s%s", code, out, errOut)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -84,7 +106,7 @@ func TestSteerAndInterruptCommands(t *testing.T) {
 	t.Parallel()
 	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
 	base := daemon(t, registry.Spec{ID: "c", URL: c.URL})
-	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--no-follow", "survey")
+	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--detach", "survey")
 	id := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
 	if code != 0 || id == nil {
 		t.Fatalf("delegate: exit %d\n%s%s", code, out, errOut)
@@ -106,8 +128,12 @@ func TestSteerAndInterruptCommands(t *testing.T) {
 		t.Errorf("interrupt: exit %d %q %s", code, out, errOut)
 	}
 	code, _, errOut = orchd(t, t.Context(), "steer", "--server", base, id[1], "more")
-	if code == 0 || !strings.Contains(errOut, "TASK_STATE_INPUT_REQUIRED; only WORKING work can be steered") {
+	if code != exitRefused || !strings.Contains(errOut, "cannot steer: delegation \""+id[1]+"\" is TASK_STATE_INPUT_REQUIRED; only WORKING work can be steered") {
 		t.Errorf("steer while interrupted: exit %d %s", code, errOut)
+	}
+	code, _, errOut = orchd(t, t.Context(), "interrupt", "--server", base, id[1])
+	if code != exitRefused || !strings.Contains(errOut, "cannot interrupt: delegation \""+id[1]+"\" is TASK_STATE_INPUT_REQUIRED; only WORKING work can be interrupted") {
+		t.Errorf("interrupt while interrupted: exit %d %s", code, errOut)
 	}
 	orchd(t, t.Context(), "tasks", "cancel", "--server", base, id[1])
 }

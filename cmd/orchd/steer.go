@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -19,20 +21,28 @@ func newSteerCmd(c steering.Control) *cobra.Command {
 and keeps working. Every hop must advertise the steerable mode of the
 steering extension; otherwise the hop that cannot pass it on refuses, naming
 itself, and nothing is delivered. Prints the receipt: every hop that
-accepted the steer and its sequence number there.`
+accepted the steer and its sequence number there. Exits 3 when the steer
+is refused (the delegation is not WORKING, or a hop cannot take it).`
+	example := `  orchd steer 4f1c… "narrow it to 2025"
+  orchd steer --reference out-1 4f1c… "drop that source"`
 	args := cobra.ExactArgs(2)
 	if c == steering.Interrupt {
 		use, short, long = `interrupt ID ["text"]`, "Interrupt a delegation's work, across every hop",
 			`Interrupt the delegation's downstream task: the agent stops and waits for
 input, and so does every hop above it. Answer with orchd tasks send to
-resume the same tasks. Every hop must advertise the interruptible mode.`
+resume the same tasks. Every hop must advertise the interruptible mode.
+Exits 3 when the interrupt is refused (the delegation is not WORKING, or a
+hop cannot take it).`
+		example = `  orchd interrupt 4f1c…
+  orchd interrupt 4f1c… "stop: the premise changed"`
 		args = cobra.RangeArgs(1, 2)
 	}
 	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Long:  long,
-		Args:  args,
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := orchestrator.SteerRequest{ReferenceMessageID: reference}
 			if len(args) > 1 {
@@ -40,7 +50,13 @@ resume the same tasks. Every hop must advertise the interruptible mode.`
 			}
 			api := newAPIClient(server)
 			var r steering.Receipt
-			if err := api.do(cmd.Context(), "POST", "/v1/delegations/"+url.PathEscape(args[0])+":"+string(c), body, &r); err != nil {
+			err := api.do(cmd.Context(), "POST", "/v1/delegations/"+url.PathEscape(args[0])+":"+string(c), body, &r)
+			var ae *apiError
+			if errors.As(err, &ae) && ae.status == http.StatusConflict {
+				// Nothing was delivered anywhere.
+				return &exitError{code: exitRefused, err: err}
+			}
+			if err != nil {
 				return err
 			}
 			if output == "json" {

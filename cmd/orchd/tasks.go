@@ -14,16 +14,26 @@ import (
 func newTasksCmd() *cobra.Command {
 	var server, output string
 	client := func() *apiClient { return newAPIClient(server) }
-	cmd := &cobra.Command{Use: "tasks", Short: "List, inspect, answer and cancel delegations of a running orchd"}
-	cmd.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8080", "orchd daemon to talk to")
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "List, inspect, follow, answer and cancel delegations of a running orchd",
+		Example: `  orchd tasks list --state working
+  orchd tasks follow 4f1c…
+  orchd tasks send 4f1c… "1999"
+  orchd tasks cancel 4f1c…`,
+	}
+	cmd.PersistentFlags().StringVar(&server, "server", defaultServer, "orchd daemon to talk to")
 	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 
 	var state string
 	var limit int
+	var after int64
 	list := &cobra.Command{
 		Use:   "list [--state S] [--limit N]",
 		Short: "List delegations, newest first",
-		Args:  cobra.NoArgs,
+		Example: `  orchd tasks list
+  orchd tasks list --state input_required --limit 20 -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
 				return fmt.Errorf("--limit %d is not a positive number", limit)
@@ -82,18 +92,50 @@ func newTasksCmd() *cobra.Command {
 	}
 
 	get := &cobra.Command{
-		Use:   "get ID",
-		Short: "Show a delegation",
-		Args:  cobra.ExactArgs(1),
+		Use:     "get ID",
+		Short:   "Show a delegation",
+		Example: "  orchd tasks get 4f1c…\n  orchd tasks get -o json 4f1c…",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return show(cmd, "GET", "/v1/delegations/"+url.PathEscape(args[0]))
 		},
 	}
 
+	follow := &cobra.Command{
+		Use:   "follow ID",
+		Short: "Follow a delegation's events until it ends or waits for input",
+		Long: `Print a delegation's events, those it had and then those it has live, until
+it ends or waits for input, as 'orchd delegate' does: to follow again work
+left running by Ctrl-C or --detach. A stream the daemon closes early (it
+restarted) is resumed where it stopped. With -o json every event is a line
+of JSON. Exits as 'orchd delegate' does.`,
+		Example: `  orchd tasks follow 4f1c…
+  orchd tasks follow --after 12 4f1c…`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if after < 0 {
+				return fmt.Errorf("--after %d is not a sequence number", after)
+			}
+			c := client()
+			var rec delegation.Record
+			if err := c.do(cmd.Context(), "GET", "/v1/delegations/"+url.PathEscape(args[0]), nil, &rec); err != nil {
+				return err
+			}
+			if output != "json" {
+				printDecision(cmd.OutOrStdout(), rec)
+			}
+			// Only its last wait stops it: the earlier ones were
+			// answered.
+			return followDelegation(cmd, c, rec.ID, &followed{after: after, from: rec.LastEvent, state: rec.State}, output)
+		},
+	}
+	follow.Flags().Int64Var(&after, "after", 0, "print only the events after this sequence number (the [N] before each)")
+
 	send := &cobra.Command{
-		Use:   `send ID "text"`,
-		Short: "Answer a delegation waiting for input, and follow it",
-		Args:  cobra.ExactArgs(2),
+		Use:     `send ID "text"`,
+		Short:   "Answer a delegation waiting for input, and follow it",
+		Example: `  orchd tasks send 4f1c… "1999"`,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := client()
 			path := "/v1/delegations/" + url.PathEscape(args[0])
@@ -105,27 +147,20 @@ func newTasksCmd() *cobra.Command {
 			if err := c.do(cmd.Context(), "POST", path+"/messages", orchestrator.InputRequest{Text: args[1]}, &rec); err != nil {
 				return err
 			}
-			final := rec.State
-			err := c.follow(cmd.Context(), rec.ID, before.LastEvent, func(ev delegation.Event) {
-				printEvent(cmd.OutOrStdout(), ev)
-				final = ev.State
-			})
-			if err != nil {
-				return err
-			}
-			return exitFor(cmd.ErrOrStderr(), rec.ID, final)
+			return followDelegation(cmd, c, rec.ID, &followed{after: before.LastEvent, from: before.LastEvent + 1, state: rec.State}, output)
 		},
 	}
 
 	cancel := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a delegation; the agent's task is canceled too",
-		Args:  cobra.ExactArgs(1),
+		Use:     "cancel ID",
+		Short:   "Cancel a delegation; the agent's task is canceled too",
+		Example: "  orchd tasks cancel 4f1c…",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return show(cmd, "POST", "/v1/delegations/"+url.PathEscape(args[0])+":cancel")
 		},
 	}
-	cmd.AddCommand(list, get, send, cancel)
+	cmd.AddCommand(list, get, follow, send, cancel)
 	return cmd
 }
 

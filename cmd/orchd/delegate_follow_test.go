@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// waitOutput waits until buf holds a match of re and returns it.
+func waitOutput(t *testing.T, buf *syncbuf.Buffer, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(buf.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output never matched %s:\n%s", re, buf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDelegate_CtrlCLeavesTheWorkRunning stops `orchd delegate` as Ctrl-C
+// does, by canceling its context, while a slow agent works: the command
+// says the work goes on and how to follow or cancel it, and the
+// delegation is still WORKING in the daemon, where `orchd tasks follow`
+// finds it again.
+func TestDelegate_CtrlCLeavesTheWorkRunning(t *testing.T) {
+	t.Parallel()
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	base := daemon(t, registry.Spec{ID: "slow", URL: slow.URL})
+
+	// interrupted runs a following command until it printed want, then
+	// cancels it and returns its exit code and outputs.
+	interrupted := func(want *regexp.Regexp, args ...string) (int, string, string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var out, errOut syncbuf.Buffer
+		done := make(chan int, 1)
+		go func() { done <- runContext(ctx, args, &out, &errOut) }()
+		waitOutput(t, &out, want)
+		cancel()
+		select {
+		case code := <-done:
+			return code, out.String(), errOut.String()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v did not stop when canceled:\n%s", args, out.String())
+			return 0, "", ""
+		}
+	}
+	working := regexp.MustCompile(`(?m)^\[\d+\] working$`)
+	code, out, errOut := interrupted(working, "delegate", "--server", base, "--skill", "slow", "forever")
+	m := regexp.MustCompile(`delegation (\S+) → slow`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no decision line:\n%s", out)
+	}
+	id := m[1]
+	want := "orchd: stopped following delegation " + id + "; the work goes on in the daemon. Follow it again with 'orchd tasks follow --server " +
+		base + " " + id + "', or cancel it with 'orchd tasks cancel --server " + base + " " + id + "'\n"
+	if code != exitFailure || errOut != want {
+		t.Errorf("delegate stopped: exit %d, stderr %q; want %d, %q", code, errOut, exitFailure, want)
+	}
+	code, out, errOut = orchd(t, t.Context(), "tasks", "get", "--server", base, id)
+	if code != 0 || !regexp.MustCompile(`(?m)^state +working$`).MatchString(out) {
+		t.Errorf("after Ctrl-C: exit %d, want the delegation still working:\n%s%s", code, out, errOut)
+	}
+
+	// Following it again shows the decision and its events, and stops
+	// the same way.
+	code, out, errOut = interrupted(working, "tasks", "follow", "--server", base, id)
+	if code != exitFailure || !strings.HasPrefix(out, "delegation "+id+" → slow") || errOut != want {
+		t.Errorf("tasks follow stopped: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := orchd(t, t.Context(), "tasks", "cancel", "--server", base, id); code != 0 {
+		t.Errorf("tasks cancel: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestTasksFollow_ResumesAStreamThatEnds follows a delegation through a
+// proxy that ends the first event stream after its first event, as a
+// proxy timing out or a daemon stopping does: the command reopens the
+// stream after the last event it printed, and prints every event once.
+func TestTasksFollow_ResumesAStreamThatEnds(t *testing.T) {
+	t.Parallel()
+	work := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(300*time.Millisecond))
+	base := daemon(t, registry.Spec{ID: "worker", URL: work.URL})
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var resumedAfter []string // Last-Event-ID of each event stream asked for
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if !strings.HasSuffix(resp.Request.URL.Path, "/events") {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		resumedAfter = append(resumedAfter, resp.Request.Header.Get("Last-Event-ID"))
+		if len(resumedAfter) == 1 {
+			resp.Body = &firstEventOnly{ReadCloser: resp.Body}
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+
+	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", base, "--skill", "work", "--detach", "write it up")
+	m := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("delegate: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", front.URL, m[1])
+	seqs := regexp.MustCompile(`(?m)^\[(\d+)\]`).FindAllStringSubmatch(out, -1)
+	for i, s := range seqs {
+		if s[1] != strconv.Itoa(i+1) {
+			t.Errorf("event %d printed as [%s]; want every event once, in order", i+1, s[1])
+		}
+	}
+	if code != 0 || len(seqs) < 3 || !strings.HasSuffix(out, "] completed: done\n") {
+		t.Errorf("tasks follow: exit %d\n%s%s", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(resumedAfter) != 2 || resumedAfter[0] != "0" || resumedAfter[1] != "1" {
+		t.Errorf("event streams asked for after %q; want after 0, then after 1", resumedAfter)
+	}
+}
+
+// firstEventOnly ends an event stream after its first event.
+type firstEventOnly struct {
+	io.ReadCloser
+	seen []byte
+	done bool
+}
+
+func (f *firstEventOnly) Read(p []byte) (int, error) {
+	if f.done {
+		return 0, io.EOF
+	}
+	n, err := f.ReadCloser.Read(p)
+	before := len(f.seen)
+	f.seen = append(f.seen, p[:n]...)
+	if i := bytes.Index(f.seen, []byte("\n\n")); i >= 0 {
+		f.done = true
+		return i + 2 - before, nil
+	}
+	return n, err
+}
