@@ -136,10 +136,11 @@ type CaseResult struct {
 // Passed reports whether the case met every expectation.
 func (r CaseResult) Passed() bool { return len(r.Failures) == 0 }
 
-// ReadCaseFiles reads case files; a directory contributes its *.yaml and
-// *.yml files.
+// ReadCaseFiles reads case files. A directory contributes the case files
+// (a top-level cases: key) among the *.yaml and *.yml files under it, at
+// any depth, as ReadFiles reads the policy files beside them.
 func ReadCaseFiles(paths []string) ([]File, error) {
-	files, err := ReadFiles(paths)
+	files, err := readFiles(paths, true)
 	if err != nil {
 		return nil, fmt.Errorf("read cases: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/checker"
 	"cel.dev/cel-go/common/types"
+	"go.yaml.in/yaml/v3"
 )
 
 // Defaults for [Options] fields left at zero.
@@ -49,37 +51,81 @@ type File struct {
 	Data []byte
 }
 
-// ReadFiles reads policy files. A directory contributes its *.yaml and
-// *.yml files, sorted by name.
+// ReadFiles reads policy files. A directory contributes the *.yaml and
+// *.yml files under it, at any depth, sorted by path, except case files
+// (a top-level cases: key; they sit beside their policies for
+// RunCases) and what is under directories whose names begin with "."
+// (Kubernetes keeps a mounted ConfigMap's versions in such directories).
+// Symbolic links to directories are not followed. A file named in paths is
+// always read.
 func ReadFiles(paths []string) ([]File, error) {
+	files, err := readFiles(paths, false)
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	return files, nil
+}
+
+// readFiles reads the files named in paths and, under the directories
+// among them, the YAML files that are case files when cases is true, or
+// policy files when it is false.
+func readFiles(paths []string, cases bool) ([]File, error) {
 	var files []File
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("read policies: %w", err)
+			return nil, err
 		}
-		names := []string{p}
-		if info.IsDir() {
-			names = nil
-			entries, err := os.ReadDir(p)
+		if !info.IsDir() {
+			b, err := os.ReadFile(p)
 			if err != nil {
-				return nil, fmt.Errorf("read policies: %w", err)
+				return nil, err
 			}
-			for _, e := range entries {
-				if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
-					names = append(names, filepath.Join(p, e.Name()))
-				}
-			}
+			files = append(files, File{Path: p, Data: b})
+			continue
 		}
-		for _, n := range names {
-			b, err := os.ReadFile(n)
-			if err != nil {
-				return nil, fmt.Errorf("read policies: %w", err)
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case d.IsDir() && path != p && strings.HasPrefix(d.Name(), "."):
+				return filepath.SkipDir
+			case d.IsDir():
+				return nil
 			}
-			files = append(files, File{Path: n, Data: b})
+			if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if isCaseFile(b) == cases {
+				files = append(files, File{Path: path, Data: b})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return files, nil
+}
+
+// isCaseFile reports whether data's first YAML document is a mapping with
+// a cases key, as a file of policy test cases is.
+func isCaseFile(data []byte) bool {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return false
+	}
+	m := doc.Content[0].Content
+	for i := 0; i < len(m); i += 2 {
+		if m[i].Value == "cases" {
+			return true
+		}
+	}
+	return false
 }
 
 // Set is a compiled, immutable set of policies, safe for concurrent use.

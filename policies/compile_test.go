@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,5 +102,59 @@ func TestReadFiles(t *testing.T) {
 	}
 	if _, err := ReadFiles([]string{filepath.Join(dir, "missing.yaml")}); err == nil {
 		t.Error("a missing file must be an error")
+	}
+}
+
+// A directory is read at any depth: the policies in it and its
+// subdirectories, not the case files beside them nor what is under a
+// directory beginning with "." (a ConfigMap volume's versions).
+func TestReadFiles_Recursive(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"top.yaml":                 "policy: top\ndefault: allow\n",
+		"a/policy.yaml":            "policy: a\ndefault: allow\n",
+		"a/cases.yaml":             "cases:\n  - name: c\n",
+		"a/b/deep.yml":             "policy: deep\ndefault: allow\n",
+		"a/b/notes.md":             "not yaml",
+		"..2026_12_02/top.yaml":    "policy: old\ndefault: allow\n",
+		".git/config.yaml":         "policy: git\n",
+		"broken/policy.yaml":       "policy: [\n",
+		"multi/two-documents.yaml": "policy: one\ndefault: allow\n---\npolicy: two\ndefault: allow\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(files []File) []string {
+		var out []string
+		for _, f := range files {
+			rel, _ := filepath.Rel(dir, f.Path)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return out
+	}
+	files, err := ReadFiles([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a/b/deep.yml", "a/policy.yaml", "broken/policy.yaml", "multi/two-documents.yaml", "top.yaml"}
+	if got := names(files); !slices.Equal(got, want) {
+		t.Errorf("ReadFiles = %v, want %v", got, want)
+	}
+	cases, err := ReadCaseFiles([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(cases); !slices.Equal(got, []string{"a/cases.yaml"}) {
+		t.Errorf("ReadCaseFiles = %v, want [a/cases.yaml]", got)
+	}
+	// Named, a case file is read as it is: compiling it then says why.
+	if files, err := ReadFiles([]string{filepath.Join(dir, "a", "cases.yaml")}); err != nil || len(files) != 1 {
+		t.Errorf("ReadFiles(a case file) = %v, %v", names(files), err)
 	}
 }
