@@ -14,10 +14,6 @@ import (
 	"github.com/orchd/orchd/orchestrator"
 )
 
-// defaultServer is the daemon the client commands talk to without
-// --server.
-const defaultServer = "http://127.0.0.1:8080"
-
 // serverFlag adds --server to a command that talks to a daemon.
 func serverFlag(cmd *cobra.Command, base *string) {
 	cmd.Flags().StringVar(base, "server", defaultServer, "orchd daemon to talk to")
