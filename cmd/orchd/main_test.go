@@ -94,19 +94,21 @@ func TestInspect_Errors(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
+		code int
 		want string
 	}{
-		{"invalid card", []string{"agents", "inspect", bad.URL}, "supportedInterfaces[1].url: required field is missing or empty"},
-		{"unreachable", []string{"agents", "inspect", gone.URL}, "connection refused"},
-		{"not a url", []string{"agents", "inspect", "nowhere"}, "scheme must be http or https"},
-		{"bad output", []string{"agents", "inspect", "-o", "yaml", bad.URL}, `-o "yaml"`},
-		{"no args", []string{"agents", "inspect"}, "accepts 1 arg"},
-		{"bad log level", []string{"agents", "inspect", "--log-level", "loud", bad.URL}, "--log-level"},
+		{"invalid card", []string{"agents", "inspect", bad.URL}, exitFailure, "supportedInterfaces[1].url: required field is missing or empty"},
+		{"unreachable", []string{"agents", "inspect", gone.URL}, exitFailure, "connection refused"},
+		{"not a url", []string{"agents", "inspect", "ftp://nowhere"}, exitUsage, "scheme must be http or https"},
+		{"no scheme", []string{"agents", "inspect", "127.0.0.1:9001"}, exitUsage, `has no scheme; did you mean "http://127.0.0.1:9001"?`},
+		{"bad output", []string{"agents", "inspect", "-o", "yaml", bad.URL}, exitUsage, `--output "yaml": want text or json`},
+		{"no args", []string{"agents", "inspect"}, exitUsage, "orchd agents inspect needs 1 argument, URL"},
+		{"bad log level", []string{"agents", "inspect", "--log-level", "loud", bad.URL}, exitUsage, "--log-level"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := orchd(t, t.Context(), tt.args...)
-		if code == 0 || out != "" || !strings.Contains(errOut, tt.want) {
-			t.Errorf("%s: exit %d, stdout %q, stderr %q; want non-zero and %q on stderr", tt.name, code, out, errOut, tt.want)
+		if code != tt.code || out != "" || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want %d and %q on stderr", tt.name, code, out, errOut, tt.code, tt.want)
 		}
 	}
 }

@@ -13,7 +13,12 @@ import (
 )
 
 func newPolicyCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "policy", Short: "Check and test delegation and authorization policies"}
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Check and test delegation and authorization policies",
+		Example: `  orchd policy check examples/policies
+  orchd policy test examples/policies --cases examples/policies`,
+	}
 	cmd.AddCommand(newPolicyCheckCmd(), newPolicyTestCmd())
 	return cmd
 }
@@ -22,37 +27,55 @@ func newPolicyCheckCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "check FILE|DIR...",
 		Short: "Parse and type-check policy files",
-		Long: `Parse, type-check and compile policy files (a directory contributes its
-*.yaml and *.yml files) and print every problem as file:line:col: message.
-Exits non-zero when any file has a problem.`,
+		Long: `Parse, type-check and compile policy files, as the daemon loads them: a
+directory contributes the *.yaml and *.yml files under it at any depth,
+except case files (a top-level cases: key) and directories whose names
+begin with ".". Prints every problem as file:line:col: message. Exits 1 when
+any file has a problem, or when there is no policy file to read.`,
+		Example: `  orchd policy check examples/policies
+  orchd policy check /etc/orchd/policies/routing.yaml`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			set, err := compilePolicies(args)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ok: %d policies, %d rules in %d files (%s)\n",
-				len(set.Policies()), set.Rules(), len(set.Files()), set.Digest())
-			fmt.Fprintf(cmd.OutOrStdout(), "authorization: %d policies (%s), %d rules\n",
-				len(set.AuthorizationPolicies()), strings.Join(set.AuthorizationPolicies(), ", "), set.AuthorizationRules())
+			fmt.Fprintf(cmd.OutOrStdout(), "ok: %s, %s in %s (%s)\n",
+				count(len(set.Policies()), "policy", "policies"), count(set.Rules(), "rule", "rules"),
+				count(len(set.Files()), "file", "files"), set.Digest())
+			fmt.Fprintf(cmd.OutOrStdout(), "authorization: %s (%s), %s\n",
+				count(len(set.AuthorizationPolicies()), "policy", "policies"), strings.Join(set.AuthorizationPolicies(), ", "),
+				count(set.AuthorizationRules(), "rule", "rules"))
 			return nil
 		},
 	}
 }
 
 // compilePolicies reads and compiles policy files; compile problems are
-// printed one per line by the caller's error output.
+// printed one per line by the caller's error output. Reading no policy
+// file at all is an error: the paths are most likely wrong.
 func compilePolicies(paths []string) (*policies.Set, error) {
 	files, err := policies.ReadFiles(paths)
 	if err != nil {
 		return nil, err
 	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no policy files (*.yaml or *.yml) under %s", strings.Join(paths, ", "))
+	}
 	set, err := policies.Compile(files, policies.Options{})
 	var diags policies.Diagnostics
 	if errors.As(err, &diags) {
-		return nil, fmt.Errorf("%d problems:\n%s", len(diags), diags.Error())
+		return nil, fmt.Errorf("%s:\n%s", count(len(diags), "problem", "problems"), diags.Error())
 	}
 	return set, err
+}
+
+// count is "1 policy" or "N policies".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func newPolicyTestCmd() *cobra.Command {
@@ -61,16 +84,18 @@ func newPolicyTestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "test FILE|DIR... --cases PATH",
 		Short: "Run policy test cases",
-		Long: `Compile the policy files, then run the test cases in --cases (a case file or
-a directory of them). A delegation case gives a request, candidate agents with
+		Long: `Compile the policy files, then run the test cases in --cases (a case file, or
+a directory: the case files under it, at any depth). A delegation case gives a request, candidate agents with
 their cards, and the decision expected for each agent and the expected winner.
 An authorization case gives authorize: {caller, action, resource} and want:
 allow or deny (and optionally decidedBy: policy/rule). Prints a line per case
-like a test runner and exits non-zero on any failure.`,
+like a test runner and exits 1 on any failure.`,
+		Example: `  orchd policy test examples/policies/shallow-chains/policy.yaml --cases examples/policies/shallow-chains/cases.yaml
+  orchd policy test examples/policies --cases examples/policies -v`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(cases) == 0 {
-				return errors.New("--cases is required")
+				return usageError("%s needs --cases, a case file or directory; %s", cmd.CommandPath(), seeHelp(cmd))
 			}
 			set, err := compilePolicies(args)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,11 +69,11 @@ func TestPolicyCheck(t *testing.T) {
 	write(t, good, "policy: good\ndefault: allow\nrules:\n  - name: r\n    rank: \"1\"\n")
 	write(t, bad, "policy: bad\nrules:\n  - name: a\n    allow: agent.healty\n  - name: b\n    deny: nope\n")
 	code, out, errOut := orchd(t, t.Context(), "policy", "check", good)
-	if code != 0 || !strings.HasPrefix(out, "ok: 1 policies, 1 rules in 1 files") {
+	if code != 0 || !strings.HasPrefix(out, "ok: 1 policy, 1 rule in 1 file") {
 		t.Errorf("check good: exit %d, %q %q", code, out, errOut)
 	}
 	code, _, errOut = orchd(t, t.Context(), "policy", "check", good, bad)
-	for _, want := range []string{"2 problems", bad + ":4:17: allow: undefined field 'healty'", bad + ":6:11: deny: undeclared reference to 'nope'"} {
+	for _, want := range []string{"2 problems:\n", bad + ":4:17: allow: undefined field 'healty'", bad + ":6:11: deny: undeclared reference to 'nope'"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("check bad: stderr lacks %q:\n%s", want, errOut)
 		}
@@ -86,5 +87,31 @@ func write(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A directory is read at any depth, as the daemon reads it, skipping the
+// case files beside the policies; reading no policy file is a failure.
+func TestPolicyCheck_Directories(t *testing.T) {
+	t.Parallel()
+	dirs, _ := filepath.Glob(filepath.Join("..", "..", "examples", "policies", "*", "policy.yaml"))
+	code, out, errOut := orchd(t, t.Context(), "policy", "check", filepath.Join("..", "..", "examples", "policies"))
+	if code != exitOK || !regexp.MustCompile(`^ok: [1-9][0-9]* policies, [1-9][0-9]* rules in `+fmt.Sprint(len(dirs))+` files `).MatchString(out) || len(dirs) < 5 {
+		t.Errorf("examples/policies (%d policy files): exit %d\n%s%s", len(dirs), code, out, errOut)
+	}
+
+	empty := t.TempDir()
+	write(t, filepath.Join(empty, "cases.yaml"), "cases:\n  - name: c\n")
+	write(t, filepath.Join(empty, "notes.txt"), "policy: not read\n")
+	code, out, errOut = orchd(t, t.Context(), "policy", "check", empty)
+	if code != exitFailure || out != "" || errOut != "orchd: no policy files (*.yaml or *.yml) under "+empty+"\n" {
+		t.Errorf("a directory of no policies: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	one := t.TempDir()
+	write(t, filepath.Join(one, "p.yaml"), "policy: p\nrules:\n  - name: a\n    allow: agent.healty\n")
+	code, _, errOut = orchd(t, t.Context(), "policy", "check", one)
+	if code != exitFailure || !strings.HasPrefix(errOut, "orchd: 1 problem:\n") {
+		t.Errorf("one problem: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -26,11 +26,11 @@ type globals struct {
 func (g *globals) logger() (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+		return nil, usageError("--log-level %q: want debug, info, warn or error", g.logLevel)
 	}
 	log, err := telemetry.NewLogger(g.stderr, g.logFormat, level)
 	if err != nil {
-		return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
+		return nil, usageError("--log-format %q: want text or json", g.logFormat)
 	}
 	return log, nil
 }
@@ -77,9 +77,23 @@ func (e *exitError) Unwrap() error { return e.err }
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stderr: stderr}
 	root := &cobra.Command{
-		Use:           "orchd",
-		Short:         "orchd orchestrates A2A agents",
-		Long:          "orchd discovers A2A agents, validates what their Agent Cards declare and delegates work only where it can go.",
+		Use:   "orchd",
+		Short: "orchd orchestrates A2A agents",
+		Long: `orchd discovers A2A agents, validates what their Agent Cards declare and
+delegates work only where it can go. 'orchd serve' runs the daemon; the
+other commands check files or talk to a running daemon (--server).
+
+Exit codes:
+  0  the command did what was asked
+  1  the command, or the work it followed, failed
+  2  the command line is wrong (unknown command or flag, wrong arguments);
+     nothing was done
+  3  orchd refused the work before anything reached an agent (no allowed,
+     able agent; a refused steer or interrupt)`,
+		Example: `  orchd serve --config orchd.yaml
+  orchd agents add http://127.0.0.1:9001
+  orchd delegate --skill research "find papers on A2A"
+  orchd version`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -88,7 +102,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(newServeCmd(g), newAgentsCmd(g), newPolicyCmd(g), newDelegateCmd(), newTasksCmd(),
-		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt), newHealthcheckCmd())
-	root.AddCommand(newDemoCmd(g))
+		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt), newVersionCmd(), newConfigCmd(g), newHealthcheckCmd())
+	sentences(root)
 	return root
 }

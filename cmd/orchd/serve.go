@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/telemetry"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -24,6 +25,9 @@ fresh and serve the HTTP JSON API. Without --config the embedded defaults
 apply (listen on 127.0.0.1:8080, card fetches may reach loopback, no
 policies). SIGHUP reloads the policy files and auth.tokensFile (they are
 also reloaded when they change); SIGINT and SIGTERM shut the daemon down gracefully.`,
+		Example: `  orchd serve
+  orchd serve --config /etc/orchd/orchd.yaml
+  orchd serve --listen 127.0.0.1:9090 --state-dir /tmp/orchd-dev --log-format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, cfg, err := g.setup(configPath)
@@ -55,6 +59,7 @@ also reloaded when they change); SIGINT and SIGTERM shut the daemon down gracefu
 // serveDaemon runs d until ctx is done or SIGINT or SIGTERM arrives;
 // SIGHUP reloads the policy files and the tokens file meanwhile.
 func serveDaemon(ctx context.Context, d *orchestrator.Daemon, log *slog.Logger) error {
+	telemetry.RouteGRPCLogs(log) // process-wide: before Run starts any gRPC
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
