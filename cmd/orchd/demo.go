@@ -17,10 +17,6 @@ import (
 	"github.com/orchd/orchd/registry"
 )
 
-// defaultServer is the daemon the client commands talk to without
-// --server.
-const defaultServer = "http://127.0.0.1:8080"
-
 func newDemoCmd(g *globals) *cobra.Command {
 	var listen, stateDir string
 	var agentsPort int
@@ -31,7 +27,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 agents (examples/agents/fleet), registered in its configuration, and print
 commands to try from another terminal: a report that streams, long work to
 steer and interrupt, an agent that asks for input, an A2A 0.3 agent and one
-that declares no steering. The agents listen on 127.0.0.1 from
+that declares no steering; the web console at /ui/ shows it all live. The agents listen on 127.0.0.1 from
 --agents-port on (report, steerable, asker, legacy, plain).
 
 Without --state-dir the state is kept in a temporary directory, removed
@@ -139,6 +135,7 @@ func printDemo(w io.Writer, base string, agents []fleet.Agent, stateDir string, 
 		fmt.Fprintf(tw, "  %s\t# %s\n", strings.TrimSpace("orchd "+s[0]+server+" "+s[1]), s[2])
 	}
 	_ = tw.Flush()
+	fmt.Fprintf(w, "\nThe console shows the agents and each delegation's tree, live: %s/ui/\n", base)
 	where := "in " + stateDir + ", removed when the demo stops"
 	if !temporary {
 		where = "kept in " + stateDir

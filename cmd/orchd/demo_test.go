@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -48,6 +49,11 @@ func TestDemo_QuickStart(t *testing.T) {
 	stateDir := regexp.MustCompile(`orchd's state is in (\S+), removed when the demo stops`).FindStringSubmatch(banner)
 	if server == nil || stateDir == nil || !strings.Contains(banner, "orchd steer --server "+server[1]+` ID "only papers from 2025"`) {
 		t.Fatalf("banner:\n%s", banner)
+	}
+	if resp, err := http.Get(server[1] + "/ui/"); err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(banner, server[1]+"/ui/") {
+		t.Errorf("the console the banner names: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	// cli runs an orchd command (one or two words) against the demo.
 	cli := func(command string, args ...string) (int, string, string) {
