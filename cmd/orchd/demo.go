@@ -17,6 +17,10 @@ import (
 	"github.com/orchd/orchd/registry"
 )
 
+// defaultServer is the daemon the client commands talk to without
+// --server, the one orchd demo runs by default.
+const defaultServer = "http://127.0.0.1:8080"
+
 func newDemoCmd(g *globals) *cobra.Command {
 	var listen, stateDir string
 	var agentsPort int
