@@ -103,6 +103,7 @@ Exit codes:
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(newServeCmd(g), newAgentsCmd(g), newPolicyCmd(g), newDelegateCmd(), newTasksCmd(),
 		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt), newVersionCmd(), newConfigCmd(g), newHealthcheckCmd())
+	root.AddCommand(newDemoCmd(g))
 	sentences(root)
 	return root
 }
