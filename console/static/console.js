@@ -145,7 +145,9 @@
         return res.json().catch(function () { return { error: "HTTP " + res.status }; });
       }).then(function (a) {
         if (a.error) {
-          show((a.action || "control") + " refused: " + a.error, true);
+          // The console's refusal, or the gate's (the API's error shape).
+          var why = typeof a.error === "string" ? a.error : a.error.message;
+          show((a.action || "control") + " refused: " + why, true);
           return;
         }
         var text = a.action + " done";
