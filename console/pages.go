@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -196,13 +195,4 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Path: "/ui/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
-}
-
-// atoi64 reads a non-negative number, or 0.
-func atoi64(s string) int64 {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }
