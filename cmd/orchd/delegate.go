@@ -33,7 +33,7 @@ func newDelegateCmd() *cobra.Command {
 		server string
 		req    delegation.Request
 		detach bool
-		output string
+		output outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   `delegate [--skill S] [--agent ID] [--require CAP]... "text"`,
@@ -55,9 +55,6 @@ rejected or canceled, or following it stopped.`,
   orchd delegate --agent worker -o json "summarise the report"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
-			}
 			req.Text = args[0]
 			c := newAPIClient(server)
 			out := cmd.OutOrStdout()
@@ -89,7 +86,8 @@ rejected or canceled, or following it stopped.`,
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the decision and return; the work goes on in the daemon")
 	cmd.Flags().BoolVar(&detach, "no-follow", false, "the former name of --detach")
 	_ = cmd.Flags().MarkDeprecated("no-follow", "use --detach")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (json prints the delegation and does not follow)")
+	outputFlag(cmd, &output)
+	cmd.Flags().Lookup("output").Usage = "output format: text or json (json prints the delegation and does not follow)"
 	return cmd
 }
 
@@ -137,7 +135,7 @@ func printRefused(w io.Writer, indent string, cands []delegation.Candidate) {
 // refusal prints a refused delegation's candidates (the error body with -o
 // json) and returns the command's error: refused, saying once that no
 // agent can take the work, naming the skill.
-func refusal(w io.Writer, body orchestrator.ErrorBody, skill, output string) error {
+func refusal(w io.Writer, body orchestrator.ErrorBody, skill string, output outputFormat) error {
 	// Details are the decision when candidates were refused; a chain that
 	// is a cycle, too deep or past its deadline has none.
 	b, _ := json.Marshal(body.Error.Details)

@@ -137,7 +137,7 @@ func (c *apiClient) followOnce(ctx context.Context, id string, f *followed, fn f
 // json) until it ends or waits for input, and turns how it ended into the
 // command's outcome. Stopped by Ctrl-C (or its context), it detaches: the
 // work goes on in the daemon, and it says how to follow or cancel it.
-func followDelegation(cmd *cobra.Command, c *apiClient, id string, f *followed, output string) error {
+func followDelegation(cmd *cobra.Command, c *apiClient, id string, f *followed, output outputFormat) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	out := cmd.OutOrStdout()

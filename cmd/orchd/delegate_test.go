@@ -158,3 +158,24 @@ func TestClientCommands_SendTheToken(t *testing.T) {
 		t.Errorf("with the token: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// The client commands' wrong flag values are usage errors, told before
+// any daemon is asked.
+func TestClientCommands_UsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"delegate", "-o", "yaml", "x"}, `"yaml"`},
+		{[]string{"steer", "-o", "yaml", "id", "x"}, `"yaml"`},
+		{[]string{"tasks", "get", "-o", "yaml", "id"}, `"yaml"`},
+		{[]string{"tasks", "list", "--limit", "0"}, "--limit 0: want a positive number; see 'orchd tasks list --help'"},
+		{[]string{"tasks", "follow", "--after", "-1", "id"}, "--after -1: want an event's sequence number, 0 or more; see 'orchd tasks follow --help'"},
+	} {
+		code, out, errOut := orchd(t, t.Context(), append(tc.args, "--server", "http://127.0.0.1:1")...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", tc.args, code, out, errOut, exitUsage, tc.want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 
 // newSteerCmd returns `orchd steer` or `orchd interrupt`.
 func newSteerCmd(c steering.Control) *cobra.Command {
-	var server, reference, output string
+	var server, reference string
+	var output outputFormat
 	use, short, long := `steer ID "text"`, "Steer a delegation's work in flight, across every hop",
 		`Send a steer to the delegation's downstream task: the agent incorporates it
 and keeps working. Every hop must advertise the steerable mode of the
@@ -76,6 +77,6 @@ hop cannot take it).`
 	}
 	serverFlag(cmd, &server)
 	cmd.Flags().StringVar(&reference, "reference", "", "id of the output message this reacts to")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	outputFlag(cmd, &output)
 	return cmd
 }

@@ -12,7 +12,8 @@ import (
 )
 
 func newTasksCmd() *cobra.Command {
-	var server, output string
+	var server string
+	output := outputFormat("text")
 	client := func() *apiClient { return newAPIClient(server) }
 	cmd := &cobra.Command{
 		Use:   "tasks",
@@ -23,7 +24,7 @@ func newTasksCmd() *cobra.Command {
   orchd tasks cancel 4f1c…`,
 	}
 	cmd.PersistentFlags().StringVar(&server, "server", defaultServer, "orchd daemon to talk to")
-	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.PersistentFlags().VarP(&output, "output", "o", "output format: text or json")
 
 	var state string
 	var limit int
@@ -36,7 +37,7 @@ func newTasksCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
-				return fmt.Errorf("--limit %d is not a positive number", limit)
+				return usageError("--limit %d: want a positive number; %s", limit, seeHelp(cmd))
 			}
 			// The API lists a page at a time: follow the pages up to the
 			// limit.
@@ -114,7 +115,7 @@ of JSON. Exits as 'orchd delegate' does.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if after < 0 {
-				return fmt.Errorf("--after %d is not a sequence number", after)
+				return usageError("--after %d: want an event's sequence number, 0 or more; %s", after, seeHelp(cmd))
 			}
 			c := client()
 			var rec delegation.Record
