@@ -84,8 +84,10 @@ rejected or canceled, or following it stopped.`,
 	cmd.Flags().StringArrayVar(&req.Requires, "require", nil, "capability the agent (and every agent after it) must have (repeatable)")
 	cmd.Flags().StringVar(&req.Protocol, "protocol", "", `A2A version constraint, e.g. ">= 1.0"`)
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the decision and return; the work goes on in the daemon")
+	// Its former name, still taken; the deprecation notice cobra would
+	// print goes to stdout, where scripts read JSON.
 	cmd.Flags().BoolVar(&detach, "no-follow", false, "the former name of --detach")
-	_ = cmd.Flags().MarkDeprecated("no-follow", "use --detach")
+	_ = cmd.Flags().MarkHidden("no-follow")
 	outputFlag(cmd, &output)
 	cmd.Flags().Lookup("output").Usage = "output format: text or json (json prints the delegation and does not follow)"
 	return cmd
