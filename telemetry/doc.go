@@ -9,8 +9,9 @@
 // package is where the daemon chooses the implementations. It also offers
 // the HTTP middleware that carries W3C trace context across A2A calls (and
 // passes a caller's trace headers on unchanged when tracing is off), the
-// daemon's logger, and a slog handler that stamps log records with trace
-// and span ids.
+// daemon's logger, a slog handler that stamps log records with trace and
+// span ids, and the routing of what OpenTelemetry and grpc-go log on their
+// own into that logger.
 //
 // The spans and metrics orchd records are listed in docs/observability.md.
 package telemetry
