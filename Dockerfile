@@ -18,9 +18,11 @@ COPY . .
 # carries .git (.dockerignore leaves it in) and the image has git, so
 # -buildvcs=auto stamps the commit, its time and whether the tree was
 # modified into the binary, and `orchd version` reports them; a context
-# without .git builds all the same, unstamped.
+# without .git builds all the same, unstamped. A git worktree's .git points
+# outside the context: build it with --build-arg BUILDVCS=false.
+ARG BUILDVCS=auto
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -buildvcs=auto -ldflags='-s -w' -o /out/usr/local/bin/orchd ./cmd/orchd
+    CGO_ENABLED=0 go build -trimpath -buildvcs=${BUILDVCS} -ldflags='-s -w' -o /out/usr/local/bin/orchd ./cmd/orchd
 # The directories the image needs, owned by nonroot: the state directory
 # (a new volume takes its owner from the image) and the tokens directory.
 RUN mkdir -p /out/var/lib/orchd /out/etc/orchd/tokens
