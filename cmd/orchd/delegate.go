@@ -102,7 +102,14 @@ func exitFor(w io.Writer, c *apiClient, id string, s a2a.TaskState) error {
 		fmt.Fprintf(w, "delegation %s waits for input; answer it with 'orchd tasks send%s %s \"your answer\"'\n", id, c.serverArg(), id)
 		return nil
 	}
-	return &exitError{code: exitFailure, err: fmt.Errorf("delegation %s ended %s", id, shortState(s))}
+	how := "ended " + shortState(s)
+	switch s {
+	case a2a.TaskStateFailed:
+		how = "failed"
+	case a2a.TaskStateCanceled, a2a.TaskStateRejected:
+		how = "was " + shortState(s)
+	}
+	return &exitError{code: exitFailure, err: fmt.Errorf("delegation %s %s", id, how)}
 }
 
 func printJSON(w io.Writer, v any) error {

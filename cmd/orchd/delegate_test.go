@@ -92,6 +92,10 @@ func TestDelegateAndTasks(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^state +canceled$`).MatchString(out) {
 		t.Errorf("tasks cancel: exit %d\n%s%s", code, out, errOut)
 	}
+	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", base, slowID[1])
+	if code != exitFailure || !strings.Contains(out, "] canceled") || errOut != "orchd: delegation "+slowID[1]+" was canceled\n" {
+		t.Errorf("tasks follow of a canceled delegation: exit %d\n%s%s", code, out, errOut)
+	}
 	code, out, _ = orchd(t, t.Context(), "tasks", "list", "--server", base, "--state", "completed")
 	if code != 0 || strings.Count(out, "completed") != 2 {
 		t.Errorf("tasks list: exit %d\n%s", code, out)
