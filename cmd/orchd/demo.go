@@ -108,7 +108,7 @@ func waitRegistered(ctx context.Context, d *orchestrator.Daemon, n int) bool {
 // arguments, and what it shows.
 var demoSteps = [][3]string{
 	{"delegate", `--skill report "the state of agent protocols"`, "streams a report"},
-	{"delegate", `--skill research --no-follow "agent steering"`, "long work; prints its ID"},
+	{"delegate", `--skill research --detach "agent steering"`, "long work; prints its ID"},
 	{"steer", `ID "only papers from 2025"`, "the receipt names every hop"},
 	{"tasks get", "ID", "the progress says which steer it took"},
 	{"interrupt", "ID", "the work stops and waits for input"},
@@ -116,7 +116,7 @@ var demoSteps = [][3]string{
 	{"delegate", `--skill summary "the A2A spec"`, "asks which year"},
 	{"tasks send", "ID 2025", "the answer; it finishes"},
 	{"delegate", `--skill legacy "hello from A2A 1.0"`, "an A2A 0.3 agent"},
-	{"delegate", `--skill draft --no-follow "release notes"`, "long work, no steering"},
+	{"delegate", `--skill draft --detach "release notes"`, "long work, no steering"},
 	{"steer", `ID "shorter"`, "refused: plain declares no steering"},
 	{"tasks list", "", "every delegation"},
 }

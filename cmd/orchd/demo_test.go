@@ -90,7 +90,7 @@ func TestDemo_QuickStart(t *testing.T) {
 		t.Errorf("delegate report: exit %d\n%s%s", code, got, errOut)
 	}
 
-	code, got, errOut = cli("delegate", "--skill", "research", "--no-follow", "agent steering")
+	code, got, errOut = cli("delegate", "--skill", "research", "--detach", "agent steering")
 	if code != exitOK || !strings.Contains(got, " → steerable (task ") {
 		t.Fatalf("delegate research: exit %d\n%s%s", code, got, errOut)
 	}
@@ -127,7 +127,7 @@ func TestDemo_QuickStart(t *testing.T) {
 		t.Errorf("delegate legacy: exit %d\n%s%s", code, got, errOut)
 	}
 
-	code, got, errOut = cli("delegate", "--skill", "draft", "--no-follow", "release notes")
+	code, got, errOut = cli("delegate", "--skill", "draft", "--detach", "release notes")
 	if code != exitOK || !strings.Contains(got, " → plain (task ") {
 		t.Fatalf("delegate draft: exit %d\n%s%s", code, got, errOut)
 	}

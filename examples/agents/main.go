@@ -59,13 +59,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	c := &http.Client{Timeout: 30 * time.Second}
 	unreachable := false
 	for _, a := range f.Agents() {
-		err := register(ctx, c, *orchd, a)
+		refreshed, err := register(ctx, c, *orchd, a)
 		var reach *reachError
 		switch {
 		case errors.As(err, &reach):
 			unreachable = true
 		case err != nil:
 			fmt.Fprintf(stdout, "%-10s %s: not registered: %v\n", a.ID, a.URL, err)
+		case refreshed:
+			fmt.Fprintf(stdout, "%-10s %s  skill %-8s already registered with %s; its card refreshed\n", a.ID, a.URL, a.Skill, *orchd)
 		default:
 			fmt.Fprintf(stdout, "%-10s %s  skill %-8s registered with %s\n", a.ID, a.URL, a.Skill, *orchd)
 		}
@@ -85,43 +87,48 @@ func (e *reachError) Error() string { return e.err.Error() }
 
 // register adds the agent to orchd, or refreshes its card when orchd
 // already has it under its id (from an earlier run: orchd keeps its
-// agents).
-func register(ctx context.Context, c *http.Client, orchd string, a fleet.Agent) error {
+// agents); refreshed says it did that.
+func register(ctx context.Context, c *http.Client, orchd string, a fleet.Agent) (refreshed bool, err error) {
 	base := strings.TrimRight(orchd, "/")
-	status, msg, err := post(ctx, c, base+"/v1/agents", map[string]string{"id": a.ID, "url": a.URL})
+	status, msg, _, err := post(ctx, c, base+"/v1/agents", map[string]string{"id": a.ID, "url": a.URL})
 	if err != nil {
-		return &reachError{err}
+		return false, &reachError{err}
 	}
-	switch {
-	case status == http.StatusCreated:
-		return nil
-	case status == http.StatusConflict:
-		status, msg, err = post(ctx, c, base+"/v1/agents/"+a.ID+":refresh", nil)
+	switch status {
+	case http.StatusCreated:
+		return false, nil
+	case http.StatusConflict:
+		// The id or the URL is taken: by this agent from an earlier run,
+		// or by another.
+		code, _, body, err := post(ctx, c, base+"/v1/agents/"+a.ID+":refresh", nil)
 		if err != nil {
-			return &reachError{err}
+			return false, &reachError{err}
 		}
-		if status == http.StatusOK {
-			return nil
+		var profile struct {
+			URL string `json:"url"`
 		}
-		return fmt.Errorf("already registered, and its refresh failed: %s (HTTP %d)", msg, status)
+		if code == http.StatusOK && json.Unmarshal(body, &profile) == nil && profile.URL == a.URL {
+			return true, nil
+		}
+		return false, fmt.Errorf("%s (HTTP %d)", msg, status)
 	}
-	return fmt.Errorf("%s (HTTP %d)", msg, status)
+	return false, fmt.Errorf("%s (HTTP %d)", msg, status)
 }
 
-// post sends body as JSON and returns the answer's status and, for an
-// error, its message.
-func post(ctx context.Context, c *http.Client, url string, body any) (int, string, error) {
+// post sends body as JSON and returns the answer's status, its error
+// message if any, and its body.
+func post(ctx context.Context, c *http.Client, url string, body any) (status int, msg string, answer []byte, err error) {
 	var in io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, "", err
+			return 0, "", nil, err
 		}
 		in = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, in)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token := os.Getenv("ORCHD_TOKEN"); token != "" {
@@ -129,12 +136,12 @@ func post(ctx context.Context, c *http.Client, url string, body any) (int, strin
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	var e struct {
 		Error struct {
@@ -144,7 +151,7 @@ func post(ctx context.Context, c *http.Client, url string, body any) (int, strin
 	if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
 		e.Error.Message = strings.TrimSpace(string(b))
 	}
-	return resp.StatusCode, e.Error.Message, nil
+	return resp.StatusCode, e.Error.Message, b, nil
 }
 
 // printHowToRegister tells how to register the agents with an orchd that
