@@ -38,10 +38,8 @@ const (
 
 // validate checks the section.
 func (c LogConfig) validate() error {
-	if _, _, err := c.accessLevel(); err != nil {
-		return err
-	}
-	return nil
+	_, _, err := c.accessLevel()
+	return err
 }
 
 // accessLevel is the level access records are logged at; on is false
@@ -156,9 +154,9 @@ func (a *accessLog) record(ctx context.Context, took time.Duration, sc trace.Spa
 	if sc.HasTraceID() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
-	// The context carries no span (the access log is outside them all),
-	// so the log handler adds no trace id of its own.
-	a.log.LogAttrs(context.WithoutCancel(ctx), a.level, "request", attrs...)
+	// ctx carries no span (the access log is outside them all), so the
+	// log handler adds no trace id of its own beside this one.
+	a.log.LogAttrs(ctx, a.level, "request", attrs...)
 }
 
 // accessNote is filled while a request is served, for its access record:
