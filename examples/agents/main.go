@@ -110,7 +110,7 @@ func register(ctx context.Context, c *http.Client, orchd string, a fleet.Agent) 
 		if code == http.StatusOK && json.Unmarshal(body, &profile) == nil && profile.URL == a.URL {
 			return true, nil
 		}
-		return false, fmt.Errorf("%s (HTTP %d)", msg, status)
+		return false, fmt.Errorf("%s (HTTP %d); unregister the agent holding it with 'orchd agents remove ID'", msg, status)
 	}
 	return false, fmt.Errorf("%s (HTTP %d)", msg, status)
 }
