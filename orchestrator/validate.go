@@ -7,6 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/orchd/orchd/policies"
 )
@@ -51,12 +55,15 @@ type CheckOptions struct {
 // read; those are first used when the daemon starts.
 //
 // The error lists every problem found, one per line, with its file, line
-// and column where known. A config file that cannot be decoded stops the
-// check there, and validation reports its first problem only.
+// and column where known: a problem with a setting the file writes is
+// given that setting's place. A config file that cannot be decoded stops
+// the check there, and validation reports its first problem only; the
+// policy files, the files the config names and the daemon's parts are each
+// checked and reported together (the parts up to the first that fails).
 func CheckConfig(path string, opts CheckOptions) (ConfigSummary, error) {
 	cfg, err := LoadConfig(path)
 	if err != nil {
-		return ConfigSummary{}, err
+		return ConfigSummary{}, locate(path, err)
 	}
 	cfg.InsecureNoAuth = opts.InsecureNoAuth
 	var problems []error
@@ -123,5 +130,75 @@ func CheckConfig(path string, opts CheckOptions) (ConfigSummary, error) {
 		}
 		d.Close()
 	}
+	for i, p := range problems {
+		problems[i] = locate(path, p)
+	}
 	return s, errors.Join(problems...)
 }
+
+// locate gives a problem with a setting ("config: agents[0].url …") the
+// place in the file at path that sets it: "FILE:LINE:COL: agents[0].url …".
+// A problem with no setting named, or with one the file leaves to the
+// defaults, is returned as it is.
+func locate(path string, err error) error {
+	rest, ok := strings.CutPrefix(err.Error(), "config: ")
+	if !ok {
+		return err
+	}
+	b, rerr := os.ReadFile(path)
+	var doc yaml.Node
+	if rerr != nil || yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 {
+		return err
+	}
+	key := rest
+	if i := strings.IndexAny(rest, ": \n"); i >= 0 {
+		key = rest[:i]
+	}
+	n := settingNode(doc.Content[0], key)
+	if n == nil {
+		return err
+	}
+	return &locatedError{place: fmt.Sprintf("%s:%d:%d", path, n.Line, n.Column), msg: rest, err: err}
+}
+
+// settingNode finds the node that sets key ("listen", "http.tls",
+// "agents[0].credentials") under the mapping n: the deepest one the file
+// writes, or nil when it writes none of it.
+func settingNode(n *yaml.Node, key string) *yaml.Node {
+	var found *yaml.Node
+	for seg := range strings.SplitSeq(key, ".") {
+		name, index, indexed := strings.Cut(seg, "[")
+		if n == nil || n.Kind != yaml.MappingNode {
+			return found
+		}
+		var value *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == name {
+				found, value = n.Content[i], n.Content[i+1]
+				break
+			}
+		}
+		if value == nil {
+			return found
+		}
+		n = value
+		if indexed {
+			i, err := strconv.Atoi(strings.TrimSuffix(index, "]"))
+			if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+				return found
+			}
+			n = n.Content[i]
+			found = n
+		}
+	}
+	return found
+}
+
+// locatedError is a problem with a setting, at its place in the file.
+type locatedError struct {
+	place, msg string
+	err        error
+}
+
+func (e *locatedError) Error() string { return e.place + ": " + e.msg }
+func (e *locatedError) Unwrap() error { return e.err }
