@@ -12,13 +12,14 @@ import (
 
 // funcs are the helpers the templates use.
 var funcs = template.FuncMap{
-	"state":  stateName,
-	"text":   messageText,
-	"when":   when,
-	"since":  since,
-	"join":   strings.Join,
-	"short":  short,
-	"evtext": eventText,
+	"state":      stateName,
+	"stateClass": stateClass,
+	"text":       messageText,
+	"when":       when,
+	"since":      since,
+	"join":       strings.Join,
+	"short":      short,
+	"evtext":     eventText,
 }
 
 // stateName is a task state as people read it: "working", "input
@@ -28,6 +29,11 @@ func stateName(s a2a.TaskState) string {
 		return "unknown"
 	}
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_")), "_", " ")
+}
+
+// stateClass is a task state as a CSS class suffix: "input-required".
+func stateClass(s a2a.TaskState) string {
+	return strings.ReplaceAll(stateName(s), " ", "-")
 }
 
 // messageText is the text parts of m, joined by spaces.

@@ -120,6 +120,20 @@ func TestConsole_PagesAndControls(t *testing.T) {
 		t.Errorf("empty steer = %d to %q", code, h.Get("Location"))
 	}
 
+	// An interrupt, then an answer, by plain form posts.
+	code, h, _ = browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/interrupt", "", url.Values{"text": {""}})
+	if loc, _ := url.Parse(h.Get("Location")); code != http.StatusSeeOther || loc == nil || loc.Query().Get("done") != "interrupt" || len(loc.Query()["hop"]) != 2 {
+		t.Fatalf("interrupt form = %d to %q", code, h.Get("Location"))
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateInputRequired)
+	_, _, page = browse(t, "GET", base+"/ui/delegations/"+rec.ID, "", nil)
+	wantIn(t, "interrupted tree page", page, `<span id="state" class="state s-input-required">input required</span>`)
+	code, h, _ = browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/input", "", url.Values{"text": {"go on"}})
+	if code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "done=input") || strings.Contains(h.Get("Location"), "error=") {
+		t.Fatalf("answer form = %d to %q", code, h.Get("Location"))
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateWorking)
+
 	// A cross-origin form post is refused before anything is done.
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/ui/delegations/"+rec.ID+"/cancel", nil)
 	req.Header.Set("Origin", "https://evil.example")

@@ -36,10 +36,10 @@
   function setState(s) {
     var name = stateName(s);
     stateEl.textContent = name;
-    stateEl.className = "state s-" + name;
+    stateEl.className = "state s-" + name.replace(/ /g, "-");
     document.querySelectorAll("#hops .state").forEach(function (el) {
       el.textContent = name;
-      el.className = "state s-" + name;
+      el.className = "state s-" + name.replace(/ /g, "-");
     });
   }
   function add(ev) {
@@ -88,7 +88,7 @@
       var name = document.createElement("strong");
       name.textContent = named[i].agent;
       var st = document.createElement("span");
-      st.className = "state s-" + stateName(state);
+      st.className = "state s-" + stateName(state).replace(/ /g, "-");
       st.textContent = stateName(state);
       var from = document.createElement("small");
       from.className = "muted";
