@@ -31,13 +31,17 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		stop()
 		fmt.Fprintln(os.Stderr, "agents:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+// run runs the fleet until ctx is done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("agents", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	orchd := flags.String("orchd", "http://127.0.0.1:8080", "the orchd to register the agents with")
@@ -48,8 +52,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q; see --help", flags.Arg(0))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	f, err := fleet.Start(ctx, fleet.Config{BasePort: *port, Log: log})
 	if err != nil {
