@@ -8,6 +8,10 @@ import (
 	"net/http/httptest"
 	"os"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/grpclog"
+
 	"github.com/orchd/orchd/telemetry"
 )
 
@@ -52,4 +56,37 @@ func ExampleLogHandler() {
 	})))
 	log.InfoContext(context.Background(), "no span here")
 	// Output: level=INFO msg="no span here"
+}
+
+// noTime drops the time from the examples' log records, to keep their
+// output stable.
+func noTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+// A program routes grpc-go's own log into its logger once it has one,
+// before it uses gRPC.
+func ExampleRouteGRPCLogs() {
+	telemetry.RouteGRPCLogs(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime})))
+	grpclog.Warningf("transport: %s", "closing") // as grpc-go logs
+	// Output: level=WARN msg="transport: closing" component=grpc
+}
+
+// Middleware outside Handler, an access log say, learns the trace of the
+// server span Handler starts for a request.
+func ExampleWithSpanNote() {
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	tel := telemetry.WithProviders(tp, nil)
+	traced := tel.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "api")
+	accessLog := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var span trace.SpanContext
+		traced.ServeHTTP(w, r.WithContext(telemetry.WithSpanNote(r.Context(), &span)))
+		fmt.Println("traced:", span.HasTraceID())
+	})
+	accessLog.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/agents", nil))
+	// Output: traced: true
 }
