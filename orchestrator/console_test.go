@@ -98,8 +98,10 @@ func TestConsole_PagesAndControls(t *testing.T) {
 	if strings.Contains(page, rec.ID) {
 		t.Error("the completed filter lists a working delegation")
 	}
-	if code, _, _ := browse(t, "GET", base+"/ui/delegations?state=bogus", "", nil); code != 400 {
-		t.Errorf("bad state filter = %d, want 400", code)
+	for _, q := range []string{"state=bogus", "pageToken=bogus"} {
+		if code, _, _ := browse(t, "GET", base+"/ui/delegations?"+q, "", nil); code != 400 {
+			t.Errorf("delegations?%s = %d, want 400", q, code)
+		}
 	}
 
 	// A steer by a plain form post: 303 back to the tree page, which
@@ -250,4 +252,32 @@ func TestConsole_AuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 		t.Errorf("the worker took bob's steer: %+v", sigs)
 	}
 	callAs(t, aliceToken, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", nil)
+}
+
+func TestConsole_DelegationsArePaged(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research"}, testagent.Reply("hi"))
+	cfg := loadDefaults(t)
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+	for i := range 51 {
+		if code := call(t, "POST", base+"/v1/delegations", `{"text": "hello", "skill": "research"}`, nil); code != 201 {
+			t.Fatalf("delegate %d = %d", i, code)
+		}
+	}
+	rows := func(page string) int { return strings.Count(page, `<tr><th scope="row"><a href="/ui/delegations/`) }
+	_, _, page := browse(t, "GET", base+"/ui/delegations?state=TASK_STATE_COMPLETED", "", nil)
+	i := strings.Index(page, `<a href="/ui/delegations?`)
+	if rows(page) != 50 || i < 0 {
+		t.Fatalf("first page: %d rows, next link at %d", rows(page), i)
+	}
+	next := page[i+len(`<a href="`):]
+	next = strings.ReplaceAll(next[:strings.Index(next, `"`)], "&amp;", "&")
+	if !strings.Contains(next, "state=TASK_STATE_COMPLETED") {
+		t.Errorf("the next page drops the filter: %s", next)
+	}
+	_, _, page = browse(t, "GET", base+next, "", nil)
+	if rows(page) != 1 || strings.Contains(page, `rel="next"`) {
+		t.Errorf("second page: %d rows, want 1 and no next link", rows(page))
+	}
 }
