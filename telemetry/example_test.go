@@ -46,14 +46,7 @@ func ExampleNew() {
 // Records logged within a traced operation carry its trace_id and
 // span_id; others are left as they are.
 func ExampleLogHandler() {
-	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{} // keep the example's output stable
-			}
-			return a
-		},
-	})))
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime})))
 	log.InfoContext(context.Background(), "no span here")
 	// Output: level=INFO msg="no span here"
 }
