@@ -71,6 +71,9 @@ type spec struct {
 	steerable bool
 }
 
+// maxRequestBytes bounds a request's body; the agents take short texts.
+const maxRequestBytes = 1 << 20
+
 // specs lists the fleet in port order.
 func specs() []spec {
 	return []spec{
@@ -116,7 +119,12 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			return nil, fmt.Errorf("agent %s: %w", s.id, err)
 		}
 		url := "http://" + ln.Addr().String()
-		srv := &http.Server{Handler: f.handler(s, url, cfg.Log.With("agent", s.id)), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{
+			Handler:           http.MaxBytesHandler(f.handler(s, url, cfg.Log.With("agent", s.id)), maxRequestBytes),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			IdleTimeout:       time.Minute,
+		}
 		f.servers = append(f.servers, srv)
 		f.agents = append(f.agents, Agent{ID: s.id, URL: url, Skill: s.skill, Description: s.description})
 		f.serving.Go(func() { _ = srv.Serve(ln) })

@@ -40,6 +40,24 @@ type progress struct {
 	following []string
 }
 
+// maxDirections bounds the directions followed, the oldest going first,
+// and maxDirectionRunes each one's length.
+const (
+	maxDirections     = 8
+	maxDirectionRunes = 200
+)
+
+// follow adds a direction to follow.
+func (p *progress) follow(direction string) {
+	if r := []rune(direction); len(r) > maxDirectionRunes {
+		direction = string(r[:maxDirectionRunes]) + "…"
+	}
+	p.following = append(p.following, direction)
+	if n := len(p.following); n > maxDirections {
+		p.following = p.following[n-maxDirections:]
+	}
+}
+
 func (s stepper) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		topic := topicOf(ec)
@@ -62,7 +80,7 @@ func (s stepper) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.S
 		} else {
 			// The input that answers an interrupt is a direction too.
 			answer := textOf(ec.Message)
-			p.following = append(p.following, answer)
+			p.follow(answer)
 			s.log.Info("resuming", "task", ec.TaskID, "step", p.step, "input", answer)
 			if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, say(ec, "resuming at step %d of %d with %q", p.step+1, s.steps, answer)), nil) {
 				return
@@ -111,7 +129,7 @@ func (s stepper) take(ec *a2asrv.ExecutorContext, sigs []steering.Signal, inbox 
 			// directions for when the work resumes.
 			for _, late := range append(sigs[i+1:], inbox.Close()...) {
 				if late.Control == steering.Steer {
-					p.following = append(p.following, textOf(late.Message))
+					p.follow(textOf(late.Message))
 				}
 			}
 			s.log.Info("interrupted; waiting for input", "task", ec.TaskID, "seq", sig.Seq, "step", p.step)
@@ -122,7 +140,7 @@ func (s stepper) take(ec *a2asrv.ExecutorContext, sigs []steering.Signal, inbox 
 			return false
 		}
 		steer := textOf(sig.Message)
-		p.following = append(p.following, steer)
+		p.follow(steer)
 		s.log.Info("took a steer", "task", ec.TaskID, "seq", sig.Seq, "steer", steer, "step", p.step)
 		// Acknowledged makes the steer the task's status message; the
 		// progress says the work follows it now.
@@ -179,7 +197,7 @@ func progressOf(t *a2a.Task) progress {
 		if fs, ok := a.Metadata["following"].([]any); ok {
 			for _, f := range fs {
 				if s, ok := f.(string); ok {
-					p.following = append(p.following, s)
+					p.follow(s)
 				}
 			}
 		}
