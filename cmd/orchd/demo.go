@@ -31,8 +31,9 @@ func newDemoCmd(g *globals) *cobra.Command {
 agents (examples/agents/fleet), registered in its configuration, and print
 commands to try from another terminal: a report that streams, long work to
 steer and interrupt, an agent that asks for input, an A2A 0.3 agent and one
-that declares no steering; the web console at /ui/ shows it all live. The agents listen on 127.0.0.1 from
---agents-port on (report, steerable, asker, legacy, plain).
+that declares no steering; the web console at /ui/ shows it all live. The
+agents listen on 127.0.0.1 from --agents-port on (report, steerable, asker,
+legacy, plain) and log what they do on stderr; docs/demo.md describes them.
 
 Without --state-dir the state is kept in a temporary directory, removed
 when the demo stops; Ctrl-C (SIGINT) or SIGTERM stops orchd and the agents.`,
