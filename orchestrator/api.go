@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -352,12 +353,50 @@ func decodeBody(r *http.Request, v any) error {
 	if err := dec.Decode(v); errors.Is(err, io.EOF) {
 		return nil // an empty body is an empty object
 	} else if err != nil {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: " + err.Error()}
+		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: " + jsonProblem(err)}
 	}
 	if dec.More() {
 		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: more than one JSON value"}
 	}
 	return nil
+}
+
+// jsonProblem says what is wrong with a JSON body for a person: a field
+// of the wrong type by its name and JSON types, not by the Go ones.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("%q is %s, want %s", te.Field, article(te.Value), article(jsonType(te.Type)))
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonType names the JSON type a Go type is decoded from.
+func jsonType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32,
+		reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	}
+	return "other value"
+}
+
+// article puts "a" or "an" before a JSON type's name.
+func article(s string) string {
+	if s != "" && strings.ContainsRune("aeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
 }
 
 // apiError is an error with its HTTP status and code already decided.
