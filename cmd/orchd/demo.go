@@ -41,6 +41,11 @@ when the demo stops; Ctrl-C (SIGINT) or SIGTERM stops orchd and the agents.`,
   orchd demo --listen 127.0.0.1:8090 --agents-port 9101`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agentsPort == 0 && stateDir != "" {
+				// The agents kept in the state directory from an earlier
+				// run are at other ports then, under the same ids.
+				return usageError("--agents-port 0 cannot go with --state-dir: the agents kept from an earlier run would keep their old ports; give a port; %s", seeHelp(cmd))
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err
@@ -85,7 +90,7 @@ when the demo stops; Ctrl-C (SIGINT) or SIGTERM stops orchd and the agents.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "orchd's listen address")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "keep orchd's state here, and leave it when the demo stops (default a temporary directory, removed)")
-	cmd.Flags().IntVar(&agentsPort, "agents-port", 9001, "the first demo agent's port; the others take the next ones (0: free ports)")
+	cmd.Flags().IntVar(&agentsPort, "agents-port", 9001, "the first demo agent's port; the others take the next ones (0: free ports, without --state-dir)")
 	return cmd
 }
 

@@ -153,3 +153,13 @@ func TestDemo_QuickStart(t *testing.T) {
 		t.Errorf("the temporary state directory is left: %v", err)
 	}
 }
+
+// Free ports for the agents cannot go with a kept state directory: the
+// agents it keeps would be at the old ports.
+func TestDemo_FreePortsWithStateDir(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := orchd(t, t.Context(), "demo", "--agents-port", "0", "--state-dir", t.TempDir())
+	if code != exitUsage || !strings.Contains(errOut, "--agents-port 0 cannot go with --state-dir") {
+		t.Errorf("exit %d, %s", code, errOut)
+	}
+}
