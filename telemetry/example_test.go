@@ -60,12 +60,15 @@ func noTime(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// A program routes grpc-go's own log into its logger once it has one,
-// before it uses gRPC.
-func ExampleRouteGRPCLogs() {
-	telemetry.RouteGRPCLogs(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime})))
-	grpclog.Warningf("transport: %s", "closing") // as grpc-go logs
-	// Output: level=WARN msg="transport: closing" component=grpc
+// A program routes what its libraries log on their own into its logger
+// once it has one, before it uses gRPC.
+func ExampleRouteProcessLogs() {
+	telemetry.RouteProcessLogs(slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime})))
+	grpclog.Warningf("transport: %s", "closing")   // as grpc-go logs
+	slog.Info("some transports failed to connect") // as a2a-go's client logs
+	// Output:
+	// level=WARN msg="transport: closing" component=grpc
+	// level=INFO msg="some transports failed to connect"
 }
 
 // Middleware outside Handler, an access log say, learns the trace of the

@@ -59,7 +59,7 @@ also reloaded when they change); SIGINT and SIGTERM shut the daemon down gracefu
 // serveDaemon runs d until ctx is done or SIGINT or SIGTERM arrives;
 // SIGHUP reloads the policy files and the tokens file meanwhile.
 func serveDaemon(ctx context.Context, d *orchestrator.Daemon, log *slog.Logger) error {
-	telemetry.RouteGRPCLogs(log) // process-wide: before Run starts any gRPC
+	telemetry.RouteProcessLogs(log) // process-wide: before Run starts any gRPC
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
