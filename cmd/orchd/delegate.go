@@ -167,6 +167,14 @@ func refusal(w io.Writer, body orchestrator.ErrorBody, skill string, output outp
 func printEvent(w io.Writer, ev delegation.Event) {
 	line := fmt.Sprintf("[%d] %s", ev.Seq, shortState(ev.State))
 	switch {
+	case ev.Receipt != nil:
+		// The caller's steer or interrupt, passed on: not the agent's
+		// words, which follow as events of their own.
+		line = fmt.Sprintf("[%d] %s", ev.Seq, ev.Kind)
+		if ev.Message != nil {
+			line += ": " + partsText(ev.Message.Parts)
+		}
+		line += " (accepted by " + receiptHops(*ev.Receipt) + ")"
 	case ev.Kind == "artifact" && ev.Artifact != nil:
 		line = fmt.Sprintf("[%d] artifact %s: %s", ev.Seq, ev.Artifact.ID, partsText(ev.Artifact.Parts))
 	case ev.Message != nil:

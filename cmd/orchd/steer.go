@@ -63,15 +63,11 @@ hop cannot take it).`
 			if output == "json" {
 				return printJSON(cmd.OutOrStdout(), r)
 			}
-			hops := make([]string, len(r.Hops))
-			for i, h := range r.Hops {
-				hops[i] = fmt.Sprintf("%s #%d", h.Agent, h.Seq)
-			}
 			dup := ""
 			if r.Duplicate {
 				dup = " (already delivered; not sent again)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %d accepted by %s%s\n", r.Control, r.Seq, strings.Join(hops, " → "), dup)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %d accepted by %s%s\n", r.Control, r.Seq, receiptHops(r), dup)
 			return nil
 		},
 	}
@@ -79,4 +75,14 @@ hop cannot take it).`
 	cmd.Flags().StringVar(&reference, "reference", "", "id of the output message this reacts to")
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// receiptHops writes the hops that accepted a signal, first to last:
+// "orchd-… #1 → steerable #1".
+func receiptHops(r steering.Receipt) string {
+	hops := make([]string, len(r.Hops))
+	for i, h := range r.Hops {
+		hops[i] = fmt.Sprintf("%s #%d", h.Agent, h.Seq)
+	}
+	return strings.Join(hops, " → ")
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/steering"
+)
+
+// TestPrintEvent pins the line each kind of event is followed with: a
+// steer or interrupt passed on reads as the caller's signal and the hops
+// that took it, not as words of the agent.
+func TestPrintEvent(t *testing.T) {
+	text := func(s string) *a2a.Message { return a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(s)) }
+	receipt := &steering.Receipt{Control: steering.Steer, Seq: 1, Hops: []steering.Hop{{Agent: "orchd-a", Seq: 1}, {Agent: "steerable", Seq: 1}}}
+	for _, tt := range []struct {
+		name string
+		ev   delegation.Event
+		want string
+	}{
+		{"state", delegation.Event{Seq: 1, Kind: "state", State: a2a.TaskStateWorking, Message: text("step 1")}, "[1] working: step 1"},
+		{"artifact", delegation.Event{Seq: 2, Kind: "artifact", State: a2a.TaskStateWorking,
+			Artifact: &a2a.Artifact{ID: "report", Parts: a2a.ContentParts{a2a.NewTextPart("section 1")}}}, "[2] artifact report: section 1"},
+		{"steer", delegation.Event{Seq: 3, Kind: "steer", State: a2a.TaskStateWorking, Message: text("only 2025"), Receipt: receipt},
+			"[3] steer: only 2025 (accepted by orchd-a #1 → steerable #1)"},
+		{"interrupt without text", delegation.Event{Seq: 4, Kind: "interrupt", State: a2a.TaskStateWorking, Receipt: receipt},
+			"[4] interrupt (accepted by orchd-a #1 → steerable #1)"},
+		{"failed", delegation.Event{Seq: 5, Kind: "state", State: a2a.TaskStateFailed, Error: "agent a: gone"}, "[5] failed (agent a: gone)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			printEvent(&b, tt.ev)
+			if got := strings.TrimSuffix(b.String(), "\n"); got != tt.want {
+				t.Errorf("printEvent = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
