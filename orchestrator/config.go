@@ -308,56 +308,54 @@ func decodeConfig(name string, b []byte, cfg *Config) error {
 	return nil
 }
 
-// validate checks what decoding cannot.
+// validate checks what decoding cannot. It reports every problem it
+// finds, joined, each naming its setting ("config: agents[0]: …").
 func (c *Config) validate() error {
+	var problems []error
+	add := func(err error) {
+		if err != nil {
+			problems = append(problems, err)
+		}
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("config: listen %q: %w", c.Listen, err)
+		add(fmt.Errorf("config: listen %q: %w", c.Listen, err))
 	}
 	if c.Delegation.Self != "" {
 		if err := checkIdentity(c.Delegation.Self); err != nil {
-			return fmt.Errorf("config: delegation.self: %w", err)
+			add(fmt.Errorf("config: delegation.self: %w", err))
 		}
 	}
 	if !delegation.ValidFollow(c.Delegation.Follow) {
-		return fmt.Errorf("config: delegation.follow %q: want auto, push, stream or poll", c.Delegation.Follow)
+		add(fmt.Errorf("config: delegation.follow %q: want auto, push, stream or poll", c.Delegation.Follow))
 	}
 	if err := checkPushURL(c.Delegation.PushURL); err != nil {
-		return fmt.Errorf("config: delegation.pushURL: %w", err)
+		add(fmt.Errorf("config: delegation.pushURL: %w", err))
 	}
-	if err := c.HTTP.validate(); err != nil {
-		return err
-	}
-	if err := c.Log.validate(); err != nil {
-		return err
-	}
-	if err := c.Auth.validate(); err != nil {
-		return err
-	}
-	if err := c.Agent.GRPC.validate(); err != nil {
-		return err
-	}
+	add(c.HTTP.validate())
+	add(c.Log.validate())
+	add(c.Auth.validate())
+	add(c.Agent.GRPC.validate())
 	if c.Auth.MTLS != nil && c.HTTP.TLS == nil {
-		return errors.New("config: auth.mtls needs http.tls: client certificates are only presented over HTTPS")
+		add(errors.New("config: auth.mtls needs http.tls: client certificates are only presented over HTTPS"))
 	}
 	if _, err := c.Store.mode("-"); err != nil {
-		return err
-	}
-	if c.Store.Mode != StoreMemory {
+		add(err)
+	} else if c.Store.Mode != StoreMemory {
 		if err := c.Store.storeConfig().Validate(); err != nil {
-			return fmt.Errorf("config: %w", err)
+			add(fmt.Errorf("config: %w", err))
 		}
 	}
 	for i, a := range c.Agents {
 		if _, err := registry.NormalizeURL(a.URL); err != nil {
-			return fmt.Errorf("config: agents[%d]: %w", i, err)
+			add(fmt.Errorf("config: agents[%d]: %w", i, err))
 		}
 		if a.Credentials != nil {
 			if err := a.Credentials.Validate(); err != nil {
-				return fmt.Errorf("config: agents[%d].credentials: %w", i, err)
+				add(fmt.Errorf("config: agents[%d].credentials: %w", i, err))
 			}
 		}
 	}
-	return nil
+	return errors.Join(problems...)
 }
 
 // RegistryConfig returns the file's registry section as registry.Config.

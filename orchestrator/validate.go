@@ -56,10 +56,11 @@ type CheckOptions struct {
 //
 // The error lists every problem found, one per line, with its file, line
 // and column where known: a problem with a setting the file writes is
-// given that setting's place. A config file that cannot be decoded stops
-// the check there, and validation reports its first problem only; the
-// policy files, the files the config names and the daemon's parts are each
-// checked and reported together (the parts up to the first that fails).
+// given that setting's place. A config file that cannot be decoded, or
+// whose settings are invalid, stops the check there, with every invalid
+// setting listed; the policy files, the files the config names and the
+// daemon's parts are each checked and reported together (the parts up to
+// the first that fails).
 func CheckConfig(path string, opts CheckOptions) (ConfigSummary, error) {
 	cfg, err := LoadConfig(path)
 	if err != nil {
@@ -141,6 +142,14 @@ func CheckConfig(path string, opts CheckOptions) (ConfigSummary, error) {
 // A problem with no setting named, or with one the file leaves to the
 // defaults, is returned as it is.
 func locate(path string, err error) error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := joined.Unwrap()
+		located := make([]error, len(errs))
+		for i, e := range errs {
+			located[i] = locate(path, e)
+		}
+		return errors.Join(located...)
+	}
 	rest, ok := strings.CutPrefix(err.Error(), "config: ")
 	if !ok {
 		return err
