@@ -30,9 +30,9 @@ type AuthConfig struct {
 	Peers []string `yaml:"peers"`
 	// Anonymous lists the route groups served to callers that present no
 	// credentials: health (/healthz, /readyz), card (the agent card),
-	// openapi, metrics, api (/v1/...) and a2a (the A2A endpoints). Default
-	// health, card and openapi. With no authentication configured every
-	// route is open.
+	// openapi, metrics, api (/v1/... and the console's /ui/) and a2a (the
+	// A2A endpoints). Default health, card and openapi. With no
+	// authentication configured every route is open.
 	Anonymous []string `yaml:"anonymous"`
 }
 

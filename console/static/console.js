@@ -102,7 +102,9 @@
 
   // follow reads the events after the last one shown; after a dropped
   // stream it opens a new one from there, so nothing is read twice.
-  var src = null, ended = false;
+  // A stream that fails to open again and again (the daemon is gone, or
+  // the delegation is no longer readable) is retried less and less often.
+  var src = null, ended = false, retry = 2000;
   function follow() {
     src = new EventSource("/ui/delegations/" + encodeURIComponent(id) + "/events?after=" + last);
     var onEvent = function (m) {
@@ -110,12 +112,13 @@
     };
     ["state", "message", "artifact", "steer", "interrupt"].forEach(function (k) { src.addEventListener(k, onEvent); });
     src.onmessage = onEvent;
-    src.onopen = function () { live.textContent = "following live"; };
+    src.onopen = function () { retry = 2000; live.textContent = "following live"; };
     src.onerror = function () {
       src.close();
       if (ended) return;
       live.textContent = "reconnecting…";
-      setTimeout(follow, 2000);
+      setTimeout(follow, retry);
+      retry = Math.min(retry * 2, 30000);
     };
   }
   tree.addEventListener("console:ended", function () {
