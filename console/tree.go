@@ -18,6 +18,10 @@ type treeView struct {
 	Rec    delegation.Record
 	Hops   []hopView
 	Events []delegation.Event
+	// Last is the sequence number of the last event shown, which the
+	// script follows on from: newer events, and those past the page's
+	// limit, arrive live.
+	Last int64
 	// Ended is true when the event log is complete: nothing follows.
 	Ended bool
 	// Receipts are the steering receipts among the events, oldest first.
@@ -59,6 +63,9 @@ type receiptView struct {
 // agent when the registry still has it.
 func newTree(rec delegation.Record, evs []delegation.Event, ended bool, down *registry.Agent) treeView {
 	v := treeView{Rec: rec, Events: evs, Ended: ended}
+	if len(evs) > 0 {
+		v.Last = evs[len(evs)-1].Seq
+	}
 	var last *steering.Receipt
 	for _, ev := range evs {
 		if ev.Receipt != nil {

@@ -56,6 +56,33 @@ func TestNewTree_HopsAsFarAsThisOrchdKnowsThem(t *testing.T) {
 	}
 }
 
+func TestNewTree_ScriptFollowsOnFromTheLastEventShown(t *testing.T) {
+	evs := func(seqs ...int64) []delegation.Event {
+		var out []delegation.Event
+		for _, s := range seqs {
+			out = append(out, delegation.Event{Seq: s, Kind: "state"})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		lastEvent int64 // the record's, read before the events
+		evs       []delegation.Event
+		want      int64
+	}{
+		{"no events yet", 0, nil, 0},
+		{"every event shown", 3, evs(1, 2, 3), 3},
+		{"more events than the page shows", 5, evs(1, 2, 3), 3},
+		{"events newer than the record", 2, evs(1, 2, 3, 4), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := newTree(delegation.Record{LastEvent: tc.lastEvent}, tc.evs, false, nil).Last; got != tc.want {
+				t.Errorf("Last = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestFlash_RoundTripsAControlsOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name string
