@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -113,10 +114,12 @@ func readFiles(paths []string, cases bool) ([]File, error) {
 }
 
 // isCaseFile reports whether data's first YAML document is a mapping with
-// a cases key, as a file of policy test cases is.
+// a cases key, as a file of policy test cases is. A file without the word
+// is not parsed: the engine reads the policy files at every check for a
+// change (Watch).
 func isCaseFile(data []byte) bool {
 	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+	if !bytes.Contains(data, []byte("cases")) || yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return false
 	}
 	m := doc.Content[0].Content
