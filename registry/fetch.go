@@ -195,31 +195,56 @@ func buildCard(cfg Config, raw []byte, id, base string, legacy bool) (*capabilit
 // scheme and host, no trailing slash.
 //
 // A URL written without its scheme ("127.0.0.1:9001", "localhost:9001/a")
-// is refused with a hint naming the http:// URL it probably means.
+// is refused with a hint naming the http:// URL it probably means. The
+// errors quote the URL with any user name or password replaced by "xxxxx",
+// as they reach logs and API answers.
 func NormalizeURL(raw string) (string, error) {
 	trimmed := strings.TrimSpace(raw)
+	shown := redactUserinfo(raw)
 	u, err := url.Parse(trimmed)
 	if !strings.Contains(trimmed, "://") && (err != nil || (u.Scheme != "http" && u.Scheme != "https")) {
-		if h, herr := url.Parse("http://" + trimmed); herr == nil && h.Host != "" {
+		if h, herr := url.Parse("http://" + trimmed); herr == nil && h.Host != "" && h.User == nil {
 			return "", fmt.Errorf("%w %q has no scheme; did you mean %q?", ErrInvalidURL, raw, "http://"+trimmed)
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w %q: %v", ErrInvalidURL, raw, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without url's "parse <the URL again>:"
+		}
+		return "", fmt.Errorf("%w %q: %w", ErrInvalidURL, shown, err)
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("%w %q: scheme must be http or https", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: scheme must be http or https", ErrInvalidURL, shown)
 	case u.Host == "":
-		return "", fmt.Errorf("%w %q: no host", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: no host", ErrInvalidURL, shown)
 	case u.User != nil:
-		return "", fmt.Errorf("%w %q: credentials in the URL are not accepted", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: credentials in the URL are not accepted", ErrInvalidURL, shown)
 	case u.RawQuery != "" || u.Fragment != "":
-		return "", fmt.Errorf("%w %q: query and fragment are not accepted", ErrInvalidURL, raw)
+		return "", fmt.Errorf("%w %q: query and fragment are not accepted", ErrInvalidURL, shown)
 	}
 	u.Host = strings.ToLower(u.Host)
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = ""
 	return u.String(), nil
+}
+
+// redactUserinfo replaces what raw's authority holds before "@", a user
+// name or a password, with "xxxxx".
+func redactUserinfo(raw string) string {
+	scheme, rest := "", raw
+	if i := strings.Index(raw, "://"); i >= 0 {
+		scheme, rest = raw[:i+3], raw[i+3:]
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return raw
+	}
+	return scheme + "xxxxx" + rest[at:]
 }

@@ -130,7 +130,10 @@ func TestNormalizeURL_Messages(t *testing.T) {
 		{raw: "agent.example.com", err: `invalid agent URL "agent.example.com" has no scheme; did you mean "http://agent.example.com"?`},
 		{raw: "ftp://x.example.com", err: `invalid agent URL "ftp://x.example.com": scheme must be http or https`},
 		{raw: "http://", err: `invalid agent URL "http://": no host`},
-		{raw: "http://u:p@x.example.com", err: `invalid agent URL "http://u:p@x.example.com": credentials in the URL are not accepted`},
+		{raw: "http://u:p@x.example.com", err: `invalid agent URL "http://xxxxx@x.example.com": credentials in the URL are not accepted`},
+		{raw: "https://token@x.example.com/a@b", err: `invalid agent URL "https://xxxxx@x.example.com/a@b": credentials in the URL are not accepted`},
+		{raw: "u:secret@x.example.com:9001", err: `invalid agent URL "xxxxx@x.example.com:9001": scheme must be http or https`},
+		{raw: "http://[::1", err: `invalid agent URL "http://[::1": missing ']' in host`},
 		{raw: "http://x.example.com/?a=1", err: `invalid agent URL "http://x.example.com/?a=1": query and fragment are not accepted`},
 		{raw: "", err: `invalid agent URL "": scheme must be http or https`},
 	}
