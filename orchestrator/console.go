@@ -20,7 +20,7 @@ import (
 // routeConsole serves the web console at /ui/ and redirects / there. The
 // console's pages are behind the same gate as the API (group api), and
 // read and act through consoleSource, which authorizes every call as the
-// API does; its login page and static files are open. A browser logged
+// API does; its login and logout pages and static files are open. A browser logged
 // in through the console's form presents its bearer token in a cookie,
 // which is read for the console's routes alone, as the Authorization
 // header it stands for. apiHandler is the API, whose event stream the
@@ -59,7 +59,9 @@ func routeConsole(mux *http.ServeMux, g *gate, reg *registry.Registry, engine *p
 		return err
 	}
 	mux.Handle("/ui/", consoleCredentials(loginOnRefusal(g.wrap(groupAPI, c))))
-	for _, open := range []string{"/ui/login", "/ui/static/"} {
+	// Logging out only deletes the cookie, so a browser whose token was
+	// refused or expired can still do it.
+	for _, open := range []string{"/ui/login", "/ui/logout", "/ui/static/"} {
 		mux.Handle(open, c)
 	}
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusSeeOther))

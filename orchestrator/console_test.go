@@ -228,6 +228,13 @@ func TestConsole_AuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 	if code, h, _ := browse(t, "GET", base+"/ui/agents", "", nil, stale); code != http.StatusSeeOther || h.Get("Location") != "/ui/login?refused" {
 		t.Errorf("stale cookie = %d to %q", code, h.Get("Location"))
 	}
+	// Logging out needs no credentials the daemon accepts: it deletes
+	// the cookie, stale or not.
+	code, h, _ = browse(t, "POST", base+"/ui/logout", "", url.Values{}, stale)
+	if cleared := (&http.Response{Header: h}).Cookies(); code != http.StatusSeeOther || h.Get("Location") != "/ui/login" ||
+		len(cleared) != 1 || cleared[0].Name != console.CookieName || cleared[0].MaxAge >= 0 {
+		t.Errorf("logout with a stale cookie = %d to %q, cookies %+v", code, h.Get("Location"), cleared)
+	}
 
 	var rec delegation.Record
 	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
