@@ -237,21 +237,13 @@ func argsMessage(cmd *cobra.Command, got int) string {
 	case nreq == 0 && nopt == 0 && !p.variadic:
 		return fmt.Sprintf("%s takes no arguments, but was given %d", path, got)
 	case p.variadic:
-		return fmt.Sprintf("%s needs at least %s, %s", path, arguments(nreq), strings.Join(append(p.required, p.optional...), " "))
+		return fmt.Sprintf("%s needs at least %s, %s", path, count(nreq, "argument", "arguments"), strings.Join(append(p.required, p.optional...), " "))
 	case nopt > 0:
 		return fmt.Sprintf("%s needs %d or %d arguments, %s and optionally %s", path, nreq, nreq+nopt, andList(p.required), andList(p.optional))
 	case got > nreq:
-		return fmt.Sprintf("%s takes %s, %s, but was given %d", path, arguments(nreq), andList(p.required), got)
+		return fmt.Sprintf("%s takes %s, %s, but was given %d", path, count(nreq, "argument", "arguments"), andList(p.required), got)
 	}
-	return fmt.Sprintf("%s needs %s, %s", path, arguments(nreq), andList(p.required))
-}
-
-// arguments is "1 argument" or "N arguments".
-func arguments(n int) string {
-	if n == 1 {
-		return "1 argument"
-	}
-	return fmt.Sprintf("%d arguments", n)
+	return fmt.Sprintf("%s needs %s, %s", path, count(nreq, "argument", "arguments"), andList(p.required))
 }
 
 // andList is "A", "A and B" or "A, B and C".
