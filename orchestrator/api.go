@@ -366,7 +366,16 @@ func decodeBody(r *http.Request, v any) error {
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return fmt.Sprintf("%q is %s, want %s", te.Field, article(te.Value), article(jsonType(te.Type)))
+		want := article(jsonType(te.Type))
+		if num, ok := strings.CutPrefix(te.Value, "number "); ok {
+			// A number the field cannot hold: a fraction, or out of range.
+			return fmt.Sprintf("%q is %s, which does not fit: want %s", te.Field, num, want)
+		}
+		got := te.Value
+		if got == "bool" {
+			got = "boolean"
+		}
+		return fmt.Sprintf("%q is %s, want %s", te.Field, article(got), want)
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
@@ -382,8 +391,11 @@ func jsonType(t reflect.Type) string {
 		return "array"
 	case reflect.Map, reflect.Struct:
 		return "object"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32,
-		reflect.Uint64, reflect.Float32, reflect.Float64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "whole number of 0 or more"
+	case reflect.Float32, reflect.Float64:
 		return "number"
 	case reflect.Pointer:
 		return jsonType(t.Elem())
