@@ -131,39 +131,45 @@ func CheckConfig(path string, opts CheckOptions) (ConfigSummary, error) {
 		}
 		d.Close()
 	}
-	for i, p := range problems {
-		problems[i] = locate(path, p)
-	}
-	return s, errors.Join(problems...)
+	return s, locate(path, errors.Join(problems...))
 }
 
 // locate gives a problem with a setting ("config: agents[0].url …") the
-// place in the file at path that sets it: "FILE:LINE:COL: agents[0].url …".
-// A problem with no setting named, or with one the file leaves to the
-// defaults, is returned as it is.
+// place in the file at path that sets it: "FILE:LINE:COL: agents[0].url …",
+// and so each problem of a joined error. A problem with no setting named,
+// or with one the file leaves to the defaults, is returned as it is.
 func locate(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var root *yaml.Node
+	var doc yaml.Node
+	if b, rerr := os.ReadFile(path); rerr == nil && yaml.Unmarshal(b, &doc) == nil && len(doc.Content) > 0 {
+		root = doc.Content[0]
+	}
+	return locateIn(path, root, err)
+}
+
+// locateIn does the work of locate in the file's top-level node root, nil
+// when the file could not be read.
+func locateIn(path string, root *yaml.Node, err error) error {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		errs := joined.Unwrap()
 		located := make([]error, len(errs))
 		for i, e := range errs {
-			located[i] = locate(path, e)
+			located[i] = locateIn(path, root, e)
 		}
 		return errors.Join(located...)
 	}
 	rest, ok := strings.CutPrefix(err.Error(), "config: ")
-	if !ok {
-		return err
-	}
-	b, rerr := os.ReadFile(path)
-	var doc yaml.Node
-	if rerr != nil || yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 {
+	if !ok || root == nil {
 		return err
 	}
 	key := rest
 	if i := strings.IndexAny(rest, ": \n"); i >= 0 {
 		key = rest[:i]
 	}
-	n := settingNode(doc.Content[0], key)
+	n := settingNode(root, key)
 	if n == nil {
 		return err
 	}
