@@ -1,7 +1,6 @@
 package console
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -131,13 +130,6 @@ func (c *Console) policies(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "policies", "Policies", "policies", policiesView{Status: st, Request: evaluateExample})
 }
 
-// evaluateForm is the dry-run form's request: the input policies see and
-// which agents to consider, as POST /v1/policy:evaluate takes them.
-type evaluateForm struct {
-	policies.Input
-	Agents []string `json:"agents,omitempty"`
-}
-
 func (c *Console) evaluate(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	text := r.PostFormValue("request")
@@ -147,13 +139,8 @@ func (c *Console) evaluate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := policiesView{Status: st, Request: text}
-	var in evaluateForm
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.DisallowUnknownFields()
 	status := http.StatusOK
-	if err := dec.Decode(&in); err != nil {
-		v.Error, status = "the request is not valid JSON for a dry run: "+err.Error(), http.StatusBadRequest
-	} else if v.Candidates, v.Result, err = c.cfg.Source.Evaluate(r.Context(), in.Input, in.Agents); err != nil {
+	if v.Candidates, v.Result, err = c.cfg.Source.Evaluate(r.Context(), text); err != nil {
 		status, _ = c.cfg.Classify(err)
 		if status == http.StatusForbidden {
 			c.failErr(w, r, err)

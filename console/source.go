@@ -34,11 +34,11 @@ type Source interface {
 	// Policies returns the policies in force and the last reload's error.
 	Policies(ctx context.Context) (policies.Status, error)
 	// Evaluate decides the agents under the policies in force without
-	// delegating anything, as POST /v1/policy:evaluate does: agents lists
-	// the candidates' ids, or is empty for the agents with the requested
-	// skill (every agent when no skill is given). It returns how many
-	// candidates were considered.
-	Evaluate(ctx context.Context, in policies.Input, agents []string) (int, *policies.Result, error)
+	// delegating anything: request is a body of POST /v1/policy:evaluate,
+	// read as the API reads it, and the answer is the API's. It returns
+	// how many candidates were considered; a request that cannot be read
+	// fails with an error its Classify maps to 400.
+	Evaluate(ctx context.Context, request string) (int, *policies.Result, error)
 	// Steer passes a steer or an interrupt with text to the delegation
 	// and returns the receipt.
 	Steer(ctx context.Context, id string, c steering.Control, text string) (steering.Receipt, error)

@@ -345,18 +345,28 @@ func (a *api) evaluate(ctx context.Context, req EvaluateRequest) (EvaluateRespon
 	return EvaluateResponse{Candidates: len(candidates), Result: res}, nil
 }
 
-// decodeBody reads a JSON body strictly; bodyLimits bounded its size and
-// depth before the handler ran.
+// decodeBody reads a JSON body strictly (decodeJSON); bodyLimits bounded
+// its size and depth before the handler ran.
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	if err := decodeJSON(r.Body, v); err != nil {
+		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: " + err.Error()}
+	}
+	return nil
+}
+
+// decodeJSON reads one JSON value from rd into v strictly: an unknown
+// field or a second value is an error, and nothing at all is an empty
+// object. Its errors say what is wrong for a person (jsonProblem).
+func decodeJSON(rd io.Reader, v any) error {
+	dec := json.NewDecoder(rd)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); errors.Is(err, io.EOF) {
-		return nil // an empty body is an empty object
+		return nil
 	} else if err != nil {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: " + jsonProblem(err)}
+		return errors.New(jsonProblem(err))
 	}
 	if dec.More() {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: more than one JSON value"}
+		return errors.New("more than one JSON value")
 	}
 	return nil
 }

@@ -194,11 +194,15 @@ func (s consoleSource) Policies(ctx context.Context) (policies.Status, error) {
 	return s.a.policies.Status(), nil
 }
 
-func (s consoleSource) Evaluate(ctx context.Context, in policies.Input, agents []string) (int, *policies.Result, error) {
+func (s consoleSource) Evaluate(ctx context.Context, request string) (int, *policies.Result, error) {
 	if err := s.check(ctx, policies.ActionPoliciesEvaluate, policies.Resource{Kind: policies.ResourcePolicies}); err != nil {
 		return 0, nil, err
 	}
-	res, err := s.a.evaluate(ctx, EvaluateRequest{Input: in, Agents: agents})
+	var req EvaluateRequest
+	if err := decodeJSON(strings.NewReader(request), &req); err != nil {
+		return 0, nil, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "the request is not valid JSON for a dry run: " + err.Error()}
+	}
+	res, err := s.a.evaluate(ctx, req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -182,6 +182,12 @@ func TestConsole_PagesAndControls(t *testing.T) {
 	if code != 400 {
 		t.Errorf("bad dry run = %d, want 400", code)
 	}
+	// The request is read as the API reads it, its problems in JSON's terms.
+	code, _, page = browse(t, "POST", base+"/ui/policies", "", url.Values{"request": {`{"agents": "worker"}`}})
+	wantIn(t, "mistyped dry run", page, `&#34;agents&#34; is a string, want an array`)
+	if code != 400 || strings.Contains(page, "Go struct") {
+		t.Errorf("mistyped dry run = %d, or reads in Go's terms", code)
+	}
 }
 
 func TestConsole_AuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
