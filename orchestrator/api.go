@@ -363,7 +363,7 @@ func decodeJSON(rd io.Reader, v any) error {
 	if err := dec.Decode(v); errors.Is(err, io.EOF) {
 		return nil
 	} else if err != nil {
-		return errors.New(jsonProblem(err))
+		return errors.New(jsonProblem(err, reflect.TypeOf(v)))
 	}
 	if dec.More() {
 		return errors.New("more than one JSON value")
@@ -371,23 +371,55 @@ func decodeJSON(rd io.Reader, v any) error {
 	return nil
 }
 
-// jsonProblem says what is wrong with a JSON body for a person: a field
-// of the wrong type by its name and JSON types, not by the Go ones.
-func jsonProblem(err error) string {
+// jsonProblem says what is wrong with a JSON body decoded into a value of
+// type root for a person: a field of the wrong type by its JSON path and
+// JSON types, not by the Go ones.
+func jsonProblem(err error, root reflect.Type) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		want := article(jsonType(te.Type))
+		field, want := jsonPath(root, te.Field), article(jsonType(te.Type))
 		if num, ok := strings.CutPrefix(te.Value, "number "); ok {
 			// A number the field cannot hold: a fraction, or out of range.
-			return fmt.Sprintf("%q is %s, which does not fit: want %s", te.Field, num, want)
+			return fmt.Sprintf("%q is %s, which does not fit: want %s", field, num, want)
 		}
 		got := te.Value
 		if got == "bool" {
 			got = "boolean"
 		}
-		return fmt.Sprintf("%q is %s, want %s", te.Field, article(got), want)
+		return fmt.Sprintf("%q is %s, want %s", field, article(got), want)
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonPath is a field's path as encoding/json names it in a type error,
+// from root, as the body writes it: without the Go names of embedded
+// structs ("Input.request.skill" is "request.skill"), which JSON does not
+// see.
+func jsonPath(root reflect.Type, path string) string {
+	segs, t := strings.Split(path, "."), root
+	out := segs[:0:0]
+	for _, seg := range segs {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			t, out = nil, append(out, seg)
+			continue
+		}
+		if f, ok := t.FieldByName(seg); ok && f.Anonymous {
+			t = f.Type
+			continue
+		}
+		next := reflect.Type(nil)
+		for _, f := range reflect.VisibleFields(t) {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == seg || name == "" && f.Name == seg {
+				next = f.Type
+				break
+			}
+		}
+		t, out = next, append(out, seg)
+	}
+	return strings.Join(out, ".")
 }
 
 // jsonType names the JSON type a Go type is decoded from.

@@ -185,6 +185,8 @@ func TestConsole_PagesAndControls(t *testing.T) {
 	// The request is read as the API reads it, its problems in JSON's terms.
 	code, _, page = browse(t, "POST", base+"/ui/policies", "", url.Values{"request": {`{"agents": "worker"}`}})
 	wantIn(t, "mistyped dry run", page, `&#34;agents&#34; is a string, want an array`)
+	_, _, page = browse(t, "POST", base+"/ui/policies", "", url.Values{"request": {`{"request": {"skill": 7}}`}})
+	wantIn(t, "mistyped skill", page, `&#34;request.skill&#34; is a number, want a string`) // not Input.request.skill
 	if code != 400 || strings.Contains(page, "Go struct") {
 		t.Errorf("mistyped dry run = %d, or reads in Go's terms", code)
 	}
