@@ -171,6 +171,22 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 	c.render(w, r, status, "error", http.StatusText(status), "", errorView{Status: status, Message: msg})
 }
 
+// readForm reads the form r posts, bounded by maxForm. It answers a form
+// it cannot read (413 when it is too large, else 400) and returns false.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	err := r.ParseForm()
+	if err == nil {
+		return true
+	}
+	if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
+		c.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the form is over the console's limit of %d KiB", maxForm>>10))
+	} else {
+		c.fail(w, r, http.StatusBadRequest, "the form could not be read: "+err.Error())
+	}
+	return false
+}
+
 // failErr answers with the error page for an error from the Source.
 func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	status, _ := c.cfg.Classify(err)

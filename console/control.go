@@ -43,7 +43,9 @@ type flash struct {
 }
 
 func (c *Console) control(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if !c.readForm(w, r) {
+		return
+	}
 	ctx, id, action := r.Context(), r.PathValue("id"), r.PathValue("action")
 	text := strings.TrimSpace(r.PostFormValue("text"))
 	ans := controlAnswer{Action: action}

@@ -131,7 +131,9 @@ func (c *Console) policies(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) evaluate(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if !c.readForm(w, r) {
+		return
+	}
 	text := r.PostFormValue("request")
 	st, err := c.cfg.Source.Policies(r.Context())
 	if err != nil {
@@ -165,7 +167,9 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if !c.readForm(w, r) {
+		return
+	}
 	tok := strings.TrimSpace(r.PostFormValue("token"))
 	if c.cfg.Login == nil {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)

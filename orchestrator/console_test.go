@@ -121,6 +121,11 @@ func TestConsole_PagesAndControls(t *testing.T) {
 	if code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "error=") {
 		t.Errorf("empty steer = %d to %q", code, h.Get("Location"))
 	}
+	// A form over the console's limit is refused as one, not read as empty.
+	big := url.Values{"text": {strings.Repeat("x", 65<<10)}}
+	if code, _, page := browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/steer", "", big); code != http.StatusRequestEntityTooLarge || !strings.Contains(page, "64 KiB") {
+		t.Errorf("oversized steer = %d", code)
+	}
 
 	// An interrupt, then an answer, by plain form posts.
 	code, h, _ = browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/interrupt", "", url.Values{"text": {""}})
