@@ -178,7 +178,7 @@ func TestConsole_PagesAndControls(t *testing.T) {
 		t.Errorf("policies page = %d", code)
 	}
 	code, _, page = browse(t, "POST", base+"/ui/policies", "", url.Values{"request": {`{"request": {"skill": "research"}}`}})
-	wantIn(t, "dry run", page, "1 candidates; winner: <strong>worker</strong>", "rule by rule")
+	wantIn(t, "dry run", page, "1 candidates; winner: <strong>worker</strong>", "rule by rule</summary>\n<ul>")
 	if code != 200 {
 		t.Errorf("dry run = %d", code)
 	}
