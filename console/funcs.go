@@ -41,13 +41,18 @@ func messageText(m *a2a.Message) string {
 	if m == nil {
 		return ""
 	}
-	var parts []string
-	for _, p := range m.Parts {
+	return partsText(m.Parts)
+}
+
+// partsText is the text among parts, joined by spaces.
+func partsText(parts a2a.ContentParts) string {
+	var texts []string
+	for _, p := range parts {
 		if t, ok := p.Content.(a2a.Text); ok {
-			parts = append(parts, string(t))
+			texts = append(texts, string(t))
 		}
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(texts, " ")
 }
 
 // eventText says what an event carries, in a line.
@@ -56,13 +61,7 @@ func eventText(ev delegation.Event) string {
 	case ev.Error != "":
 		return ev.Error
 	case ev.Artifact != nil:
-		var parts []string
-		for _, p := range ev.Artifact.Parts {
-			if t, ok := p.Content.(a2a.Text); ok {
-				parts = append(parts, string(t))
-			}
-		}
-		return strings.Join(parts, " ")
+		return partsText(ev.Artifact.Parts)
 	}
 	return messageText(ev.Message)
 }
