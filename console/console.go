@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -150,7 +151,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	if err := t.Execute(&b, page{Title: title, Nav: nav, Name: c.cfg.Name, Login: c.cfg.Login != nil, Data: data}); err != nil {
 		c.log.Error("console: render", "page", name, "error", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
@@ -163,7 +164,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write(b.Bytes())
 }
 
 // fail answers with an error page.
