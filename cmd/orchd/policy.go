@@ -17,7 +17,7 @@ func newPolicyCmd(g *globals) *cobra.Command {
 		Use:   "policy",
 		Short: "Check and test delegation and authorization policies",
 		Example: `  orchd policy check examples/policies
-  orchd policy test examples/policies --cases examples/policies`,
+  orchd policy test examples/policies/shallow-chains --cases examples/policies/shallow-chains`,
 	}
 	cmd.AddCommand(newPolicyCheckCmd(), newPolicyTestCmd())
 	return cmd
@@ -89,9 +89,10 @@ a directory: the case files under it, at any depth). A delegation case gives a r
 their cards, and the decision expected for each agent and the expected winner.
 An authorization case gives authorize: {caller, action, resource} and want:
 allow or deny (and optionally decidedBy: policy/rule). Prints a line per case
-like a test runner and exits 1 on any failure.`,
+like a test runner and exits 1 on any failure, or when --cases holds no case
+file.`,
 		Example: `  orchd policy test examples/policies/shallow-chains/policy.yaml --cases examples/policies/shallow-chains/cases.yaml
-  orchd policy test examples/policies --cases examples/policies -v`,
+  orchd policy test examples/policies/tenant-isolation --cases examples/policies/tenant-isolation -v`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(cases) == 0 {
@@ -104,6 +105,9 @@ like a test runner and exits 1 on any failure.`,
 			files, err := policies.ReadCaseFiles(cases)
 			if err != nil {
 				return err
+			}
+			if len(files) == 0 {
+				return fmt.Errorf("no case files (*.yaml or *.yml with a top-level cases: key) under %s", strings.Join(cases, ", "))
 			}
 			results, err := policies.RunCases(cmd.Context(), set, files)
 			if err != nil {

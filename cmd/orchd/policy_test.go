@@ -60,6 +60,13 @@ func TestPolicyTest_ReportsFailures(t *testing.T) {
 	if code == 0 {
 		t.Error("a failing case must exit non-zero")
 	}
+
+	// --cases that holds no case file is a failure, not a pass of none.
+	none := t.TempDir()
+	code, out, errOut := orchd(t, t.Context(), "policy", "test", policy, "--cases", none)
+	if code != exitFailure || out != "" || errOut != "orchd: no case files (*.yaml or *.yml with a top-level cases: key) under "+none+"\n" {
+		t.Errorf("no case files: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 }
 
 func TestPolicyCheck(t *testing.T) {
