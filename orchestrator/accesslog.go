@@ -136,7 +136,10 @@ func (a *accessLog) grpcCall(ctx context.Context, fullMethod string, start time.
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		remote = p.Addr.String()
 	}
-	a.record(ctx, time.Since(start), sc, principal, tenant,
+	// The record names the trace itself: logged with ctx's span, the log
+	// handler would add a second trace_id (and a span_id) to it.
+	noSpan := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	a.record(noSpan, time.Since(start), sc, principal, tenant,
 		slog.String("method", "gRPC"), slog.String("path", bounded(fullMethod)),
 		slog.String("status", grpcstatus.Code(err).String()), slog.String("remote", remote))
 }
@@ -154,8 +157,9 @@ func (a *accessLog) record(ctx context.Context, took time.Duration, sc trace.Spa
 	if sc.HasTraceID() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
-	// ctx carries no span (the access log is outside them all), so the
-	// log handler adds no trace id of its own beside this one.
+	// ctx carries no span (an HTTP request's access log is outside them
+	// all; grpcCall drops the call's), so the log handler adds no trace id
+	// of its own beside this one.
 	a.log.LogAttrs(ctx, a.level, "request", attrs...)
 }
 

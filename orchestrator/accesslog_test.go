@@ -179,8 +179,8 @@ func TestAccessLog_OneRecordPerRequest(t *testing.T) {
 }
 
 // TestAccessLog_TracedRequestNamesItsTrace: with tracing on, a request
-// that brought no trace context gets the trace id of the server span
-// orchd recorded for it.
+// that brought no trace context, over HTTP or gRPC, gets the trace id of
+// the server span orchd recorded for it, once.
 func TestAccessLog_TracedRequestNamesItsTrace(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
@@ -189,19 +189,40 @@ func TestAccessLog_TracedRequestNamesItsTrace(t *testing.T) {
 	cfg := loadDefaults(t)
 	cfg.Telemetry.Providers = telemetry.WithProviders(tp, nil)
 	cfg.Log.Access = accessInfo
+	cfg.Agent.GRPC.Listen = "127.0.0.1:0"
 	base, logs := loggedDaemon(t, cfg, slog.LevelInfo)
 	if code := call(t, "GET", base+"/v1/agents", "", nil); code != 200 {
 		t.Fatalf("GET /v1/agents: %d", code)
 	}
-	r := waitRecord(t, logs, pathIs("/v1/agents"))
-	var spanTrace string
-	for _, s := range rec.Ended() {
-		if s.Name() == "orchd GET /v1/agents" {
-			spanTrace = s.SpanContext().TraceID().String()
+	if _, err := grpcClient(t, base, "1.0").GetTask(t.Context(), &a2a.GetTaskRequest{ID: "nosuch"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("GetTask: %v", err)
+	}
+	// spanTrace is the trace id of the span named name, once it ended (a
+	// gRPC call's span ends after its record is logged).
+	spanTrace := func(name string) string {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			for _, s := range rec.Ended() {
+				if s.Name() == name {
+					return s.SpanContext().TraceID().String()
+				}
+			}
+		}
+		return ""
+	}
+	for path, span := range map[string]string{
+		"/v1/agents":                    "orchd GET /v1/agents",
+		"/lf.a2a.v1.A2AService/GetTask": "A2A GetTask",
+	} {
+		r := waitRecord(t, logs, pathIs(path))
+		if want := spanTrace(span); want == "" || r["trace_id"] != want {
+			t.Errorf("%s: record's trace_id %v, want the server span's %q", path, r["trace_id"], want)
 		}
 	}
-	if spanTrace == "" || r["trace_id"] != spanTrace {
-		t.Errorf("record's trace_id %v, want the server span's %q", r["trace_id"], spanTrace)
+	// A record names its trace once: the log handler adds none of its own.
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, `"component":"access"`) && strings.Count(line, `"trace_id"`) > 1 {
+			t.Errorf("access record with more than one trace_id: %s", line)
+		}
 	}
 }
 
