@@ -60,8 +60,9 @@ func waiting(s a2a.TaskState) bool {
 
 // follow reads a delegation's events after f.after and calls fn for each
 // until the delegation ends or waits for input. A stream that ends before
-// that is resumed where it stopped, up to followRetries times in a row; an
-// error answer from the daemon is not retried.
+// that, or a server error answer (a proxy's 502 while the daemon
+// restarts), is resumed where it stopped, up to followRetries times in a
+// row; any other error answer is not retried.
 func (c *apiClient) follow(ctx context.Context, id string, f *followed, fn func(delegation.Event)) error {
 	for failures := 0; ; {
 		seen := f.after
@@ -72,7 +73,7 @@ func (c *apiClient) follow(ctx context.Context, id string, f *followed, fn func(
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.As(err, &ae):
+		case errors.As(err, &ae) && ae.status < http.StatusInternalServerError:
 			return err
 		case f.after > seen:
 			failures = 0

@@ -144,6 +144,49 @@ func TestTasksFollow_ResumesAStreamThatEnds(t *testing.T) {
 	}
 }
 
+// TestTasksFollow_RetriesAServerError follows a delegation through a
+// proxy whose first event stream answers 502, as one does while the
+// daemon behind it restarts: the command asks again and follows it to the
+// end.
+func TestTasksFollow_RetriesAServerError(t *testing.T) {
+	t.Parallel()
+	work := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(10*time.Millisecond))
+	base := daemon(t, registry.Spec{ID: "worker", URL: work.URL})
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	streams := 0
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/events") {
+			mu.Lock()
+			streams++
+			first := streams == 1
+			mu.Unlock()
+			if first {
+				http.Error(w, "bad gateway", http.StatusBadGateway)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", base, "--skill", "work", "--detach", "write it up")
+	m := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("delegate: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", front.URL, m[1])
+	mu.Lock()
+	defer mu.Unlock()
+	if code != 0 || !strings.HasSuffix(out, "] completed: done\n") || streams != 2 {
+		t.Errorf("tasks follow after a 502: exit %d, %d event streams asked for\n%s%s", code, streams, out, errOut)
+	}
+}
+
 // firstEventOnly ends an event stream after its first event.
 type firstEventOnly struct {
 	io.ReadCloser
