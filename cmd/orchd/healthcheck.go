@@ -53,6 +53,9 @@ checks, where the image holds no other program.`,
 // probe returns nil when url answers 2xx, else an error saying what it
 // answered, or why it could not be asked.
 func probe(ctx context.Context, url string) error {
+	if !strings.Contains(url, "://") {
+		return fmt.Errorf("health URL %q has no scheme; did you mean %q?", url, "http://"+url)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("health URL %q: %w", url, err)
