@@ -75,7 +75,7 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delega
 	mux.HandleFunc("POST /v1/agents", a.addAgent)
 	mux.HandleFunc("GET /v1/agents/{id}", a.notAction(a.getAgent))
 	mux.HandleFunc("DELETE /v1/agents/{id}", a.notAction(a.removeAgent))
-	mux.HandleFunc("POST /v1/agents/{action}", a.agentAction)
+	mux.HandleFunc("POST /v1/agents/{action}", a.onlyActions(mux, a.agentAction))
 	mux.HandleFunc("GET /v1/policies", a.policyStatus)
 	mux.HandleFunc("POST /v1/policies:reload", a.reloadPolicies)
 	mux.HandleFunc("POST /v1/policy:evaluate", a.evaluatePolicies)
@@ -84,7 +84,7 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delega
 	mux.HandleFunc("GET /v1/delegations/{id}", a.notAction(a.getDelegation))
 	mux.HandleFunc("GET /v1/delegations/{id}/events", a.delegationEvents)
 	mux.HandleFunc("POST /v1/delegations/{id}/messages", a.delegationInput)
-	mux.HandleFunc("POST /v1/delegations/{action}", a.delegationAction)
+	mux.HandleFunc("POST /v1/delegations/{action}", a.onlyActions(mux, a.delegationAction))
 	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(openAPI)
@@ -149,6 +149,18 @@ func (a *api) notAction(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if isAction(r.URL.Path) {
 			a.methodNotAllowed(w, r, []string{http.MethodPost})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// onlyActions answers a POST to a plain id, which the "{action}" route
+// of h matches as well, with 405 and the methods the id's path takes.
+func (a *api) onlyActions(mux *http.ServeMux, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.PathValue("action"), ":") {
+			a.methodNotAllowed(w, r, allowedMethods(mux, r))
 			return
 		}
 		h(w, r)
