@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -16,7 +17,32 @@ import (
 
 // serverFlag adds --server to a command that talks to a daemon.
 func serverFlag(cmd *cobra.Command, base *string) {
-	cmd.Flags().StringVar(base, "server", defaultServer, "orchd daemon to talk to")
+	*base = defaultServer
+	cmd.Flags().Var((*serverURL)(base), "server", "orchd daemon to talk to")
+}
+
+// serverURL is the value of --server: a daemon's http or https base URL.
+// It is checked when the flag is parsed, so a URL written without its
+// scheme is a usage error with the URL it probably means.
+type serverURL string
+
+// String returns the URL.
+func (s *serverURL) String() string { return string(*s) }
+
+// Type names the flag's type in help.
+func (s *serverURL) Type() string { return "URL" }
+
+// Set accepts an http or https URL with a host.
+func (s *serverURL) Set(v string) error {
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		like := defaultServer
+		if !strings.Contains(v, "://") {
+			like = "http://" + v
+		}
+		return fmt.Errorf("an http or https URL such as %q", like)
+	}
+	*s = serverURL(v)
+	return nil
 }
 
 // serverArg is the --server argument a command printed for the person to

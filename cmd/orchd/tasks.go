@@ -23,7 +23,8 @@ func newTasksCmd() *cobra.Command {
   orchd tasks send 4f1c… "1999"
   orchd tasks cancel 4f1c…`,
 	}
-	cmd.PersistentFlags().StringVar(&server, "server", defaultServer, "orchd daemon to talk to")
+	server = defaultServer
+	cmd.PersistentFlags().Var((*serverURL)(&server), "server", "orchd daemon to talk to")
 	cmd.PersistentFlags().VarP(&output, "output", "o", "output format: text or json")
 
 	var state string
