@@ -14,7 +14,7 @@ import (
 
 // defaultHealthURL is what healthcheck asks when given no URL: the
 // readiness of a daemon on the default listen address.
-const defaultHealthURL = "http://127.0.0.1:8080/readyz"
+const defaultHealthURL = defaultServer + "/readyz"
 
 // maxHealthBody bounds the part of an answer healthcheck reads and shows.
 const maxHealthBody = 4 << 10
