@@ -53,8 +53,11 @@ checks, where the image holds no other program.`,
 // probe returns nil when url answers 2xx, else an error saying what it
 // answered, or why it could not be asked.
 func probe(ctx context.Context, url string) error {
-	if !strings.Contains(url, "://") {
-		return fmt.Errorf("health URL %q has no scheme; did you mean %q?", url, "http://"+url)
+	// Checked as --server is; an exit 1, not a usage error's 2, which
+	// container health checks reserve.
+	var u serverURL
+	if err := u.Set(url); err != nil {
+		return fmt.Errorf("health URL %q: want %w", url, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

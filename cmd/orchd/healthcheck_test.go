@@ -25,9 +25,9 @@ func TestHealthcheck(t *testing.T) {
 		{name: "ready", args: []string{base + "/readyz"}, code: exitOK},
 		{name: "not found", args: []string{base + "/nosuch"}, code: exitFailure, wantErr: "answered 404 Not Found: "},
 		{name: "unreachable", args: []string{closed}, code: exitFailure, wantErr: "reach " + closed},
-		{name: "bad URL", args: []string{"http://::"}, code: exitFailure, wantErr: `health URL "http://::"`},
+		{name: "bad URL", args: []string{"http://::"}, code: exitFailure, wantErr: `health URL "http://::": want an http or https URL`},
 		{name: "no scheme", args: []string{"127.0.0.1:8080/readyz"}, code: exitFailure,
-			wantErr: `health URL "127.0.0.1:8080/readyz" has no scheme; did you mean "http://127.0.0.1:8080/readyz"?`},
+			wantErr: `health URL "127.0.0.1:8080/readyz": want an http or https URL such as "http://127.0.0.1:8080/readyz"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
