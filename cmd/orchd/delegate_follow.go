@@ -69,7 +69,9 @@ func (c *apiClient) follow(ctx context.Context, id string, f *followed, fn func(
 		err := c.followOnce(ctx, id, f, fn)
 		var ae *apiError
 		switch {
-		case f.done():
+		case err == nil && f.done():
+			// Not on an error: the record a follow starts from may
+			// already say the delegation ended, before any event was read.
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()

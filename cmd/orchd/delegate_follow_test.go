@@ -144,10 +144,10 @@ func TestTasksFollow_ResumesAStreamThatEnds(t *testing.T) {
 	}
 }
 
-// TestTasksFollow_RetriesAServerError follows a delegation through a
-// proxy whose first event stream answers 502, as one does while the
-// daemon behind it restarts: the command asks again and follows it to the
-// end.
+// TestTasksFollow_RetriesAServerError follows an ended delegation through
+// a proxy whose first event stream answers 502, as one does while the
+// daemon behind it restarts: the command asks again and prints its events
+// to the end, though the record it started from already said it ended.
 func TestTasksFollow_RetriesAServerError(t *testing.T) {
 	t.Parallel()
 	work := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(10*time.Millisecond))
@@ -178,6 +178,16 @@ func TestTasksFollow_RetriesAServerError(t *testing.T) {
 	m := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
 	if code != 0 || m == nil {
 		t.Fatalf("delegate: exit %d\n%s%s", code, out, errOut)
+	}
+	// It has ended before it is followed: the record says so, and the
+	// events are still to be printed.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, got, _ := orchd(t, t.Context(), "tasks", "get", "--server", base, m[1])
+		if regexp.MustCompile(`(?m)^state +completed$`).MatchString(got) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", front.URL, m[1])
 	mu.Lock()
