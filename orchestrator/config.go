@@ -298,8 +298,14 @@ func decodeConfig(name string, b []byte, cfg *Config) error {
 		if errors.As(err, &te) {
 			msgs := make([]string, len(te.Errors))
 			for i, m := range te.Errors {
-				// yaml.v3 says "line N: msg"; make it "FILE:N: msg".
-				msgs[i] = name + ":" + strings.TrimPrefix(strings.Replace(m, ": ", ": ", 1), "line ")
+				// yaml.v3 says "line N: msg"; make it "FILE:N: msg", msg
+				// in the file's terms.
+				line, msg, ok := strings.Cut(strings.TrimPrefix(m, "line "), ": ")
+				if !ok {
+					msgs[i] = name + ": " + m
+					continue
+				}
+				msgs[i] = name + ":" + line + ": " + decodeProblem(msg)
 			}
 			return errors.New(strings.Join(msgs, "\n"))
 		}

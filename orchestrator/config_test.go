@@ -62,9 +62,9 @@ agents:
 func TestLoadConfig_Errors(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, body, want string }{
-		{"unknown key", "listen: 127.0.0.1:1\nlisten_addr: x\n", ":2: field listen_addr not found"},
+		{"unknown key", "listen: 127.0.0.1:1\nlisten_addr: x\n", `:2: unknown key "listen_addr"`},
 		{"bad duration", "registry:\n  timeout: soon\n", `:2:12: "soon" is not a duration`},
-		{"wrong type", "registry:\n  maxEntries: many\n", ":2: cannot unmarshal"},
+		{"wrong type", "registry:\n  maxEntries: many\n", `:2: "many" given, want a whole number`},
 		{"bad listen", "listen: nowhere\n", `listen "nowhere"`},
 		{"bad agent url", "agents:\n  - url: ftp://x\n", "agents[0]: invalid agent URL"},
 		{"not yaml", "listen: [\n", "orchd.yaml"},
