@@ -198,7 +198,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 func newAuthenticator(cfg AuthConfig, log *slog.Logger) (*auth.Authenticator, error) {
 	a, err := auth.New(cfg.Config, auth.Options{Log: log})
 	if err != nil {
-		return nil, fmt.Errorf("config: auth: %w", err)
+		return nil, fmt.Errorf("config: %w", err) // auth.New names its section: "auth config: …"
 	}
 	if !a.Enabled() {
 		_ = a.Close() // never started
