@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/orchd/orchd/orchestrator"
 )
@@ -21,16 +22,26 @@ type apiClient struct {
 	// callers: ORCHD_TOKEN, read from the environment rather than a flag
 	// so it does not show in the process list.
 	token string
+	// timeout bounds each call (do); callTimeout unless a test sets it.
+	timeout time.Duration
 }
 
 // tokenEnv names the environment variable holding the bearer token the
 // client commands send.
 const tokenEnv = "ORCHD_TOKEN"
 
+// callTimeout bounds one call to the daemon, answer read included, so a
+// daemon that takes the connection and never answers does not hang the
+// command. It is well above the daemon's own bounds on what it does for a
+// call (delegation.callTimeout, 30 s by default, for an agent to accept).
+// Following a delegation's events is not a call: it lasts as the work
+// does.
+const callTimeout = 2 * time.Minute
+
 // newAPIClient returns a client of the daemon at base, authenticating
 // with $ORCHD_TOKEN when it is set.
 func newAPIClient(base string) *apiClient {
-	return &apiClient{base: base, hc: &http.Client{}, token: os.Getenv(tokenEnv)}
+	return &apiClient{base: base, hc: &http.Client{}, token: os.Getenv(tokenEnv), timeout: callTimeout}
 }
 
 // authorize adds the client's credentials to req.
@@ -56,6 +67,8 @@ func (e *apiError) Error() string {
 
 // do sends a JSON request and decodes a JSON answer into out.
 func (c *apiClient) do(ctx context.Context, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, fmt.Errorf("orchd at %s did not answer within %s", c.base, c.timeout))
+	defer cancel()
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -72,6 +85,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) er
 	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() == context.DeadlineExceeded {
+			return cause
+		}
 		return fmt.Errorf("reach orchd at %s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
