@@ -49,6 +49,33 @@ func sentences(root *cobra.Command) {
 	walk(root)
 }
 
+// helpCmd replaces cobra's help command, which prints "Unknown help
+// topic" for a command that does not exist and exits 0: here that is a
+// usage error, said as groupRun says it.
+func helpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:     "help [command]",
+		Short:   "Help about any command",
+		Example: "  orchd help delegate\n  orchd help agents add",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil || target == nil || len(rest) > 0 {
+				parent := root
+				if target != nil {
+					parent = target
+				}
+				name := strings.Join(args, " ")
+				if len(rest) > 0 {
+					name = rest[0]
+				}
+				return noCommand(parent, name)
+			}
+			target.SetOut(cmd.OutOrStdout())
+			return target.Help()
+		},
+	}
+}
+
 // groupRun runs a command that only groups others: alone, it prints its
 // help on stderr; with an unknown command, it says so, with the closest
 // names. Either way it is a usage error.
@@ -58,8 +85,14 @@ func groupRun(cmd *cobra.Command, args []string) error {
 		_ = cmd.Help()
 		return usageError("%s needs a command: %s", cmd.CommandPath(), strings.Join(commandNames(cmd), ", "))
 	}
-	msg := fmt.Sprintf("%s has no command %q", cmd.CommandPath(), args[0])
-	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+	return noCommand(cmd, args[0])
+}
+
+// noCommand is the usage error for a command cmd does not have, with the
+// closest name it has.
+func noCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("%s has no command %q", cmd.CommandPath(), name)
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
 		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
 	}
 	return usageError("%s; %s", msg, seeHelp(cmd))

@@ -26,6 +26,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"agents", "inspect"}, "orchd agents inspect needs 1 argument, URL; see 'orchd agents inspect --help'"},
 		{[]string{"nosuch"}, `orchd has no command "nosuch"; see 'orchd --help'`},
 		{[]string{"agents", "lsit"}, `orchd agents has no command "lsit" (did you mean "list"?); see 'orchd agents --help'`},
+		{[]string{"help", "nosuch"}, `orchd has no command "nosuch"; see 'orchd --help'`},
+		{[]string{"help", "agents", "lsit"}, `orchd agents has no command "lsit" (did you mean "list"?); see 'orchd agents --help'`},
 		{[]string{"tasks", "list", "--nope"}, "orchd tasks list has no flag --nope; see 'orchd tasks list --help'"},
 		{[]string{"version", "-x"}, "orchd version has no flag -x; see 'orchd version --help'"},
 		{[]string{"tasks", "list", "--limit", "ten"}, `--limit "ten": want a whole number; see 'orchd tasks list --help'`},

@@ -104,6 +104,7 @@ Exit codes:
 	root.AddCommand(newServeCmd(g), newAgentsCmd(g), newPolicyCmd(g), newDelegateCmd(), newTasksCmd(),
 		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt), newVersionCmd(), newConfigCmd(g), newHealthcheckCmd())
 	root.AddCommand(newDemoCmd(g))
+	root.SetHelpCommand(helpCmd(root))
 	sentences(root)
 	return root
 }
