@@ -57,6 +57,16 @@ type apiError struct {
 	body   orchestrator.ErrorBody
 }
 
+// newAPIError reads an error answer: the API's error body, or, from
+// something else in front of the daemon (a proxy), the body's text.
+func newAPIError(status int, body []byte) *apiError {
+	e := &apiError{status: status}
+	if json.Unmarshal(body, &e.body) != nil || e.body.Error.Message == "" {
+		e.body.Error.Message = strings.TrimSpace(string(body))
+	}
+	return e
+}
+
 func (e *apiError) Error() string {
 	msg := fmt.Sprintf("%s (HTTP %d)", e.body.Error.Message, e.status)
 	if e.status == http.StatusUnauthorized {
@@ -96,11 +106,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) er
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		e := &apiError{status: resp.StatusCode}
-		if json.Unmarshal(b, &e.body) != nil || e.body.Error.Message == "" {
-			e.body.Error.Message = strings.TrimSpace(string(b))
-		}
-		return e
+		return newAPIError(resp.StatusCode, b)
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)

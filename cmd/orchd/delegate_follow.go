@@ -110,11 +110,7 @@ func (c *apiClient) followOnce(ctx context.Context, id string, f *followed, fn f
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		e := &apiError{status: resp.StatusCode}
-		if json.Unmarshal(b, &e.body) != nil || e.body.Error.Message == "" {
-			e.body.Error.Message = strings.TrimSpace(string(b))
-		}
-		return e
+		return newAPIError(resp.StatusCode, b)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
