@@ -26,14 +26,16 @@ const settleWait = 100 * time.Millisecond
 
 // settledTask answers a blocking SendMessage whose delegation ends within
 // settleWait with the upstream task as a2a-go's machinery would have
-// made it from the same events, stored with a single write; and a
+// made it from the same events, stored with a single write; a
 // SendStreamingMessage whose agent ended the work with its first answer
 // with that task as the stream's one event, as the agent's own stream
-// was. It returns nil, leaving the message to the machinery, when:
-//   - the call asks for an immediate answer or carries a push config:
-//     those need the task while it runs;
-//   - the call streams and the agent's first answer did not end the work:
-//     the stream shows each event as it comes;
+// was; and a SendMessage asking for an immediate answer, whose agent
+// ended the work so, with that task, finished. It returns nil, leaving
+// the message to the machinery, when:
+//   - the call carries a push config: it needs the task while it runs;
+//   - the call streams, or asks for an immediate answer, and the agent's
+//     first answer did not end the work: the stream shows each event as
+//     it comes, and the immediate answer is the task as it starts;
 //   - the delegation waits for input, or is not over within settleWait;
 //   - ctx ends, or the task cannot be stored.
 //
@@ -50,9 +52,10 @@ func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr 
 		return nil
 	}
 	wait := settleWait
-	if cc.Method() == "SendStreamingMessage" {
-		// A stream shows the work as it goes: only work the agent ended
-		// with its first answer has nothing more to show than the task.
+	if cc.Method() == "SendStreamingMessage" || (smr.Config != nil && smr.Config.ReturnImmediately) {
+		// A stream shows the work as it goes, and an immediate answer
+		// cannot wait for it: only work the agent ended with its first
+		// answer has nothing more to show than the finished task.
 		if !d.SettledAtOnce() {
 			return nil
 		}
@@ -84,12 +87,12 @@ func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr 
 
 // settles returns the upstream task a call's delegation is answered with
 // when it settles (settledTask), named before the work is delegated; nil
-// for a call that is never answered so: one that asks for an immediate
-// answer or carries a push config (those need the task while it runs), or
-// one that neither sends nor streams a message.
+// for a call that is never answered so: one that carries a push config
+// (it needs the task while it runs), or one that neither sends nor
+// streams a message.
 func settles(cc *a2asrv.CallContext, smr *a2a.SendMessageRequest) *delegation.Upstream {
 	switch {
-	case smr.Config != nil && (smr.Config.ReturnImmediately || smr.Config.PushConfig != nil):
+	case smr.Config != nil && smr.Config.PushConfig != nil:
 		return nil
 	case cc.Method() != "SendMessage" && cc.Method() != "SendStreamingMessage":
 		return nil

@@ -360,26 +360,34 @@ func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
 		t.Errorf("events = %+v, ended %v, %v", evs, ended, err)
 	}
 
-	// Over A2A the one write names orchd's task too: the caller's answer.
-	before = streamWrites(t, d, "KV_orchd-delegations")
-	msg := userMessage(a2a.NewMessageID(), "survey")
-	msg.Metadata = map[string]any{SkillMetadataKey: "once"}
-	res, err := testagent.Client(t, base).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateCompleted {
-		t.Fatalf("SendMessage = %+v, want a completed Task", res)
-	}
-	if writes := streamWrites(t, d, "KV_orchd-delegations") - before; writes != 1 {
-		t.Errorf("over A2A the record was written %d times, want once", writes)
-	}
-	page, err := d.delegations.List(t.Context(), delegation.Query{PageSize: 1})
-	if err != nil || len(page.Records) != 1 {
-		t.Fatalf("List = %+v, %v", page, err)
-	}
-	if up := page.Records[0].Upstream; up == nil || up.TaskID != task.ID || up.ContextID != task.ContextID {
-		t.Errorf("the record's upstream = %+v, want the task answered (%s, %s)", up, task.ID, task.ContextID)
+	// Over A2A the one write names orchd's task too: the caller's answer,
+	// whether it waits for the work or asks for an immediate answer (the
+	// work being over, that is the finished task too).
+	for _, conf := range []*a2a.SendMessageConfig{nil, {ReturnImmediately: true}} {
+		before = streamWrites(t, d, "KV_orchd-delegations")
+		tasksBefore := taskWrites(t, d)
+		msg := userMessage(a2a.NewMessageID(), "survey")
+		msg.Metadata = map[string]any{SkillMetadataKey: "once"}
+		res, err := testagent.Client(t, base).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: conf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, ok := res.(*a2a.Task)
+		if !ok || task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("SendMessage (config %+v) = %+v, want a completed Task", conf, res)
+		}
+		if writes := streamWrites(t, d, "KV_orchd-delegations") - before; writes != 1 {
+			t.Errorf("over A2A (config %+v) the record was written %d times, want once", conf, writes)
+		}
+		if writes := taskWrites(t, d) - tasksBefore; writes != 2 {
+			t.Errorf("over A2A (config %+v) the tasks bucket was written %d times, want a settled task's 2", conf, writes)
+		}
+		page, err := d.delegations.List(t.Context(), delegation.Query{PageSize: 1})
+		if err != nil || len(page.Records) != 1 {
+			t.Fatalf("List = %+v, %v", page, err)
+		}
+		if up := page.Records[0].Upstream; up == nil || up.TaskID != task.ID || up.ContextID != task.ContextID {
+			t.Errorf("the record's upstream = %+v, want the task answered (%s, %s)", up, task.ID, task.ContextID)
+		}
 	}
 }
