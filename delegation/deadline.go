@@ -247,31 +247,18 @@ type silence struct {
 	done   bool
 }
 
-// watchSilence watches the stream of a followed session, if it has one,
-// and ties the stream to ctx: it is closed when following stops, even while
-// the follower waits on it. stop is the follower's: a probe that finds the
-// task settled ends it. The returned func ends the watch.
-func (d *Delegation) watchSilence(ctx context.Context, stop context.CancelFunc, s *session) (unwatch func()) {
-	if s.next == nil {
-		return func() {}
-	}
+// watchSilence starts watching a followed stream: after SilenceTimeout
+// with no event heard, the agent is asked for the task. ctx is the
+// follower's; stop, the follower's, ends it, for a probe that finds the
+// task settled. The follower tells the watch of each event (heard) and
+// ends it (stop).
+func (d *Delegation) watchSilence(ctx context.Context, stop context.CancelFunc) *silence {
 	e := d.engine
-	unabort := context.AfterFunc(ctx, s.abort)
 	w := &silence{d: d, ctx: ctx, stopFollower: stop}
 	w.mu.Lock()
 	w.timer = time.AfterFunc(e.cfg.SilenceTimeout, func() { e.owned(w.probe) })
 	w.mu.Unlock()
-	next := s.next
-	s.next = func() (a2a.Event, error, bool) {
-		ev, err, ok := next()
-		if ok && err == nil {
-			w.heard()
-		} else {
-			w.stop() // the follower polls now
-		}
-		return ev, err, ok
-	}
-	return func() { w.stop(); unabort() }
+	return w
 }
 
 func (w *silence) heard() {

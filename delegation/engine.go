@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -435,17 +434,6 @@ func (e *Engine) ended(id string) {
 	}
 }
 
-// session is an accepted send: the first event, and the rest of the
-// stream when the agent streams.
-type session struct {
-	first a2a.Event
-	next  func() (a2a.Event, error, bool)
-	stop  func()
-	// abort closes the stream from another goroutine, ending a next that
-	// waits (next and stop must not run concurrently).
-	abort context.CancelFunc
-}
-
 // client builds the a2a-go client for an agent's card: A2A 1.0 and 0.3
 // over JSON-RPC, HTTP+JSON and gRPC, activating the delegation extension when
 // the card declares it.
@@ -553,12 +541,10 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
 	stopAfter := context.AfterFunc(openCtx, cancel)
 	start := time.Now()
-	next, stop := iter.Pull2(d.client.SendStreamingMessage(streamCtx, req))
-	first, err, ok := next()
+	st, first, err, ok := e.openStream(streamCtx, cancel, d.client.SendStreamingMessage(streamCtx, req))
 	e.in.called(ctx, d.rec.Downstream.Agent, "SendStreamingMessage", start, callErr(openCtx, err))
 	stopAfter()
 	if !ok || err != nil || openCtx.Err() != nil {
-		stop()
 		cancel()
 		switch {
 		case openCtx.Err() != nil:
@@ -568,7 +554,7 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 		}
 		return nil, err
 	}
-	return &session{first: first, next: next, stop: func() { stop(); cancel() }, abort: cancel}, nil
+	return &session{first: first, stream: st}, nil
 }
 
 // executionEnding is what an a2a-go v2.4.0 agent answers (as an internal
@@ -642,9 +628,7 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	}
 	if err != nil {
 		release(d.lease)
-		if s.stop != nil {
-			s.stop()
-		}
+		s.drop()
 		d.abandon(ctx, s.first)
 		return fmt.Errorf("%w: keep delegation %s: %v", ErrUnavailable, d.rec.ID, err)
 	}
@@ -691,16 +675,15 @@ func (d *Delegation) abandon(ctx context.Context, first a2a.Event) {
 }
 
 // follow applies the session's first event and, unless the task has
-// settled, follows the rest in a goroutine owned by the engine.
+// settled, follows the rest: on the session's stream, by the stream's
+// goroutine, or else in a goroutine of its own, both owned by the engine.
 func (d *Delegation) follow(s *session) {
 	e := d.engine
 	if d.apply(s.first) {
 		d.mu.Lock()
 		d.settledAtOnce = true
 		d.mu.Unlock()
-		if s.stop != nil {
-			s.stop()
-		}
+		s.drop()
 		d.settled()
 		return
 	}
@@ -708,54 +691,27 @@ func (d *Delegation) follow(s *session) {
 		return // followed by push notifications, with no goroutine waiting
 	}
 	ctx, cancel := context.WithCancel(d.traced(e.ctx))
-	done := make(chan struct{})
+	f := &follower{d: d, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	d.mu.Lock()
-	d.stopFollow, d.followDone = cancel, done
+	d.stopFollow, d.followDone = cancel, f.done
 	d.mu.Unlock()
-	if !e.track() {
-		// Closed meanwhile: nothing follows the task, as after Close.
-		if s.stop != nil {
-			s.stop()
+	if s.stream != nil {
+		if !s.stream.carry(f) {
+			// Closed meanwhile: nothing follows the task, as after Close.
+			cancel()
+			close(f.done)
 		}
+		return
+	}
+	if !e.track() {
 		cancel()
-		close(done)
+		close(f.done)
 		return
 	}
 	go func() {
 		defer e.wg.Done()
-		defer close(done)
-		defer cancel()
-		if s.stop != nil {
-			defer s.stop()
-		}
-		defer d.watchSilence(ctx, cancel, s)()
-		if s.next != nil && d.stream(ctx, s) {
-			d.settled()
-			return
-		}
-		if d.poll(ctx) {
-			d.settled()
-		}
+		f.finish()
 	}()
-}
-
-// stream applies streamed events until the task settles or the stream
-// ends; it reports whether the task settled.
-func (d *Delegation) stream(ctx context.Context, s *session) bool {
-	for {
-		ev, err, ok := s.next()
-		switch {
-		case !ok:
-			return false
-		case err != nil:
-			if ctx.Err() == nil {
-				d.engine.log.Warn("stream from agent broke; polling the task instead", "delegation", d.rec.ID, "error", err)
-			}
-			return false
-		case d.apply(ev):
-			return true
-		}
-	}
 }
 
 // getTask asks the agent for the downstream task, bounded by CallTimeout;

@@ -368,9 +368,7 @@ func (d *Delegation) followPush(s *session) bool {
 	if h == nil {
 		return false // no webhook was registered: the task is polled
 	}
-	if s.stop != nil {
-		s.stop() // no stream is read in push mode
-	}
+	s.drop() // no stream is read in push mode
 	ctx, cancel := context.WithCancel(d.traced(e.ctx))
 	f := &pushFollower{h: h, d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval}
 	d.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -252,18 +251,16 @@ func (d *Delegation) reopen(ctx context.Context) (*session, error) {
 	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
 	stopAfter := context.AfterFunc(openCtx, cancel)
 	start := time.Now()
-	next, stop := iter.Pull2(d.client.SubscribeToTask(streamCtx, &a2a.SubscribeToTaskRequest{ID: taskID}))
-	first, err, ok := next()
+	st, first, err, ok := e.openStream(streamCtx, cancel, d.client.SubscribeToTask(streamCtx, &a2a.SubscribeToTaskRequest{ID: taskID}))
 	e.in.called(ctx, d.rec.Downstream.Agent, "SubscribeToTask", start, callErr(openCtx, err))
 	stopAfter()
 	if !ok || err != nil || openCtx.Err() != nil {
-		stop()
 		cancel()
 		// A task that ended meanwhile, or an agent that cannot
 		// subscribe, is followed from the task read above (and polled).
 		return &session{first: task}, nil
 	}
-	return &session{first: first, next: next, stop: func() { stop(); cancel() }, abort: cancel}, nil
+	return &session{first: first, stream: st}, nil
 }
 
 // renew renews the leases of the live delegations. A delegation whose

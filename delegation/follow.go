@@ -1,0 +1,67 @@
+package delegation
+
+import (
+	"context"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// follower follows a delegation's downstream task until it settles or
+// following stops: on the rest of the task's stream, when there is one,
+// read by the stream's own goroutine (agentStream), then by polling,
+// should the stream end first.
+type follower struct {
+	d      *Delegation
+	ctx    context.Context // ends when following stops
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the follower is done
+	// quiet watches the stream for silence, and unabort unties the
+	// stream from ctx; both are set by watch.
+	quiet   *silence
+	unabort func() bool
+	// settled is set when the task settled on the stream.
+	settled bool
+}
+
+// watch starts watching the stream st for silence and ties it to the
+// follower: it is closed when following stops, even while the stream's
+// goroutine waits on it.
+func (f *follower) watch(st *agentStream) {
+	f.unabort = context.AfterFunc(f.ctx, st.cancel)
+	f.quiet = f.d.watchSilence(f.ctx, f.cancel)
+}
+
+// event applies one element of the stream; false once the stream is done
+// with: the task settled, or the stream broke.
+func (f *follower) event(ev a2a.Event, err error) bool {
+	if err != nil {
+		f.quiet.stop() // the follower polls now
+		if f.ctx.Err() == nil {
+			f.d.engine.log.Warn("stream from agent broke; polling the task instead", "delegation", f.d.rec.ID, "error", err)
+		}
+		return false
+	}
+	f.quiet.heard()
+	if f.d.apply(ev) {
+		f.settled = true
+		return false
+	}
+	return true
+}
+
+// streamEnded ends the watch of the stream st, and st.
+func (f *follower) streamEnded(st *agentStream) {
+	f.quiet.stop()
+	f.unabort()
+	st.cancel()
+}
+
+// finish polls the task unless it settled on the stream, hands on a
+// delegation that settled, and ends following.
+func (f *follower) finish() {
+	if f.settled || f.d.poll(f.ctx) {
+		f.d.settled()
+	}
+	f.cancel()
+	close(f.done)
+}
