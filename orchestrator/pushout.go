@@ -320,6 +320,9 @@ func (o *pushOut) deliver(n *notification) {
 			o.giveUp(n, attempt-1, "orchd is stopping")
 			return
 		}
+		// An attempt that started before close began and failed gets the
+		// one last try draining gives every notification.
+		last := o.isDraining()
 		outcome, err := o.attempt(n)
 		switch outcome {
 		case pushDelivered:
@@ -333,7 +336,7 @@ func (o *pushOut) deliver(n *notification) {
 			o.giveUp(n, attempt, err.Error())
 			return
 		}
-		if attempt >= o.cfg.MaxAttempts || o.isDraining() {
+		if attempt >= o.cfg.MaxAttempts || last {
 			o.giveUp(n, attempt, err.Error())
 			return
 		}

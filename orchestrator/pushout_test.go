@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -631,6 +632,48 @@ func TestPushOut_CloseDelivers(t *testing.T) {
 		if st := r.event.(*a2a.TaskStatusUpdateEvent).Status.State; st != states[i] {
 			t.Errorf("notification %d is %s, want %s", i, st, states[i])
 		}
+	}
+	if n := counted(t, reader, "given_up"); n != 0 {
+		t.Errorf("%d given up", n)
+	}
+}
+
+// TestPushOut_CloseRetriesAnAttemptInFlight: a notification whose attempt
+// is still waiting for the webhook when orchd starts to stop, and then
+// fails, gets its one last try too.
+func TestPushOut_CloseRetriesAnAttemptInFlight(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if calls.Add(1) == 1 {
+			close(arrived)
+			<-release // answered once close has begun
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(hook.Close)
+	o, reader, _ := pushOutOn(t, PushConfig{Backoff: Duration(time.Hour), MaxBackoff: Duration(time.Hour)}, hook.URL)
+	o.drain = 10 * time.Second
+	if err := o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(a2a.TaskStateFailed)); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+	closed := make(chan struct{})
+	go func() { defer close(closed); o.close() }()
+	for !o.isDraining() {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	<-closed
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the webhook was called %d times, want the failed attempt and one last try", n)
+	}
+	if n := counted(t, reader, "delivered"); n != 1 {
+		t.Errorf("%d delivered, want 1", n)
 	}
 	if n := counted(t, reader, "given_up"); n != 0 {
 		t.Errorf("%d given up", n)
