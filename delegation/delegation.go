@@ -107,6 +107,9 @@ type Delegation struct {
 	// chained is set when the hop's agent reads the chain context
 	// (readsChain): the messages sent to it carry it.
 	chained bool
+	// keepUpstream is Request.KeepUpstream, for a delegation the agent's
+	// first answer ended.
+	keepUpstream func(ctx context.Context, rec Record, evs []Event) error
 	// deferred holds back the store writes (persist) while the agent's
 	// first answer is applied, when that answer ends the work: the events
 	// and the record are then written once, ended (Engine.start).

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -370,6 +371,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		if _, isMsg := first.first.(*a2a.Message); req.EndedUpstream != nil && !isMsg && endsAtOnce(first.first) {
 			up := *req.EndedUpstream
 			d.rec.Upstream = &up
+			d.keepUpstream = req.KeepUpstream
 		}
 		if err := e.start(ctx, d, first); err != nil {
 			return nil, err
@@ -608,9 +610,11 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 		d.follow(s)
 		d.mu.Lock()
 		d.deferred = false
+		kept := d.keepUpstreamAlongside(ctx)
 		d.persistEnded()
 		err = d.persistErr
 		d.mu.Unlock()
+		<-kept
 		if err != nil {
 			return fmt.Errorf("%w: keep delegation %s: %v", ErrUnavailable, d.rec.ID, err)
 		}
@@ -636,6 +640,28 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	e.register(d)
 	d.follow(s)
 	return nil
+}
+
+// keepUpstreamAlongside starts keeping the upstream task of a delegation
+// that ended at once (Request.KeepUpstream), with copies of its record
+// and events, while the caller stores them; the channel is closed once it
+// is done (at once when there is nothing to keep). The caller holds mu
+// and waits on the channel, so the goroutine is owned by the call.
+func (d *Delegation) keepUpstreamAlongside(ctx context.Context) <-chan struct{} {
+	kept := make(chan struct{})
+	keep := d.keepUpstream
+	if keep == nil || !d.rec.State.Terminal() {
+		close(kept)
+		return kept
+	}
+	rec, evs := d.snapshot(), slices.Clone(d.unsaved)
+	go func() {
+		defer close(kept)
+		if err := keep(ctx, rec, evs); err != nil {
+			d.engine.log.DebugContext(ctx, "keep the upstream task of a delegation that ended at once", "delegation", rec.ID, "error", err)
+		}
+	}()
+	return kept
 }
 
 // endsAtOnce reports whether an agent's first answer ends the work: a

@@ -230,6 +230,11 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 	dreq, err := e.x.requestFrom(ctx, smr.Message)
 	settle := settles(cc, smr)
 	dreq.EndedUpstream = settle
+	var along *alongside
+	if settle != nil {
+		along = &alongside{x: e.x, msg: smr.Message, up: *settle}
+		dreq.KeepUpstream = along.keep
+	}
 	var d *delegation.Delegation
 	if err == nil {
 		d, err = e.x.engine.Delegate(ctx, dreq)
@@ -251,7 +256,11 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 			}
 			return ctx, &m, nil
 		}
-		if t := e.x.settledTask(ctx, cc, smr, d, settle); t != nil {
+		var kept *a2a.Task
+		if along != nil {
+			kept = along.task
+		}
+		if t := e.x.settledTask(ctx, cc, smr, d, settle, kept); t != nil {
 			return ctx, t, nil
 		}
 	}

@@ -46,10 +46,14 @@ const settleWait = 100 * time.Millisecond
 //
 // up is the task settles named before the work was delegated; a record
 // stored at once already names it (delegation.Request.EndedUpstream), and
-// is not written again.
-func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation, up *delegation.Upstream) *a2a.Task {
-	if up == nil {
+// is not written again. kept is that task when it was stored alongside
+// the record (alongside).
+func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation, up *delegation.Upstream, kept *a2a.Task) *a2a.Task {
+	switch {
+	case up == nil:
 		return nil
+	case kept != nil:
+		return kept // stored as the delegation was (alongside)
 	}
 	wait := settleWait
 	if cc.Method() == "SendStreamingMessage" || (smr.Config != nil && smr.Config.ReturnImmediately) {
@@ -65,24 +69,35 @@ func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr 
 	if !ok {
 		return nil
 	}
-	info := up.TaskInfo()
 	rec := d.Record()
-	task := newUpstreamTask(info, smr.Message, rec)
+	task, err := x.keepSettled(ctx, smr.Message, *up, rec, evs)
+	if err != nil {
+		x.log.DebugContext(ctx, "store the settled A2A task; the task machinery takes the message", "delegation", d.ID(), "error", err)
+		return nil
+	}
+	if rec.Upstream == nil || *rec.Upstream != *up {
+		if err := x.engine.SetUpstream(ctx, d.ID(), *up); err != nil {
+			x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", up.TaskID, "delegation", d.ID(), "error", err)
+		}
+	}
+	return task
+}
+
+// keepSettled stores the upstream task up of a settled delegation, rec
+// with its events evs, as a2a-go's machinery would have made it from the
+// same events, asked for with msg, and returns it.
+func (x *executor) keepSettled(ctx context.Context, msg *a2a.Message, up delegation.Upstream, rec delegation.Record, evs []delegation.Event) (*a2a.Task, error) {
+	info := up.TaskInfo()
+	task := newUpstreamTask(info, msg, rec)
 	for _, ev := range evs {
 		if uev := upstreamEvent(info, ev); uev != nil {
 			foldEvent(task, uev)
 		}
 	}
 	if _, err := x.tasks.Create(ctx, task); err != nil {
-		x.log.DebugContext(ctx, "store the settled A2A task; the task machinery takes the message", "delegation", d.ID(), "error", err)
-		return nil
+		return nil, err
 	}
-	if rec.Upstream == nil || *rec.Upstream != *up {
-		if err := x.engine.SetUpstream(ctx, d.ID(), *up); err != nil {
-			x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", info.TaskID, "delegation", d.ID(), "error", err)
-		}
-	}
-	return task
+	return task, nil
 }
 
 // settles returns the upstream task a call's delegation is answered with
@@ -185,4 +200,23 @@ func foldEvent(task *a2a.Task, ev a2a.Event) {
 		}
 		task.Status = ev.Status
 	}
+}
+
+// alongside keeps the upstream task up of a call answered once settled
+// (settledTask) as Request.KeepUpstream: for work the agent ended with its
+// first answer, the task is stored while the delegation's record is, one
+// round trip to the store instead of one after the other. task is the
+// task kept, readable once the delegation returns.
+type alongside struct {
+	x    *executor
+	msg  *a2a.Message
+	up   delegation.Upstream
+	task *a2a.Task
+}
+
+// keep implements delegation.Request.KeepUpstream.
+func (a *alongside) keep(ctx context.Context, rec delegation.Record, evs []delegation.Event) error {
+	t, err := a.x.keepSettled(ctx, a.msg, a.up, rec, evs)
+	a.task = t
+	return err
 }
