@@ -51,7 +51,9 @@ const (
 // Running reads only those. The stream <namespace>_DELEGATION_INDEX holds
 // one message per record, written when the record is first put: List
 // reads it backwards, newest first. Its entries whose record is gone are
-// deleted in the background. Event logs are described at Append.
+// deleted in the background. Event logs are described at Append; the
+// short log of a delegation that ended as it started is kept in its
+// record instead (ended.go).
 //
 // Every method bounds its work by the store's Timeout, and an error from
 // a store that cannot be reached or is full wraps
@@ -193,7 +195,8 @@ func delegationKey(id string) (string, error) {
 // Put implements delegation.Store. It returns once JetStream acknowledged
 // the record. A running record's r. key is written before the record and
 // an ended record's removed after it, so a crash in between leaves at
-// worst a key Running skips.
+// worst a key Running skips. An ended record that did not run in this
+// process is read first, so a log kept in it (ended.go) is kept.
 func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 	key, err := delegationKey(r.ID)
 	if err != nil {
@@ -205,6 +208,17 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
+	if marked, known := d.marks.Get(key); r.State.Terminal() && !(known && marked) {
+		// An ended record that did not run here may hold its log (ended.go).
+		plain := b
+		err := attempt(octx, func() (err error) {
+			b, err = d.keepFolded(octx, key, plain)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
+		}
+	}
 	if err := attempt(octx, func() error { return d.put(octx, key, r.State.Terminal(), b) }); err != nil {
 		return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
 	}

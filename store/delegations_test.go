@@ -480,3 +480,57 @@ func fill(t testing.TB, d *Delegations, ended, running int) {
 		t.Fatal(err)
 	}
 }
+
+// TestPutEnded_FoldsASmallLog checks what PutEnded writes for a new
+// delegation: a log of up to maxFoldedEvents events goes into the record
+// (an index entry and the record, no event stream message), a longer one
+// to the event stream; both read back whole.
+func TestPutEnded_FoldsASmallLog(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{})
+	writes := func(stream string) uint64 {
+		t.Helper()
+		st, err := s.js.Stream(t.Context(), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	streams := []string{"orchd_DELEGATION_INDEX", "orchd_EVENTS", "KV_orchd-delegations"}
+	for _, tc := range []struct {
+		name   string
+		events int
+		want   []uint64 // writes to each of streams
+	}{
+		{"one event", 1, []uint64{1, 0, 1}},
+		{"the most folded", maxFoldedEvents, []uint64{1, 0, 1}},
+		{"one more", maxFoldedEvents + 1, []uint64{1, maxFoldedEvents + 1, 1}},
+	} {
+		var evs []delegation.Event
+		for i := range tc.events {
+			evs = append(evs, delegation.Event{Seq: int64(i + 1), Kind: "state", State: a2a.TaskStateWorking})
+		}
+		id := strings.ReplaceAll(tc.name, " ", "-")
+		var before []uint64
+		for _, st := range streams {
+			before = append(before, writes(st))
+		}
+		if err := d.PutEnded(t.Context(), delegation.Record{ID: id, State: a2a.TaskStateCompleted, LastEvent: int64(tc.events)}, evs); err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range streams {
+			if got := writes(st) - before[i]; got != tc.want[i] {
+				t.Errorf("%s: %d writes to %s, want %d", tc.name, got, st, tc.want[i])
+			}
+		}
+		got, err := d.Events(t.Context(), id, 0, 0)
+		if err != nil || len(got) != tc.events || got[len(got)-1].Seq != int64(tc.events) {
+			t.Errorf("%s: Events = %d events, %v; want %d", tc.name, len(got), err, tc.events)
+		}
+	}
+}

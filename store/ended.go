@@ -15,12 +15,12 @@ import (
 
 // PutEnded implements delegation.EndedStore: it keeps a delegation that
 // ended as it started, its events and its record, the record last. The
-// writes of a new delegation (its index entry, each event, the record)
-// are sent together and acknowledged together, one round trip to the
-// server instead of one per write; a delegation the store already knows,
-// or writes that fail, take the one-by-one path of Append and Put, which
-// is idempotent, so what a failed first try left is completed, never
-// doubled.
+// writes of a new delegation (its index entry, each event unless the
+// record holds them, the record) are sent together and acknowledged
+// together, one round trip to the server instead of one per write; a
+// delegation the store already knows, or writes that fail, take the
+// one-by-one path of Append and Put, which is idempotent, so what a
+// failed first try left is completed, never doubled.
 //
 // Why: a delegation answered at once (an agent answering with a message,
 // or with a task it already ended) was three to four synchronous writes,
@@ -52,7 +52,11 @@ func (d *Delegations) PutEnded(ctx context.Context, r delegation.Record, evs []d
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
 	if !d.indexed.Contains(key) && !d.tails.Contains(key) {
-		if d.putTogether(octx, key, b, bodies) == nil {
+		if folded, ok := d.fold(b, bodies); ok {
+			if d.putTogether(octx, key, folded, nil) == nil {
+				return nil
+			}
+		} else if d.putTogether(octx, key, b, bodies) == nil {
 			return nil
 		}
 	}
@@ -68,11 +72,12 @@ func (d *Delegations) PutEnded(ctx context.Context, r delegation.Record, evs []d
 }
 
 // putTogether sends a new delegation's index entry, its events (bodies,
-// Seq 1 on) and its ended record without waiting between them, then
-// waits for every acknowledgement. The index entry and the first event
-// expect their subjects to be empty, as for a new delegation; each event
-// has the message id Append gives it, so the one-by-one path that follows
-// a failure finds those stored and goes on after them.
+// Seq 1 on; none when the record holds its log) and its ended record
+// without waiting between them, then waits for every acknowledgement. The
+// index entry and the first event expect their subjects to be empty, as
+// for a new delegation; each event has the message id Append gives it, so
+// the one-by-one path that follows a failure finds those stored and goes
+// on after them.
 func (d *Delegations) putTogether(ctx context.Context, key string, record []byte, bodies [][]byte) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(bodies)+2)
 	send := func(m *nats.Msg, opts ...jetstream.PublishOpt) error {
@@ -122,8 +127,109 @@ func (d *Delegations) putTogether(ctx context.Context, key string, record []byte
 	}
 	d.indexed.Add(key, struct{}{})
 	d.marks.Add(key, false) // a record that never ran has no r. key
-	if last != nil {
+	if last != nil && len(bodies) > 0 {
 		d.tails.Add(key, eventTail{stream: last.Sequence, seq: int64(len(bodies))})
 	}
 	return nil
+}
+
+// Folded logs. The log of a delegation that ended as it started is
+// short, and complete: nothing is appended to it after. PutEnded keeps
+// such a log, when it is small, in the record's own stored value, under
+// foldedLogField, instead of one event stream message per event: the
+// delegation then costs two writes (its index entry and its record), not
+// two and one per event. Events and Wait read a folded log from the
+// record when the event stream holds none for the delegation, and Put
+// keeps it when it rewrites the record.
+//
+// Why: the store's work was a quarter of a delegation's CPU time through
+// orchd, most of it per message (docs/benchmarks.md).
+const (
+	foldedLogField     = "eventLog"
+	maxFoldedEvents    = 8
+	maxFoldedLogBytes  = 16 << 10
+	foldedLogFieldJSON = `,"` + foldedLogField + `":[`
+)
+
+// fold returns record, a record's JSON object, with the events bodies
+// added as its folded log; false when the log is too long to fold.
+func (d *Delegations) fold(record []byte, bodies [][]byte) ([]byte, bool) {
+	n := 0
+	for _, b := range bodies {
+		n += len(b) + 1
+	}
+	if len(bodies) == 0 || len(bodies) > min(maxFoldedEvents, d.cfg.MaxEvents) || n > maxFoldedLogBytes ||
+		len(record) < 2 || record[len(record)-1] != '}' {
+		return nil, false
+	}
+	out := make([]byte, 0, len(record)+len(foldedLogFieldJSON)+n+1)
+	out = append(out, record[:len(record)-1]...)
+	out = append(out, foldedLogFieldJSON...)
+	for i, b := range bodies {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	return append(out, ']', '}'), true
+}
+
+// foldedLog is the part of a stored record that holds a folded log.
+type foldedLog struct {
+	EventLog []json.RawMessage `json:"eventLog"`
+}
+
+// folded reads the folded log of the record under key: nil when the
+// record has none, or is gone.
+func (d *Delegations) folded(ctx context.Context, key string) ([]json.RawMessage, error) {
+	e, err := d.kv.Get(ctx, delegationRecordPrefix+key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f foldedLog
+	if err := json.Unmarshal(e.Value(), &f); err != nil {
+		return nil, fmt.Errorf("record %s is not readable: %w", key, err)
+	}
+	return f.EventLog, nil
+}
+
+// foldedEvents returns at most limit events of the folded log of key
+// with a Seq above after.
+func (d *Delegations) foldedEvents(ctx context.Context, key string, after int64, limit int) ([]delegation.Event, error) {
+	log, err := d.folded(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []delegation.Event
+	for _, raw := range log {
+		var ev delegation.Event
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("event of record %s is not readable: %w", key, err)
+		}
+		if ev.Seq > after && len(out) < limit {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// keepFolded returns record, the JSON of a record about to replace the
+// one under key, with the folded log the stored one holds, if any.
+func (d *Delegations) keepFolded(ctx context.Context, key string, record []byte) ([]byte, error) {
+	log, err := d.folded(ctx, key)
+	if err != nil || len(log) == 0 {
+		return record, err
+	}
+	bodies := make([][]byte, len(log))
+	for i, raw := range log {
+		bodies[i] = raw
+	}
+	out, ok := d.fold(record, bodies)
+	if !ok {
+		return nil, fmt.Errorf("record %s: its folded log of %d events cannot be kept", key, len(log))
+	}
+	return out, nil
 }

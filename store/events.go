@@ -146,7 +146,7 @@ func (d *Delegations) Events(ctx context.Context, id string, after int64, limit 
 	subject := d.eventsPf + key
 	var evs []delegation.Event
 	err = attempt(octx, func() (err error) {
-		evs, err = d.readEvents(octx, subject, after, limit)
+		evs, err = d.readEvents(octx, key, subject, after, limit)
 		return err
 	})
 	if err != nil {
@@ -155,10 +155,10 @@ func (d *Delegations) Events(ctx context.Context, id string, after int64, limit 
 	return evs, nil
 }
 
-func (d *Delegations) readEvents(ctx context.Context, subject string, after int64, limit int) ([]delegation.Event, error) {
+func (d *Delegations) readEvents(ctx context.Context, key, subject string, after int64, limit int) ([]delegation.Event, error) {
 	last, err := d.events.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
+		return d.foldedEvents(ctx, key, after, limit) // the log may be in the record (ended.go)
 	}
 	if err != nil {
 		return nil, err
@@ -256,20 +256,14 @@ func (d *Delegations) Wait(ctx context.Context, id string, after int64) error {
 		return fmt.Errorf("wait for delegation %s: %w", id, err)
 	}
 	for {
-		octx, cancel := d.s.opContext(ctx)
-		var t eventTail
-		err := attempt(octx, func() (err error) {
-			t, err = d.tail(octx, subject)
-			return err
-		})
-		cancel()
+		above, err := d.holdsAbove(ctx, key, subject, after)
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
 			return fmt.Errorf("wait for delegation %s: %w", id, d.s.unavailable(ctx, err))
 		}
-		if t.seq > after {
+		if above {
 			return nil
 		}
 		for {
@@ -293,4 +287,25 @@ func (d *Delegations) Wait(ctx context.Context, id string, after int64) error {
 			return fmt.Errorf("wait for delegation %s: %w", id, d.s.unavailable(ctx, err))
 		}
 	}
+}
+
+// holdsAbove reports whether the log of key (on subject) holds an event
+// with a Seq above after: by its tail, or, when the stream holds none of
+// it, by the log its record may hold (ended.go). It is bounded by the
+// store's timeout.
+func (d *Delegations) holdsAbove(ctx context.Context, key, subject string, after int64) (bool, error) {
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	var above bool
+	err := attempt(octx, func() error {
+		t, err := d.tail(octx, subject)
+		if err != nil || t.seq > 0 {
+			above = t.seq > after
+			return err
+		}
+		evs, err := d.foldedEvents(octx, key, after, 1)
+		above = len(evs) > 0
+		return err
+	})
+	return above, err
 }

@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -75,4 +77,52 @@ func testPutEnded(t *testing.T, s delegation.Store) {
 			t.Errorf("%s: a refused PutEnded stored the record (%v)", tc.name, err)
 		}
 	}
+}
+
+// testEndedLogReadAsAnyOther checks that the log PutEnded keeps (however
+// the store keeps it) reads as an appended one does: Events by after and
+// limit, Wait at once for an event kept and until its context ends for
+// one never to come, and a later Put of the ended record (naming its
+// upstream task, say) leaves the log as it was.
+func testEndedLogReadAsAnyOther(t *testing.T, s delegation.Store) {
+	es, ok := s.(delegation.EndedStore)
+	if !ok {
+		t.Skipf("%T keeps ended delegations with Append and Put", s)
+	}
+	evs := []delegation.Event{event(1, "artifact"), event(2, "state")}
+	r := record("ended", a2a.TaskStateCompleted, 2)
+	if err := es.PutEnded(ctx(t), r, evs); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, tc := range []struct {
+			after int64
+			limit int
+			want  []int64
+		}{{0, 0, span(1, 2)}, {1, 0, span(2, 2)}, {0, 1, span(1, 1)}, {2, 0, nil}} {
+			got, err := s.Events(ctx(t), r.ID, tc.after, tc.limit)
+			if err != nil || !slices.Equal(seqs(got), tc.want) {
+				t.Errorf("%s: Events(after %d, limit %d) = %v, %v; want %v", when, tc.after, tc.limit, seqs(got), err, tc.want)
+			}
+		}
+		if got, err := s.Events(ctx(t), r.ID, 0, 0); err == nil && len(got) == 2 && !sameJSON(t, got[1], evs[1]) {
+			t.Errorf("%s: event 2 = %+v, want %+v", when, got[1], evs[1])
+		}
+		if err := s.Wait(ctx(t), r.ID, 1); err != nil {
+			t.Errorf("%s: Wait(after 1) = %v, want at once", when, err)
+		}
+		c, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		if err := s.Wait(c, r.ID, 2); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Wait(after 2) = %v, want its context's deadline", when, err)
+		}
+	}
+	check("after PutEnded")
+	r.Upstream = &delegation.Upstream{TaskID: "up-1"}
+	put(t, s, r)
+	if got, err := s.Get(ctx(t), r.ID); err != nil || !sameJSON(t, got, r) {
+		t.Errorf("Get after Put = %+v, %v; want %+v", got, err, r)
+	}
+	check("after a later Put")
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) delegation.Store) {
 		{"Running", testRunning},
 		{"Concurrent", testConcurrent},
 		{"PutEnded", testPutEnded},
+		{"EndedLogReadAsAnyOther", testEndedLogReadAsAnyOther},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
