@@ -46,6 +46,11 @@ type fetched struct {
 // agents whose addresses come from their cards. It sets no response
 // timeout, so streams last as long as their tasks; bound calls with
 // contexts.
+//
+// Each connection reads and writes through buffers of connBufferSize, half
+// net/http's default: an A2A request's headers fit, larger bodies and
+// streams are copied past the buffer anyway, and an orchd with a thousand
+// delegations in flight holds a thousand connections.
 func NewTransport(cfg Config) (*http.Transport, error) {
 	cfg = cfg.withDefaults()
 	g, err := newGuard(cfg.AllowNetworks, cfg.AllowHosts)
@@ -62,8 +67,14 @@ func NewTransport(cfg Config) (*http.Transport, error) {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
+		ReadBufferSize:      connBufferSize,
+		WriteBufferSize:     connBufferSize,
 	}, nil
 }
+
+// connBufferSize is the size of each agent connection's read and write
+// buffers (NewTransport).
+const connBufferSize = 2 << 10
 
 func newFetcher(cfg Config) (*fetcher, error) {
 	transport, err := NewTransport(cfg)
