@@ -27,10 +27,12 @@ type loadConfig struct {
 	work    time.Duration // how long the streaming agent works on each
 	prefill int           // delegations orchd holds before the runs
 	sample  time.Duration // how often orchd's threads and goroutines are read
+	rounds  int           // rounds, each a direct run and a run through orchd
 }
 
-// fullLoad is the load run of the report.
-var fullLoad = loadConfig{calls: 1000, work: 200 * time.Millisecond, prefill: 10_000, sample: 100 * time.Millisecond}
+// fullLoad is the load run of the report: 3 rounds, as one run's peak RSS
+// varies by some 5 MiB from the next.
+var fullLoad = loadConfig{calls: 1000, work: 200 * time.Millisecond, prefill: 10_000, sample: 100 * time.Millisecond, rounds: 3}
 
 // loadBench names the load run's results.
 const loadBench = "BenchmarkProcessLoad"
@@ -47,7 +49,8 @@ func runLoad(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // that streams and works cfg.work on each: first directly with a2a-go
 // streaming clients, then as delegations through orchd's HTTP API (POST
 // /v1/delegations, then the delegation's events until the stream ends,
-// as `orchd delegate` does). It writes one result line per run:
+// as `orchd delegate` does), in cfg.rounds rounds. It writes one result
+// line per run:
 //
 //	BenchmarkProcessLoad/direct <calls> <ms> wall-ms <ms> p50-ms <ms> p99-ms <n> completed <n> errors <n> lost <n> agent-runs <n> agent-requests <MiB> agent-peak-rss-MiB <ms> agent-cpu-ms
 //	BenchmarkProcessLoad/orchd  ... the same, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <0|1> goroutines-exposed
@@ -107,10 +110,7 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 	defer apiTransport.CloseIdleConnections()
 	api := &http.Client{Transport: apiTransport}
 
-	paths := []struct {
-		name string
-		call func(context.Context) error
-	}{
+	paths := []loadPath{
 		{pathDirect, func(ctx context.Context) error { return streamCall(ctx, direct) }},
 		{pathOrchd, func(ctx context.Context) error { return apiCall(ctx, api, base) }},
 	}
@@ -122,6 +122,34 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 		}
 	}
 	_, exposed := goroutines(ctx, base)
+	for range max(cfg.rounds, 1) {
+		if err := loadRound(ctx, w, log, cfg, paths, agentProc, d, base, slowURL, exposed); err != nil {
+			return err
+		}
+	}
+	var st agentStats
+	if err := getJSON(ctx, slowURL+statsPath, &st); err != nil {
+		return err
+	}
+	log.Info("the agent served", "kind", kindSlow, "executions", st.Executions, "requests", st.Requests)
+	warns, errs, first := d.logCounts()
+	fmt.Fprintf(w, "%s/logs/orchd\t1\t%d warn-lines\t%d error-lines\n", loadBench, warns, errs)
+	for _, l := range first {
+		log.Warn("orchd logged", "line", l)
+	}
+	return nil
+}
+
+// loadPath is one of the load run's ways to make a call.
+type loadPath struct {
+	name string
+	call func(context.Context) error
+}
+
+// loadRound runs cfg.calls calls at once on each path in turn, through
+// orchd d (at base) to the agent of agentProc at slowURL, and writes a
+// result line for each (loadRun).
+func loadRound(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig, paths []loadPath, agentProc, d *proc, base, slowURL string, exposed bool) error {
 	for _, p := range paths {
 		watched := []*proc{agentProc}
 		if p.name == pathOrchd {
@@ -186,16 +214,6 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 			}
 		}
 		fmt.Fprintln(w)
-	}
-	var st agentStats
-	if err := getJSON(ctx, slowURL+statsPath, &st); err != nil {
-		return err
-	}
-	log.Info("the agent served", "kind", kindSlow, "executions", st.Executions, "requests", st.Requests)
-	warns, errs, first := d.logCounts()
-	fmt.Fprintf(w, "%s/logs/orchd\t1\t%d warn-lines\t%d error-lines\n", loadBench, warns, errs)
-	for _, l := range first {
-		log.Warn("orchd logged", "line", l)
 	}
 	return nil
 }

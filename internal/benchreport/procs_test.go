@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 // number of callers of the report, each measured briefly.
 var (
 	tinyHops = hopConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
-	tinyLoad = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond}
+	tinyLoad = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond, rounds: 2}
 )
 
 // TestProcessRuns_Tiny runs the hop matrix and the load run against the
