@@ -49,8 +49,8 @@ func runLoad(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // that streams and works cfg.work on each: first directly with a2a-go
 // streaming clients, then as delegations through orchd's HTTP API (POST
 // /v1/delegations, then the delegation's events until the stream ends,
-// as `orchd delegate` does), in cfg.rounds rounds. It writes one result
-// line per run:
+// as `orchd delegate` does), in cfg.rounds rounds, each through a new
+// orchd on the same store. It writes one result line per run:
 //
 //	BenchmarkProcessLoad/direct <calls> <ms> wall-ms <ms> p50-ms <ms> p99-ms <n> completed <n> errors <n> lost <n> agent-runs <n> agent-requests <MiB> agent-peak-rss-MiB <ms> agent-cpu-ms
 //	BenchmarkProcessLoad/orchd  ... the same, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <0|1> goroutines-exposed
@@ -80,7 +80,8 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 	for i, kind := range agentKinds {
 		specs = append(specs, [2]string{kind, agents[i]})
 	}
-	d, base, err := h.daemon(ctx, orchdSpec{name: "orchd", skills: agentKinds, agents: specs})
+	spec := orchdSpec{name: "orchd", skills: agentKinds, agents: specs}
+	d, base, err := h.daemon(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -110,19 +111,33 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 	defer apiTransport.CloseIdleConnections()
 	api := &http.Client{Transport: apiTransport}
 
-	paths := []loadPath{
-		{pathDirect, func(ctx context.Context) error { return streamCall(ctx, direct) }},
-		{pathOrchd, func(ctx context.Context) error { return apiCall(ctx, api, base) }},
-	}
-	for _, p := range paths { // a few calls first, so connections and caches are warm
-		for range 5 {
-			if err := p.call(ctx); err != nil {
-				return fmt.Errorf("load run, %s warm-up: %w", p.name, err)
+	var warns, errs int
+	var first []string
+	for round := range max(cfg.rounds, 1) {
+		if round > 0 {
+			// Each round runs a new orchd on the same full store, so no
+			// round starts with the memory the one before left.
+			lw, le, lf := d.logCounts()
+			warns, errs, first = warns+lw, errs+le, append(first, lf...)
+			if err := d.stop(); err != nil {
+				return err
+			}
+			if d, base, err = h.daemon(ctx, spec); err != nil {
+				return err
 			}
 		}
-	}
-	_, exposed := goroutines(ctx, base)
-	for range max(cfg.rounds, 1) {
+		paths := []loadPath{
+			{pathDirect, func(ctx context.Context) error { return streamCall(ctx, direct) }},
+			{pathOrchd, func(ctx context.Context) error { return apiCall(ctx, api, base) }},
+		}
+		for _, p := range paths { // a few calls first, so connections and caches are warm
+			for range 5 {
+				if err := p.call(ctx); err != nil {
+					return fmt.Errorf("load run, %s warm-up: %w", p.name, err)
+				}
+			}
+		}
+		_, exposed := goroutines(ctx, base)
 		if err := loadRound(ctx, w, log, cfg, paths, agentProc, d, base, slowURL, exposed); err != nil {
 			return err
 		}
@@ -132,7 +147,8 @@ func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig)
 		return err
 	}
 	log.Info("the agent served", "kind", kindSlow, "executions", st.Executions, "requests", st.Requests)
-	warns, errs, first := d.logCounts()
+	dw, de, df := d.logCounts()
+	warns, errs, first = warns+dw, errs+de, append(first, df...)
 	fmt.Fprintf(w, "%s/logs/orchd\t1\t%d warn-lines\t%d error-lines\n", loadBench, warns, errs)
 	for _, l := range first {
 		log.Warn("orchd logged", "line", l)
