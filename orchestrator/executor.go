@@ -256,11 +256,7 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 			}
 			return ctx, &m, nil
 		}
-		var kept *a2a.Task
-		if along != nil {
-			kept = along.task
-		}
-		if t := e.x.settledTask(ctx, cc, smr, d, settle, kept); t != nil {
+		if t := e.x.settledTask(ctx, cc, smr, d, settle, along); t != nil {
 			return ctx, t, nil
 		}
 	}

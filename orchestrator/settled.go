@@ -46,14 +46,14 @@ const settleWait = 100 * time.Millisecond
 //
 // up is the task settles named before the work was delegated; a record
 // stored at once already names it (delegation.Request.EndedUpstream), and
-// is not written again. kept is that task when it was stored alongside
-// the record (alongside).
-func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation, up *delegation.Upstream, kept *a2a.Task) *a2a.Task {
-	switch {
-	case up == nil:
+// is not written again. along, when not nil, stored that task as the
+// record was stored, for work the agent ended at once.
+func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation, up *delegation.Upstream, along *alongside) *a2a.Task {
+	if up == nil {
 		return nil
-	case kept != nil:
-		return kept // stored as the delegation was (alongside)
+	}
+	if task, tried := along.kept(); tried {
+		return task // stored as the delegation was, or nil when it could not be
 	}
 	wait := settleWait
 	if cc.Method() == "SendStreamingMessage" || (smr.Config != nil && smr.Config.ReturnImmediately) {
@@ -205,18 +205,29 @@ func foldEvent(task *a2a.Task, ev a2a.Event) {
 // alongside keeps the upstream task up of a call answered once settled
 // (settledTask) as Request.KeepUpstream: for work the agent ended with its
 // first answer, the task is stored while the delegation's record is, one
-// round trip to the store instead of one after the other. task is the
-// task kept, readable once the delegation returns.
+// round trip to the store instead of one after the other. Its fields are
+// read once the delegation returns.
 type alongside struct {
-	x    *executor
-	msg  *a2a.Message
-	up   delegation.Upstream
-	task *a2a.Task
+	x     *executor
+	msg   *a2a.Message
+	up    delegation.Upstream
+	tried bool      // keep ran: the work ended at once
+	task  *a2a.Task // what keep stored; nil when it could not
 }
 
 // keep implements delegation.Request.KeepUpstream.
 func (a *alongside) keep(ctx context.Context, rec delegation.Record, evs []delegation.Event) error {
+	a.tried = true
 	t, err := a.x.keepSettled(ctx, a.msg, a.up, rec, evs)
 	a.task = t
-	return err
+	return err // logged by the engine; the task machinery takes the message
+}
+
+// kept is the task keep stored, and whether keep ran; nothing for a nil
+// alongside.
+func (a *alongside) kept() (task *a2a.Task, tried bool) {
+	if a == nil {
+		return nil, false
+	}
+	return a.task, a.tried
 }
