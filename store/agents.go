@@ -107,7 +107,7 @@ func NewAgents(ctx context.Context, js jetstream.JetStream, cfg AgentsConfig) (*
 	if cfg.MaxValueBytes > math.MaxInt32 {
 		return nil, fmt.Errorf("agent store: MaxValueBytes %d is over %d", cfg.MaxValueBytes, math.MaxInt32)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg.bucket())
+	kv, err := openKV(ctx, js, cfg.bucket())
 	if err != nil {
 		return nil, agentStoreErr("open agent bucket "+cfg.Bucket, err)
 	}

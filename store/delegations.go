@@ -156,7 +156,7 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 	d.index, err = s.ensureStream(ctx, jetstream.StreamConfig{
 		Name: ns + "_DELEGATION_INDEX", Description: "orchd delegations, in the order they were created",
 		Subjects: []string{d.indexPf + ">"}, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardOld,
-		Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas, AllowDirect: true, Duplicates: eventDedupeWindow,
+		Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas, AllowDirect: directReads(s.cfg.Replicas), Duplicates: eventDedupeWindow,
 	})
 	if err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 		Name: ns + "_EVENTS", Description: "orchd delegation event logs",
 		Subjects: []string{d.eventsPf + ">"}, MaxAge: cfg.Retention, MaxMsgsPerSubject: int64(cfg.MaxEvents),
 		Discard: jetstream.DiscardOld, Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas,
-		AllowDirect: true, Duplicates: min(eventDedupeWindow, cfg.Retention),
+		AllowDirect: directReads(s.cfg.Replicas), Duplicates: min(eventDedupeWindow, cfg.Retention),
 	})
 	if err != nil {
 		return nil, err

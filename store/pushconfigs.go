@@ -192,7 +192,7 @@ func NewPushConfigs(ctx context.Context, js jetstream.JetStream, cfg PushConfigs
 	}
 	opCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(opCtx, cfg.bucket())
+	kv, err := openKV(opCtx, js, cfg.bucket())
 	if err != nil {
 		return nil, fmt.Errorf("push configs: open bucket %s: %w", cfg.Bucket, unavailable(ctx, err))
 	}

@@ -494,7 +494,7 @@ func (s *Store) writeManifest(ctx context.Context) error {
 func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	err := s.retry(ctx, func(ctx context.Context) (err error) {
-		kv, err = s.js.CreateOrUpdateKeyValue(ctx, cfg)
+		kv, err = openKV(ctx, s.js, cfg)
 		return err
 	})
 	if err != nil {
@@ -502,6 +502,44 @@ func (s *Store) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jet
 	}
 	return kv, s.recordStreams(ctx)
 }
+
+// openKV creates the bucket cfg describes, or updates its configuration
+// to cfg, and returns it; a replicated bucket is read from its stream
+// leader (see directReads).
+func openKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil || directReads(cfg.Replicas) {
+		return kv, err
+	}
+	// nats.go makes every bucket's stream allow direct reads, and a
+	// bucket reads directly when its stream does as it is bound.
+	st, err := js.Stream(ctx, kvStreamPrefix+cfg.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	if c := st.CachedInfo().Config; c.AllowDirect {
+		c.AllowDirect = false
+		if _, err := js.UpdateStream(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return js.KeyValue(ctx, cfg.Bucket)
+}
+
+// kvStreamPrefix is what the name of a bucket's stream starts with.
+const kvStreamPrefix = "KV_"
+
+// directReads says whether a stream (or bucket) of this many replicas
+// lets any replica answer reads: only when it has one. A direct read is
+// answered by whichever replica gets it first, the one nearest the
+// client, and a follower may not have applied a write its leader
+// acknowledged yet: a record just put, or a lease just taken, would read
+// as missing a moment later, from the same process. With direct reads
+// off, the stream leader answers every read, and it has applied each
+// write it acknowledged. JetStream has no read that waits for a sequence
+// yet (nats-server v2.15 defines the error, JSStreamMinLastSeqErr, and
+// no request that sets it).
+func directReads(replicas int) bool { return replicas <= 1 }
 
 // ensureStream is ensureKV for a stream.
 func (s *Store) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {

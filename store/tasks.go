@@ -219,7 +219,7 @@ func NewTasks(ctx context.Context, js jetstream.JetStream, cfg TasksConfig) (*Ta
 	}
 	opCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(opCtx, cfg.bucket())
+	kv, err := openKV(opCtx, js, cfg.bucket())
 	if err != nil {
 		return nil, fmt.Errorf("tasks: open bucket %s: %w", cfg.Bucket, unavailable(ctx, err))
 	}
