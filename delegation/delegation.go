@@ -234,6 +234,15 @@ func (d *Delegation) persist() {
 	if d.deferred {
 		return
 	}
+	if ss, ok := d.engine.store.(StepStore); ok && len(d.unsaved) == 1 {
+		d.persistErr = ss.PutStep(context.Background(), d.stored(), d.unsaved[0])
+		if d.persistErr != nil {
+			d.engine.log.Error("store delegation event and record; both are tried again with the next write", "delegation", d.rec.ID, "seq", d.unsaved[0].Seq, "error", d.persistErr)
+			return
+		}
+		d.unsaved = nil
+		return
+	}
 	// Events reach the store in order: one that could not be stored is
 	// tried again, before the next, at the next write.
 	for len(d.unsaved) > 0 {

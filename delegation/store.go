@@ -165,6 +165,20 @@ type EndedStore interface {
 	PutEnded(ctx context.Context, r Record, evs []Event) error
 }
 
+// StepStore is a Store that keeps one step of a delegation, an event and
+// the record as it stands after it, in one round trip instead of an
+// Append and a Put, each waiting for the one before. The engine uses it
+// when its Store implements it, for each event it emits with none before
+// it left unsaved: a steering signal, an agent's status or artifact.
+type StepStore interface {
+	Store
+	// PutStep appends ev to the delegation's log as Append does, and puts
+	// r as Put does. It returns nil once both are durable. On an error
+	// either may have been kept: an Append of ev and a Put of r after it
+	// complete the step, never doubling the event.
+	PutStep(ctx context.Context, r Record, ev Event) error
+}
+
 // Query selects a page of records.
 type Query struct {
 	// State keeps only the records in that state; unspecified keeps all.

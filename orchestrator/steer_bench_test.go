@@ -18,7 +18,8 @@ import (
 )
 
 // BenchmarkSteerChain measures steering across A → B → C with a no-op
-// steerable agent C: "steer" is the time from the caller's :steer at A to
+// steerable agent C, A and B each on the embedded store as orchd runs by
+// default: "steer" is the time from the caller's :steer at A to
 // the receipt, which comes back once C's executor has the steer queued;
 // "interrupt" is the time from :interrupt at A to the acknowledgement,
 // which waits for C, then B, then A to settle INPUT_REQUIRED. The
@@ -28,8 +29,8 @@ import (
 //	go test ./orchestrator -run '^$' -bench SteerChain -benchtime 500x
 func BenchmarkSteerChain(b *testing.B) {
 	c := testagent.Start(b, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
-	bNode := orchdNode(b, "b", "research", registry.Spec{ID: "c", URL: c.URL})
-	a := orchdNode(b, "a", "research", registry.Spec{ID: "b", URL: bNode})
+	bNode := durableNode(b, "b", "research", registry.Spec{ID: "c", URL: c.URL})
+	a := durableNode(b, "a", "research", registry.Spec{ID: "b", URL: bNode})
 	for _, path := range []struct {
 		prefix string
 		s      signaller
@@ -45,6 +46,20 @@ func BenchmarkSteerChain(b *testing.B) {
 		})
 		path.s.end(b)
 	}
+}
+
+// durableNode is orchdNode on the embedded store, as orchd runs by
+// default, instead of memory.
+func durableNode(t testing.TB, self, skill string, agents ...registry.Spec) string {
+	t.Helper()
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	cfg.Delegation.Self = self
+	cfg.Delegation.PollInterval = Duration(20 * time.Millisecond)
+	cfg.Agent.Name = "orchd " + self
+	cfg.Agent.Skills = []SkillConfig{{ID: skill, Tags: []string{"orchestrator"}}}
+	cfg.Agents = agents
+	return startDaemon(t, cfg)
 }
 
 // signaller sends steering signals to one WORKING task at a time, through

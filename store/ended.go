@@ -79,17 +79,8 @@ func (d *Delegations) PutEnded(ctx context.Context, r delegation.Record, evs []d
 // the one-by-one path that follows a failure finds those stored and goes
 // on after them.
 func (d *Delegations) putTogether(ctx context.Context, key string, record []byte, bodies [][]byte) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(bodies)+2)
-	send := func(m *nats.Msg, opts ...jetstream.PublishOpt) error {
-		f, err := d.s.js.PublishMsgAsync(m, opts...)
-		if err == nil {
-			futures = append(futures, f)
-		}
-		return err
-	}
-	if err := send(nats.NewMsg(d.indexPf+key), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
-		return err
-	}
+	var b batch
+	b.send(d.s.js, nats.NewMsg(d.indexPf+key), jetstream.WithExpectLastSequencePerSubject(0))
 	for i, body := range bodies {
 		seq := strconv.Itoa(i + 1)
 		m := nats.NewMsg(d.eventsPf + key)
@@ -99,36 +90,19 @@ func (d *Delegations) putTogether(ctx context.Context, key string, record []byte
 		if i == 0 {
 			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
 		}
-		if err := send(m, opts...); err != nil {
-			return err
-		}
+		b.send(d.s.js, m, opts...)
 	}
 	rm := nats.NewMsg(d.recordPf + key)
 	rm.Data = record
-	if err := send(rm, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
-		return err
-	}
-	var errs []error
-	var last *jetstream.PubAck
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			if i == len(bodies) {
-				last = ack // the last event's
-			}
-		case err := <-f.Err():
-			errs = append(errs, err)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	b.send(d.s.js, rm, jetstream.WithMsgTTL(d.cfg.Retention))
+	acks, err := b.wait(ctx)
+	if err != nil {
 		return err
 	}
 	d.indexed.Add(key, struct{}{})
 	d.marks.Add(key, false) // a record that never ran has no r. key
-	if last != nil && len(bodies) > 0 {
-		d.tails.Add(key, eventTail{stream: last.Sequence, seq: int64(len(bodies))})
+	if len(bodies) > 0 {    // the last event's
+		d.tails.Add(key, eventTail{stream: acks[len(bodies)].Sequence, seq: int64(len(bodies))})
 	}
 	return nil
 }

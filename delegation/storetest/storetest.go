@@ -1,9 +1,10 @@
 // Package storetest checks an implementation of delegation.Store against
 // the contract its doc comments state: records put and got, listed newest
 // first with filters and paging, event logs appended, read and waited on,
-// the running delegations tracked, and ended delegations kept in one go
-// by stores that can (delegation.EndedStore). Every implementation runs the same
-// suite, so the memory store and the durable ones answer alike.
+// the running delegations tracked, and ended delegations and single steps
+// kept in one go by stores that can (delegation.EndedStore,
+// delegation.StepStore). Every implementation runs the same suite, so the
+// memory store and the durable ones answer alike.
 package storetest
 
 import (
@@ -49,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) delegation.Store) {
 		{"Concurrent", testConcurrent},
 		{"PutEnded", testPutEnded},
 		{"EndedLogReadAsAnyOther", testEndedLogReadAsAnyOther},
+		{"PutStep", testPutStep},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
