@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -67,6 +68,7 @@ func TestJSONRPCStreams_ReadsAsA2AGo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			var mu sync.Mutex
 			var reqs []string
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
@@ -74,6 +76,8 @@ func TestJSONRPCStreams_ReadsAsA2AGo(t *testing.T) {
 				_ = json.Unmarshal(b, &req)
 				delete(req, "id")
 				seen, _ := json.Marshal(req)
+				mu.Lock()
+				defer mu.Unlock()
 				reqs = append(reqs, fmt.Sprintf("%s %s %s %s ext=%s %s", r.Method, r.URL.Path, r.Header.Get("Content-Type"),
 					r.Header.Get("Accept"), r.Header.Get("A2A-Extensions"), seen))
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -110,6 +114,8 @@ func TestJSONRPCStreams_ReadsAsA2AGo(t *testing.T) {
 			if errors.As(theirErr, &theirA2A) && (!errors.As(ourErr, &ourA2A) || fmt.Sprint(ourA2A.Details) != fmt.Sprint(theirA2A.Details)) {
 				t.Errorf("details: ours %+v, a2a-go's %+v", ourA2A, theirA2A)
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			if len(reqs) != 2 || reqs[0] != reqs[1] {
 				t.Errorf("requests differ:\n a2a-go: %v\n ours:   %v", reqs[:1], reqs[1:])
 			}
@@ -121,6 +127,7 @@ func TestJSONRPCStreams_ReadsAsA2AGo(t *testing.T) {
 // goes out as a2a-go sends it.
 func TestJSONRPCStreams_SubscribeToTask(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
 	var methods []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -128,7 +135,9 @@ func TestJSONRPCStreams_SubscribeToTask(t *testing.T) {
 			Params map[string]any `json:"params"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
 		methods = append(methods, fmt.Sprint(req.Method, req.Params))
+		mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, rpcEvent(t, &a2a.Task{ID: "t1", ContextID: "c1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}))
 	}))
@@ -141,6 +150,8 @@ func TestJSONRPCStreams_SubscribeToTask(t *testing.T) {
 			}
 		}
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if len(methods) != 2 || methods[0] != methods[1] || !strings.HasPrefix(methods[0], methodSubscribeToTask) {
 		t.Errorf("requests: %v", methods)
 	}
