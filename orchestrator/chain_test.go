@@ -25,13 +25,20 @@ import (
 // orchdNode starts a daemon named self that routes skill to agents.
 func orchdNode(t testing.TB, self, skill string, agents ...registry.Spec) string {
 	t.Helper()
+	return startDaemon(t, nodeConfig(t, self, skill, agents...))
+}
+
+// nodeConfig is the configuration of an orchd node of a chain: its name,
+// the skill it offers and its agents, on the memory store.
+func nodeConfig(t testing.TB, self, skill string, agents ...registry.Spec) Config {
+	t.Helper()
 	cfg := loadDefaults(t)
 	cfg.Delegation.Self = self
 	cfg.Delegation.PollInterval = Duration(20 * time.Millisecond)
 	cfg.Agent.Name = "orchd " + self
 	cfg.Agent.Skills = []SkillConfig{{ID: skill, Tags: []string{"orchestrator"}}}
 	cfg.Agents = agents
-	return startDaemon(t, cfg)
+	return cfg
 }
 
 func TestChain_ABC(t *testing.T) {

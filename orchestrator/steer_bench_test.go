@@ -52,13 +52,8 @@ func BenchmarkSteerChain(b *testing.B) {
 // default, instead of memory.
 func durableNode(t testing.TB, self, skill string, agents ...registry.Spec) string {
 	t.Helper()
-	cfg := loadDefaults(t)
+	cfg := nodeConfig(t, self, skill, agents...)
 	cfg.StateDir = t.TempDir()
-	cfg.Delegation.Self = self
-	cfg.Delegation.PollInterval = Duration(20 * time.Millisecond)
-	cfg.Agent.Name = "orchd " + self
-	cfg.Agent.Skills = []SkillConfig{{ID: skill, Tags: []string{"orchestrator"}}}
-	cfg.Agents = agents
 	return startDaemon(t, cfg)
 }
 
