@@ -34,17 +34,17 @@ func (d *Delegations) PutStep(ctx context.Context, r delegation.Record, ev deleg
 	if ev.Seq < 1 {
 		return fmt.Errorf("append to delegation %s: %w: event seq %d is below 1", r.ID, delegation.ErrBadRequest, ev.Seq)
 	}
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, r.ID, err)
-	}
-	rec, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("put delegation %s: %w", r.ID, err)
-	}
 	if tail, ok := d.stepsTogether(key, r, ev); ok {
+		body, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, r.ID, err)
+		}
+		rec, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("put delegation %s: %w", r.ID, err)
+		}
 		octx, cancel := d.s.opContext(ctx)
-		err := d.putStep(octx, key, tail, ev.Seq, body, rec)
+		err = d.putStep(octx, key, tail, ev.Seq, body, rec)
 		cancel()
 		if err == nil {
 			return nil
