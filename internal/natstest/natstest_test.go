@@ -51,24 +51,29 @@ func TestCluster_WritesSurviveANode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
-		t.Fatal(err)
+	// A bucket just created may have no stream leader yet ("no response
+	// from stream"), as a stream whose leader's node went has none until
+	// the others elect one: each write is tried until one goes through.
+	put := func(key, value, when string) {
+		t.Helper()
+		for {
+			// Each attempt is bounded: one sent to a leadership that
+			// is gone waits for an answer that never comes.
+			attempt, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := kv.Put(attempt, key, []byte(value))
+			cancel()
+			if err == nil {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("no write %s: %v", when, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
+	put("k", "v", "to the new bucket")
 	c.Stop(0)
-	for {
-		// Each attempt is bounded: one sent to the stopped node's
-		// leadership waits for an answer that never comes.
-		attempt, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := kv.Put(attempt, "k2", []byte("v2"))
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no write with a node down: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	put("k2", "v2", "with a node down")
 	if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "v" {
 		t.Fatalf("k = %v, %v", e, err)
 	}
