@@ -66,10 +66,25 @@ func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	if control == steering.Interrupt {
 		released = s.execs.Released(msg.TaskID)
 	}
+	// A steer leaves the task as it is, so the acknowledgement's task is
+	// read while the hops take the steer, not after; an interrupt's is
+	// read once the task settled.
+	var early chan storedTask
+	if control == steering.Steer {
+		early = make(chan storedTask, 1)
+		go func() {
+			st, err := s.tasks.Get(ctx, msg.TaskID)
+			early <- storedTask{st, err}
+		}()
+	}
 	down := *msg
 	down.TaskID, down.ContextID = "", ""
 	down.Metadata = maps.Clone(msg.Metadata)
 	receipt, err := s.x.engine.Steer(ctx, id, control, &down)
+	var read storedTask
+	if early != nil {
+		read = <-early
+	}
 	switch {
 	case errors.Is(err, delegation.ErrNotSteerable), errors.Is(err, delegation.ErrEnded):
 		return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, err.Error())
@@ -81,13 +96,21 @@ func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	if control == steering.Interrupt && s.settled(id) {
 		s.waitReleased(ctx, msg.TaskID, released)
 	}
-	st, err := s.tasks.Get(ctx, msg.TaskID)
-	if err != nil {
-		return ctx, nil, fmt.Errorf("read task %s: %w", msg.TaskID, err)
+	if early == nil {
+		read.st, read.err = s.tasks.Get(ctx, msg.TaskID)
+	}
+	if read.err != nil {
+		return ctx, nil, fmt.Errorf("read task %s: %w", msg.TaskID, read.err)
 	}
 	ext := orchdSteering.Extension()
 	cc.Extensions().Activate(&ext)
-	return ctx, steering.Acknowledgement(st.Task, msg, receipt), nil
+	return ctx, steering.Acknowledgement(read.st.Task, msg, receipt), nil
+}
+
+// storedTask is a read of the task store: the task or why not.
+type storedTask struct {
+	st  *taskstore.StoredTask
+	err error
 }
 
 // noDelegation explains a steering message to a task orchd is not
