@@ -860,6 +860,44 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
 	return e.cancelLocal(ctx, d)
 }
 
+// cancelTask asks the agent to cancel its task, again while it answers
+// that the task cannot be canceled, within ctx: an a2a-go agent refuses a
+// cancel that meets an execution of the task as it ends or settles
+// waiting for input (an interrupt just taken, say), though the task can
+// be canceled a moment later (internal/taskexec/local_manager.go:391-396
+// in a2a-go v2.4.0). It stops asking once the delegation ended (the task
+// ended meanwhile, on the stream or the poll); a task that truly cannot
+// be canceled keeps being refused, and the cancel ends as unconfirmed, as
+// it would have.
+func (e *Engine) cancelTask(ctx context.Context, d *Delegation, taskID a2a.TaskID) (*a2a.Task, error) {
+	delay := 50 * time.Millisecond
+	for {
+		start := time.Now()
+		task, err := d.client.CancelTask(ctx, &a2a.CancelTaskRequest{ID: taskID})
+		e.in.called(ctx, d.rec.Downstream.Agent, "CancelTask", start, err)
+		if !errors.Is(err, a2a.ErrTaskNotCancelable) {
+			return task, err
+		}
+		t := time.NewTimer(delay)
+		for again := false; !again; {
+			_, changed, ended := d.Events(1 << 62)
+			if ended {
+				t.Stop()
+				return task, err
+			}
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return task, err
+			case <-changed:
+			case <-t.C:
+				again = true
+			}
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
 // cancelLocal is Cancel of a delegation live here.
 func (e *Engine) cancelLocal(ctx context.Context, d *Delegation) (Record, error) {
 	id := d.rec.ID
@@ -879,9 +917,7 @@ func (e *Engine) cancelLocal(ctx context.Context, d *Delegation) (Record, error)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, e.cfg.CancelWait)
 	defer cancel()
-	start := time.Now()
-	task, err := d.client.CancelTask(callCtx, &a2a.CancelTaskRequest{ID: taskID})
-	e.in.called(ctx, d.rec.Downstream.Agent, "CancelTask", start, err)
+	task, err := e.cancelTask(callCtx, d, taskID)
 	if err == nil && task != nil {
 		d.apply(task)
 	}

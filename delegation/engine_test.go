@@ -223,6 +223,29 @@ func TestDelegate_CancelGoesDownstream(t *testing.T) {
 	}
 }
 
+// TestDelegate_CancelAskedAgainWhileRefused checks a cancel the agent
+// refuses as not cancelable, as an a2a-go agent refuses one that meets an
+// execution settling, is asked again until the agent cancels the task.
+func TestDelegate_CancelAskedAgainWhileRefused(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Busy", Skill: "busy", Streaming: true, RefuseCancels: 2}, testagent.Hang())
+	f := newFixture(t, Config{})
+	f.add(t, "busy", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "take your time", Skill: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateWorking)
+	start := time.Now()
+	r, err := f.engine.Cancel(t.Context(), d.ID())
+	if err != nil || r.State != a2a.TaskStateCanceled || agent.Cancels() != 3 {
+		t.Errorf("cancel: %v, state %s (%s), agent saw %d cancels, want 3", err, r.State, r.Error, agent.Cancels())
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("cancel took %s", took)
+	}
+}
+
 func TestDelegate_DownstreamFailureNamesTheHop(t *testing.T) {
 	t.Parallel()
 	agent := testagent.Start(t, testagent.Options{Name: "Fragile", Skill: "f", Streaming: true}, testagent.Failing("disk full"))

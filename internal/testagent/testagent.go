@@ -45,6 +45,8 @@ type executor struct {
 	mu       sync.Mutex
 	received []*a2a.Message
 	canceled atomic.Int32
+	// refuse is Options.RefuseCancels.
+	refuse int32
 }
 
 func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -74,8 +76,12 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 }
 
 func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	x.canceled.Add(1)
+	n := x.canceled.Add(1)
 	return func(yield func(a2a.Event, error) bool) {
+		if n <= x.refuse {
+			yield(nil, a2a.ErrTaskNotCancelable)
+			return
+		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
@@ -124,6 +130,10 @@ type Options struct {
 	GRPCOnly bool
 	// Extensions are declared on the card besides steering's.
 	Extensions []a2a.AgentExtension
+	// RefuseCancels is how many cancel requests the agent answers first
+	// with a2a.ErrTaskNotCancelable, as an a2a-go agent answers one that
+	// meets an execution settling: the ones after cancel the task.
+	RefuseCancels int
 }
 
 // Agent is an a2a-go agent served on 127.0.0.1 with its card; URL is its
@@ -206,7 +216,7 @@ func (a *Agent) Cancels() int { return int(a.exec.canceled.Load()) }
 func Start(t testing.TB, o Options, do Behaviour) *Agent {
 	t.Helper()
 	stopped, stop := context.WithCancel(context.Background())
-	x := &executor{do: do, stopped: stopped}
+	x := &executor{do: do, stopped: stopped, refuse: int32(o.RefuseCancels)}
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() { stop(); srv.Close() })
