@@ -878,23 +878,29 @@ func (e *Engine) cancelTask(ctx context.Context, d *Delegation, taskID a2a.TaskI
 		if !errors.Is(err, a2a.ErrTaskNotCancelable) {
 			return task, err
 		}
-		t := time.NewTimer(delay)
-		for again := false; !again; {
-			_, changed, ended := d.Events(1 << 62)
-			if ended {
-				t.Stop()
-				return task, err
-			}
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return task, err
-			case <-changed:
-			case <-t.C:
-				again = true
-			}
+		wait, cancel := context.WithTimeout(ctx, delay)
+		ended := d.waitEnded(wait)
+		cancel()
+		if ended || ctx.Err() != nil {
+			return task, err
 		}
 		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+// waitEnded waits until the delegation ended or ctx ends, and says
+// whether it ended.
+func (d *Delegation) waitEnded(ctx context.Context) bool {
+	for {
+		_, changed, ended := d.Events(1 << 62)
+		if ended {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -922,22 +928,12 @@ func (e *Engine) cancelLocal(ctx context.Context, d *Delegation) (Record, error)
 		d.apply(task)
 	}
 	// Wait for the confirmation to arrive on the stream or the poll.
-	for {
-		_, changed, ended := d.Events(1 << 62)
-		if ended {
-			break
-		}
-		select {
-		case <-changed:
-			continue
-		case <-callCtx.Done():
-		}
+	if !d.waitEnded(callCtx) {
 		reason := fmt.Sprintf("cancel was not confirmed within %s", e.cfg.CancelWait)
 		if err != nil {
 			reason += ": " + err.Error()
 		}
 		d.fail(reason)
-		break
 	}
 	d.stop()
 	d.settled()
