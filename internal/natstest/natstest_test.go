@@ -44,11 +44,18 @@ func TestCluster_WritesSurviveANode(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
+	// Each try is bounded, and a try after one whose answer was lost
+	// finds the bucket made: CreateOrUpdate, not Create.
 	var kv jetstream.KeyValue
 	for kv == nil {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3, Storage: jetstream.FileStorage})
-		if err != nil && ctx.Err() != nil {
-			t.Fatal(err)
+		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		kv, err = js.CreateOrUpdateKeyValue(attempt, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3, Storage: jetstream.FileStorage})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	// A bucket just created may have no stream leader yet ("no response
