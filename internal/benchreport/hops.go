@@ -25,7 +25,7 @@ type hopConfig struct {
 	prefill int           // delegations each orchd holds before it is measured
 }
 
-// fullHops is the hop matrix of the report: 30 cells, 3 rounds of 1 s.
+// fullHops is the hop matrix of the report: 36 cells, 3 rounds of 1 s.
 var fullHops = hopConfig{rounds: 3, cell: time.Second, warm: 100 * time.Millisecond,
 	callers: []int{1, 8, 64}, prefill: 10_000}
 
@@ -36,10 +36,14 @@ const (
 	pathFloor      = "floor"       // through the floor hop (roles.go)
 	pathOrchd      = "orchd"       // through orchd
 	pathOrchdOrchd = "orchd-orchd" // through orchd A, which delegates to orchd B
+	// pathOrchdMemory is through orchd keeping its state in memory
+	// (store: memory), not durable: it shows, in the same run, what the
+	// durable store costs a hop and what orchd costs without it.
+	pathOrchdMemory = "orchd-memory"
 )
 
 var (
-	hopPaths = []string{pathDirect, pathProxy, pathFloor, pathOrchd, pathOrchdOrchd}
+	hopPaths = []string{pathDirect, pathProxy, pathFloor, pathOrchd, pathOrchdMemory, pathOrchdOrchd}
 	hopKinds = []string{kindMessage, kindTask}
 )
 
@@ -87,8 +91,12 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 	if err != nil {
 		return err
 	}
-	b, bBase, err := h.daemon(ctx, orchdSpec{name: "orchd-b", skills: hopKinds,
-		agents: [][2]string{{kindMessage, agents[0]}, {kindTask, agents[1]}}})
+	hopAgents := [][2]string{{kindMessage, agents[0]}, {kindTask, agents[1]}}
+	b, bBase, err := h.daemon(ctx, orchdSpec{name: "orchd-b", skills: hopKinds, agents: hopAgents})
+	if err != nil {
+		return err
+	}
+	m, mBase, err := h.daemon(ctx, orchdSpec{name: "orchd-memory", skills: hopKinds, agents: hopAgents, memory: true})
 	if err != nil {
 		return err
 	}
@@ -104,13 +112,17 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 	if err != nil {
 		return err
 	}
+	mRPC, err := orchdEndpoint(ctx, mBase)
+	if err != nil {
+		return err
+	}
 
 	clients := map[string]map[string]*a2aclient.Client{}
 	for _, path := range hopPaths {
 		clients[path] = map[string]*a2aclient.Client{}
 		for i, kind := range hopKinds {
 			endpoint := map[string]string{pathDirect: agents[i] + "/rpc", pathProxy: proxies[i] + "/rpc",
-				pathFloor: floors[i] + "/rpc", pathOrchd: bRPC, pathOrchdOrchd: aRPC}[path]
+				pathFloor: floors[i] + "/rpc", pathOrchd: bRPC, pathOrchdMemory: mRPC, pathOrchdOrchd: aRPC}[path]
 			c, closeIdle, err := hopClient(ctx, endpoint)
 			if err != nil {
 				return fmt.Errorf("%s client for %s: %w", kind, path, err)
@@ -120,10 +132,13 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 		}
 	}
 
-	// Delegations through A fill A's store and B's alike.
+	// Delegations through A fill A's store and B's alike; the memory
+	// store is filled as much.
 	start := time.Now()
-	if err := prefill(ctx, clients[pathOrchdOrchd][kindMessage], cfg.prefill); err != nil {
-		return fmt.Errorf("fill the stores: %w", err)
+	for _, path := range []string{pathOrchdOrchd, pathOrchdMemory} {
+		if err := prefill(ctx, clients[path][kindMessage], cfg.prefill); err != nil {
+			return fmt.Errorf("fill the stores through %s: %w", path, err)
+		}
 	}
 	log.Info("stores filled", "delegations", cfg.prefill, "took", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(w, "%s/setup\t1\t%d prefilled\t%d rounds\t%g cell-s\n", hopBench, cfg.prefill, cfg.rounds, cfg.cell.Seconds())
@@ -144,7 +159,7 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 	}
 	// The processes each path's calls cross between the client and the
 	// agent, whose CPU time is the path's cost.
-	hops := map[string][]*proc{pathProxy: {proxyProc}, pathFloor: {floorProc}, pathOrchd: {b}, pathOrchdOrchd: {a, b}}
+	hops := map[string][]*proc{pathProxy: {proxyProc}, pathFloor: {floorProc}, pathOrchd: {b}, pathOrchdMemory: {m}, pathOrchdOrchd: {a, b}}
 	var total, failed int
 	measure := func(c cell, d time.Duration) (cellResult, error) {
 		hopCPU, err := cpuOf(hops[c.path])
@@ -218,7 +233,7 @@ func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig
 	for _, d := range []struct {
 		name string
 		p    *proc
-	}{{"orchd", b}, {"orchd-a", a}} {
+	}{{"orchd", b}, {"orchd-a", a}, {"orchd-memory", m}} {
 		warns, errs, first := d.p.logCounts()
 		fmt.Fprintf(w, "%s/logs/%s\t1\t%d warn-lines\t%d error-lines\n", hopBench, d.name, warns, errs)
 		for _, l := range first {

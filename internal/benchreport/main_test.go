@@ -32,6 +32,8 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"| floor hop | 1 | 1,113 | 770 | 4,586 | 0.56 | 1.00 | 1.00 | 413 | 1.00 |",
+		"| orchd, state in memory | 1 | 605 | 1,358 | 7,673 | 0.31 | 0.54 | 1.76 | 1,037 | 2.51 |",
+		"in memory, nothing durable: 0.54, 0.64, 0.79 the floor hop's",
 		"| orchd → orchd | 64 | 93.2 | 621,620 | 1,179,385 | 0.08 | 0.10 | 10.59 | 9,634 | 26.01 |",
 		"| through orchd | 6.71 | 4,139 | 6,624 | 1,000 | 0 | 0 | 1,000 | 1,000 | 3.47 | 135.4 MiB | 2.74 | 201.9 MiB | 10 | not on /metrics |",
 		"Wall time through orchd: 2.17× the direct",

@@ -129,11 +129,12 @@ type orchdSpec struct {
 	name   string
 	skills []string
 	agents [][2]string
+	memory bool // store: memory, instead of the embedded durable store
 }
 
 // daemon runs `orchd serve --config` on a config file for spec: a free
 // loopback port, a state directory of its own (so the embedded durable
-// store), its default logger (text at info on standard error, drained),
+// store, unless spec.memory), its default logger (text at info on standard error, drained),
 // everything else the embedded defaults. It returns once orchd is ready
 // and has registered every agent.
 func (h *harness) daemon(ctx context.Context, spec orchdSpec) (*proc, string, error) {
@@ -149,6 +150,9 @@ func (h *harness) daemon(ctx context.Context, spec orchdSpec) (*proc, string, er
 		for _, s := range spec.skills {
 			fmt.Fprintf(&y, "    - {id: %s}\n", s)
 		}
+	}
+	if spec.memory {
+		y.WriteString("store: memory\n")
 	}
 	y.WriteString("agents:\n")
 	for _, a := range spec.agents {

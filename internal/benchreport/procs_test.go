@@ -65,8 +65,8 @@ func TestProcessRuns_Tiny(t *testing.T) {
 			}
 		}
 	}
-	if cells != 30 {
-		t.Errorf("%d cells, want 30", cells)
+	if cells != 36 {
+		t.Errorf("%d cells, want 36", cells)
 	}
 	if e, err := res.Med(hopBench+"/all", "errors"); err != nil || e != 0 {
 		t.Errorf("hop matrix: %v failed calls, %v", e, err)
