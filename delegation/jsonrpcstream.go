@@ -49,8 +49,11 @@ const (
 
 // Bounds of a stream read by jsonrpcStreams.
 const (
-	// streamReadBuffer is the reader's buffer, enough for most events.
-	streamReadBuffer = 4 << 10
+	// streamReadBuffer is the reader's buffer: enough for a status
+	// update's line (a few hundred bytes), so a delegation in flight
+	// holds little while its stream waits; a longer line is gathered
+	// from several reads.
+	streamReadBuffer = 1 << 10
 	// maxStreamEvent bounds one event, its data lines together: a2a-go's
 	// bound on a line (sse.MaxSSETokenSize).
 	maxStreamEvent = 10 << 20
