@@ -134,9 +134,9 @@ type orchdSpec struct {
 
 // daemon runs `orchd serve --config` on a config file for spec: a free
 // loopback port, a state directory of its own (so the embedded durable
-// store, unless spec.memory), its default logger (text at info on standard error, drained),
-// everything else the embedded defaults. It returns once orchd is ready
-// and has registered every agent.
+// store, unless spec.memory), its default logger (text at info on
+// standard error, drained), everything else the embedded defaults. It
+// returns once orchd is ready and has registered every agent.
 func (h *harness) daemon(ctx context.Context, spec orchdSpec) (*proc, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
