@@ -27,8 +27,9 @@ var orchdBindings = []a2aBinding{
 
 // bindingClient is a real a2a-go client of the agent at base speaking only
 // b, built from the agent's card (read with the 0.3-aware parser), with
-// hc as its HTTP client (nil for one without a timeout, for streams).
-func bindingClient(t testing.TB, base string, b a2aBinding, hc *http.Client) *a2aclient.Client {
+// hc as its HTTP client (nil for one without a timeout, for streams), and
+// any extra options.
+func bindingClient(t testing.TB, base string, b a2aBinding, hc *http.Client, extra ...a2aclient.FactoryOption) *a2aclient.Client {
 	t.Helper()
 	if hc == nil {
 		hc = &http.Client{}
@@ -49,6 +50,7 @@ func bindingClient(t testing.TB, base string, b a2aBinding, hc *http.Client) *a2
 	card.SupportedInterfaces = only
 	opts := []a2aclient.FactoryOption{a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc})}
+	opts = append(opts, extra...)
 	c, err := a2aclient.NewFromCard(t.Context(), card, opts...)
 	if err != nil {
 		t.Fatalf("%s client of %s: %v", b.name, base, err)

@@ -45,8 +45,8 @@ type executor struct {
 	wg sync.WaitGroup
 
 	mu sync.Mutex
-	// byTask maps an upstream task to its delegation.
-	byTask map[a2a.TaskID]string
+	// byTask maps an upstream task to its delegation and owner.
+	byTask map[a2a.TaskID]taskRoute
 	// mirroring marks upstream tasks whose execution is mirroring its
 	// delegation: that execution reports a cancel's outcome itself.
 	mirroring map[a2a.TaskID]bool
@@ -65,7 +65,7 @@ type executor struct {
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
 func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *gate, stopping context.Context, log *slog.Logger) *executor {
-	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]string{}, mirroring: map[a2a.TaskID]bool{},
+	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]taskRoute{}, mirroring: map[a2a.TaskID]bool{},
 		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}, changes: newTaskChanges()}
 }
 
@@ -108,15 +108,33 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	}
 }
 
+// taskRoute is what this process knows of one of orchd's A2A tasks: the
+// delegation behind it, and the task store's user the task belongs to,
+// for the calls that reach the delegation without a2a-go reading the task
+// through the owner-checked store first (steering, steer.go).
+type taskRoute struct {
+	delegation string
+	owner      string
+}
+
+// userName is the task store's name for a call's user ("" for none), as
+// a2asrv.NewTaskStoreAuthenticator reads it.
+func userName(u *a2asrv.User) string {
+	if u == nil {
+		return ""
+	}
+	return u.Name
+}
+
 // delegationOf returns the id of the delegation behind an upstream task:
 // known here, or named in the stored task's metadata (the task may have
 // been delegated by another process sharing the store).
 func (x *executor) delegationOf(ec *a2asrv.ExecutorContext) (string, bool) {
 	x.mu.Lock()
-	id, known := x.byTask[ec.TaskID]
+	r, known := x.byTask[ec.TaskID]
 	x.mu.Unlock()
 	if known || ec.StoredTask == nil {
-		return id, known
+		return r.delegation, known
 	}
 	return taskDelegation(ec.StoredTask)
 }
@@ -166,13 +184,10 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		}
 		return
 	}
+	up := delegation.Upstream{TaskID: ec.TaskID, ContextID: ec.ContextID, User: userName(ec.User)}
 	x.mu.Lock()
-	x.byTask[ec.TaskID] = d.ID()
+	x.byTask[ec.TaskID] = taskRoute{delegation: d.ID(), owner: up.User}
 	x.mu.Unlock()
-	up := delegation.Upstream{TaskID: ec.TaskID, ContextID: ec.ContextID}
-	if ec.User != nil {
-		up.User = ec.User.Name
-	}
 	if err := x.engine.SetUpstream(ctx, d.ID(), up); err != nil {
 		// The delegation goes on; only a restart would lose the task.
 		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", ec.TaskID, "delegation", d.ID(), "error", err)
@@ -388,7 +403,8 @@ func (x *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		x.mu.Lock()
 		x.unwatchLocked(ec.TaskID)
 		x.canceling[ec.TaskID] = true // until Cleanup
-		id, known := x.byTask[ec.TaskID]
+		r, known := x.byTask[ec.TaskID]
+		id := r.delegation
 		running := x.mirroring[ec.TaskID]
 		x.mu.Unlock()
 		if !known && ec.StoredTask != nil {

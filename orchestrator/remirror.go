@@ -42,7 +42,7 @@ func (x *executor) resumed(d *delegation.Delegation) {
 	}
 	up := *rec.Upstream
 	x.mu.Lock()
-	x.byTask[up.TaskID] = rec.ID
+	x.byTask[up.TaskID] = taskRoute{delegation: rec.ID, owner: up.User}
 	x.mu.Unlock()
 	x.wg.Go(func() { x.remirror(d, up, rec.LastEvent) })
 }

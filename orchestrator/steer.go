@@ -47,11 +47,18 @@ func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	if err := steering.Check(cc, msg, control, orchdSteering); err != nil {
 		return ctx, nil, err
 	}
+	// Only the task's owner reaches its delegation: nothing is delivered,
+	// and nothing of the delegation named, before that is known.
 	s.x.mu.Lock()
-	id, known := s.x.byTask[msg.TaskID]
+	r, known := s.x.byTask[msg.TaskID]
 	s.x.mu.Unlock()
+	if known && r.owner != userName(cc.User) {
+		return ctx, nil, taskNotFound(msg.TaskID)
+	}
+	id := r.delegation
 	if !known {
-		// Delegated by another process sharing the store, perhaps.
+		// Delegated by another process sharing the store, perhaps; the
+		// store answers only the task's owner.
 		if st, err := s.tasks.Get(ctx, msg.TaskID); err == nil && !st.Task.Status.State.Terminal() {
 			id, known = taskDelegation(st.Task)
 		}
@@ -118,10 +125,16 @@ type storedTask struct {
 func (s steerRoute) noDelegation(ctx context.Context, id a2a.TaskID) error {
 	st, err := s.tasks.Get(ctx, id)
 	if err != nil {
-		return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
+		return taskNotFound(id)
 	}
 	return a2a.NewError(a2a.ErrUnsupportedOperation,
 		fmt.Sprintf("task %s is %s and has no delegation in progress to steer or interrupt", id, st.Task.Status.State))
+}
+
+// taskNotFound is the answer to a caller about a task it cannot see: the
+// same whether no task has the id or another caller owns it.
+func taskNotFound(id a2a.TaskID) error {
+	return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
 }
 
 // settled reports whether the delegation stopped WORKING, as it does when

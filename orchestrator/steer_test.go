@@ -3,8 +3,10 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2aext"
+	"google.golang.org/grpc"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
@@ -274,5 +277,65 @@ func TestInterrupt_AcknowledgedAnywayWhenNeverReleased(t *testing.T) {
 	s.settle = time.Minute
 	if s.waitReleased(t.Context(), "t-done", released); logged.Len() != 0 {
 		t.Errorf("released execution logged %q", logged.String())
+	}
+}
+
+// TestSteer_OnlyTheTaskOwnerOnEveryBinding: a steer or an interrupt of
+// another tenant's A2A task, over each binding orchd serves, is answered
+// as for a task that does not exist, names nothing of the delegation
+// behind it, and reaches no agent; the owner's steer is delivered.
+func TestSteer_OnlyTheTaskOwnerOnEveryBinding(t *testing.T) {
+	t.Parallel()
+	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	base, _ := grpcDaemon(t, cfg, registry.Spec{ID: "c", URL: c.URL})
+	steerable := a2aclient.WithCallInterceptors(a2aext.NewActivator(steering.URI))
+	alice := bindingClient(t, base, orchdBindings[0], &http.Client{Transport: bearer{aliceToken}}, steerable)
+	res, err := alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("send answered %T", res)
+	}
+	t.Cleanup(func() {
+		_, _ = alice.CancelTask(context.WithoutCancel(t.Context()), &a2a.CancelTaskRequest{ID: task.ID})
+	})
+	waitTask(t, alice, task.ID, a2a.TaskStateWorking)
+	id, _ := taskDelegation(task)
+
+	bobs := map[string]*a2aclient.Client{
+		"grpc-1.0": grpcClient(t, base, "1.0", grpc.WithPerRPCCredentials(tokenCredentials(bobToken))),
+		"grpc-0.3": grpcClient(t, base, "0.3", grpc.WithPerRPCCredentials(tokenCredentials(bobToken))),
+	}
+	for _, b := range orchdBindings {
+		bobs[b.name] = bindingClient(t, base, b, &http.Client{Transport: bearer{bobToken}}, steerable)
+	}
+	for name, bob := range bobs {
+		for _, control := range []steering.Control{steering.Steer, steering.Interrupt} {
+			m := a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("mine now"))
+			m.Metadata = map[string]any{steering.ControlKey: string(control)}
+			_, err := bob.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m})
+			if !errors.Is(err, a2a.ErrTaskNotFound) || strings.Contains(err.Error(), id) || strings.Contains(err.Error(), "WORKING") {
+				t.Errorf("%s: bob's %s of alice's task: err = %v, want task not found naming nothing else", name, control, err)
+			}
+		}
+	}
+	if sigs := c.Signals(); len(sigs) != 0 {
+		t.Fatalf("the agent took %d signals from bob", len(sigs))
+	}
+	m := a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("narrower"))
+	m.Metadata = map[string]any{steering.ControlKey: string(steering.Steer)}
+	if _, err := alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m}); err != nil {
+		t.Fatalf("alice's steer: %v", err)
+	}
+	if sigs := c.Signals(); len(sigs) != 1 || testagent.Text(sigs[0].Message) != "narrower" {
+		t.Errorf("the agent took %+v, want alice's steer", sigs)
+	}
+	if st, err := alice.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); err != nil || st.Status.State != a2a.TaskStateWorking {
+		t.Errorf("alice's task after bob's interrupts: %+v, %v; want WORKING", st, err)
 	}
 }

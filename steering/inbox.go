@@ -17,6 +17,9 @@ var errNotRunning = errors.New("task has no open inbox")
 type Inbox struct {
 	s    *Steering
 	task a2a.TaskID
+	// owner is the name of the user whose call started the execution:
+	// only that user's signals reach it.
+	owner string
 
 	mu     sync.Mutex
 	queue  []Signal

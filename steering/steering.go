@@ -151,6 +151,7 @@ type numbering struct {
 	seq      int64
 	seen     map[string]Receipt
 	released <-chan struct{}
+	owner    string
 }
 
 // New returns steering for an agent.
@@ -200,8 +201,8 @@ func Echo(next http.Handler) http.Handler {
 // Open opens the inbox of the execution's task. The executor must Close it
 // before it yields its final event.
 func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
-	in := &Inbox{s: s, task: ec.TaskID, ready: make(chan struct{}, 1), done: make(chan struct{}), seen: map[string]Receipt{}}
-	if prev, ok := s.numbering.Get(ec.TaskID); ok {
+	in := &Inbox{s: s, task: ec.TaskID, owner: userName(ec.User), ready: make(chan struct{}, 1), done: make(chan struct{}), seen: map[string]Receipt{}}
+	if prev, ok := s.numbering.Get(ec.TaskID); ok && prev.owner == in.owner {
 		in.seq, in.base, in.seen = prev.seq, prev.seq, maps.Clone(prev.seen)
 	}
 	// a2a-go intercepted this execution just before it called Execute.
@@ -227,7 +228,7 @@ func (s *Steering) ExecutorInterceptor() a2asrv.ExecutorContextInterceptor { ret
 
 // closed forgets a closed inbox, keeping its numbering.
 func (s *Steering) closed(in *Inbox, seq int64, seen map[string]Receipt) {
-	s.numbering.Add(in.task, numbering{seq: seq, seen: seen, released: in.released})
+	s.numbering.Add(in.task, numbering{seq: seq, seen: seen, released: in.released, owner: in.owner})
 	s.mu.Lock()
 	if s.inboxes[in.task] == in {
 		delete(s.inboxes, in.task)
@@ -303,8 +304,10 @@ func modeName(c Control) string {
 	return "steerable"
 }
 
-// Accept checks a steering message, delivers it to the task's executor and
-// returns the acknowledgement: the task, with the message in its history
+// Accept checks a steering message, delivers it to the task's executor if
+// the caller is the user whose call started the execution (anyone else
+// gets a2a.ErrTaskNotFound and nothing is delivered), and returns the
+// acknowledgement: the task, with the message in its history
 // and the receipt in its metadata. An interrupt is acknowledged once the
 // executor stopped and a2a-go released the execution (see
 // ExecutorInterceptor), or SettleTimeout passed. A retry (a message id
@@ -314,11 +317,21 @@ func (s *Steering) Accept(ctx context.Context, cc *a2asrv.CallContext, m *a2a.Me
 	if err := Check(cc, m, c, s.cfg.Modes); err != nil {
 		return nil, err
 	}
+	// Only the user whose call started the task's execution reaches it:
+	// another user hears what it would of a task that does not exist,
+	// before anything is delivered.
+	caller := userName(cc.User)
 	in := s.inbox(m.TaskID)
+	if in != nil && in.owner != caller {
+		return nil, taskNotFound(m.TaskID)
+	}
 	receipt, err := in.deliver(c, m)
 	switch {
 	case errors.Is(err, errNotRunning):
 		prev, ok := s.retried(m)
+		if ok && prev.owner != caller {
+			return nil, taskNotFound(m.TaskID)
+		}
 		if !ok {
 			return nil, s.notRunning(ctx, m.TaskID)
 		}
@@ -398,7 +411,7 @@ func (s *Steering) notRunning(ctx context.Context, id a2a.TaskID) error {
 	st, err := s.cfg.Tasks.Get(ctx, id)
 	if err != nil {
 		if errors.Is(err, a2a.ErrTaskNotFound) {
-			return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
+			return taskNotFound(id)
 		}
 		return fmt.Errorf("read task %s: %w", id, err)
 	}
@@ -408,6 +421,21 @@ func (s *Steering) notRunning(ctx context.Context, id a2a.TaskID) error {
 	}
 	return a2a.NewError(a2a.ErrUnsupportedOperation,
 		fmt.Sprintf("task %s is WORKING but its executor is not taking steering signals now (it is finishing, or it reads no inbox)", id))
+}
+
+// taskNotFound answers a signal to a task the caller cannot see: the same
+// whether no task has the id or another user's execution runs it.
+func taskNotFound(id a2a.TaskID) error {
+	return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
+}
+
+// userName is the name of a call's user, as a2asrv.NewTaskStoreAuthenticator
+// reads it; "" for none.
+func userName(u *a2asrv.User) string {
+	if u == nil {
+		return ""
+	}
+	return u.Name
 }
 
 // ack builds the acknowledgement Task from the stored task.

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -128,11 +129,11 @@ func agent(t *testing.T, modes steering.Modes, extra ...a2asrv.RequestHandlerOpt
 // serve serves w, giving it its steering.
 func serve(t *testing.T, w *worker, modes steering.Modes, extra ...a2asrv.RequestHandlerOption) *a2a.AgentCard {
 	t.Helper()
-	store := taskstore.NewInMemory(nil)
+	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	st := steering.New(steering.Config{Modes: modes, Name: "worker", Tasks: store, SettleTimeout: 5 * time.Second})
 	w.st = st
-	opts := append([]a2asrv.RequestHandlerOption{a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
-		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor())}, extra...)
+	opts := append(extra, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
+		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
 	handler := a2asrv.NewHandler(w, opts...)
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -143,9 +144,11 @@ func serve(t *testing.T, w *worker, modes steering.Modes, extra ...a2asrv.Reques
 	return card
 }
 
-func client(t *testing.T, card *a2a.AgentCard, activate bool) *a2aclient.Client {
+// client is a client of the agent with the card, activating the
+// extension if asked, with any extra options.
+func client(t *testing.T, card *a2a.AgentCard, activate bool, extra ...a2aclient.FactoryOption) *a2aclient.Client {
 	t.Helper()
-	var opts []a2aclient.FactoryOption
+	opts := extra
 	if activate {
 		opts = append(opts, a2aclient.WithCallInterceptors(a2aext.NewActivator(steering.URI)))
 	}
@@ -512,6 +515,75 @@ func TestSteer_Refusals(t *testing.T) {
 	if _, err := signal(t, c, id, steering.Interrupt, "stop", ""); !errors.Is(err, a2a.ErrUnsupportedOperation) || !strings.Contains(err.Error(), "TASK_STATE_CANCELED") {
 		t.Errorf("interrupt of a canceled task: err = %v", err)
 	}
+}
+
+// userHeader names the caller to the agents of TestSignal_OnlyFromTheTaskOwner,
+// as an authenticating middleware would.
+const userHeader = "X-Test-User"
+
+// namedUser makes the user userHeader names the call's user.
+type namedUser struct {
+	a2asrv.PassthroughCallInterceptor
+}
+
+func (namedUser) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
+	if v, ok := cc.ServiceParams().Get(userHeader); ok && len(v) > 0 {
+		cc.User = a2asrv.NewAuthenticatedUser(v[0], nil)
+	}
+	return ctx, nil, nil
+}
+
+// asUser is a client option sending userHeader.
+func asUser(name string) a2aclient.FactoryOption {
+	return a2aclient.WithCallInterceptors(a2aext.NewActivator(steering.URI), userParam(name))
+}
+
+// userParam sends userHeader with every call.
+type userParam string
+
+func (u userParam) Before(ctx context.Context, req *a2aclient.Request) (context.Context, any, error) {
+	req.ServiceParams.Append(userHeader, string(u))
+	return ctx, nil, nil
+}
+
+func (userParam) After(context.Context, *a2aclient.Response) error { return nil }
+
+// TestSignal_OnlyFromTheTaskOwner: a steer or interrupt from a user other
+// than the one whose call started the task is answered as for a task that
+// does not exist, and reaches nothing, while the task runs and after its
+// execution took a signal; the owner's signals are delivered.
+func TestSignal_OnlyFromTheTaskOwner(t *testing.T) {
+	t.Parallel()
+	w, card := agent(t, steering.Modes{Steerable: true, Interruptible: true}, a2asrv.WithCallInterceptors(namedUser{}))
+	alice, bob := client(t, card, false, asUser("alice")), client(t, card, false, asUser("bob"))
+	id := start(t, alice, nil)
+	for _, c := range []steering.Control{steering.Steer, steering.Interrupt} {
+		_, err := signal(t, bob, id, c, "mine now", "bob-"+string(c))
+		if !errors.Is(err, a2a.ErrTaskNotFound) || strings.Contains(err.Error(), "WORKING") {
+			t.Errorf("bob's %s of alice's task: err = %v, want task not found", c, err)
+		}
+	}
+	if _, err := signal(t, alice, id, steering.Steer, "narrower", "alice-1"); err != nil {
+		t.Fatalf("alice's steer: %v", err)
+	}
+	// A retry of alice's message id by bob learns nothing of its receipt.
+	if ack, err := signal(t, bob, id, steering.Steer, "narrower", "alice-1"); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's retry of alice's steer = %+v, %v; want task not found", ack, err)
+	}
+	if _, err := signal(t, alice, id, steering.Interrupt, "stop", "alice-2"); err != nil {
+		t.Fatalf("alice's interrupt: %v", err)
+	}
+	if ack, err := signal(t, bob, id, steering.Interrupt, "stop", "alice-2"); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("bob's retry of alice's interrupt after it settled = %+v, %v; want task not found", ack, err)
+	}
+	var got []string
+	for _, s := range w.signals() {
+		got = append(got, textOf(s.Message))
+	}
+	if !slices.Equal(got, []string{"narrower", "stop"}) {
+		t.Errorf("the task took %q, want alice's two signals only", got)
+	}
+	cancelInterrupted(t, alice, id)
 }
 
 // cancelInterrupted cancels a task whose interrupt was just acknowledged.
