@@ -256,7 +256,7 @@ func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits 
 	handle(pathJSONRPC, "1.0", jsonRPC)
 	handle(pathJSONRPC+"/{$}", "1.0", jsonRPC)
 	handle(pathREST+"/", "1.0", limits.rest(restMediaType(false, http.StripPrefix(pathREST, restFallback(false, a2asrv.NewRESTHandler(s.handler))))))
-	jsonRPC03 := limits.jsonRPC(jsonRPCMediaType(a2av0.NewJSONRPCHandler(s.handler)))
+	jsonRPC03 := limits.jsonRPC03(jsonRPCMediaType(a2av0.NewJSONRPCHandler(s.handler)))
 	handle(pathJSONRPC03, "0.3", jsonRPC03)
 	handle(pathJSONRPC03+"/{$}", "0.3", jsonRPC03)
 	handle(pathREST03+"/", "0.3", limits.rest03(restMediaType(true, acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, restFallback(false, a2av0.NewRESTHandler(s.handler))))))))

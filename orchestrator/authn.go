@@ -68,7 +68,10 @@ func (c AuthConfig) validate() error {
 // route outside the anonymous groups also needs them. The principal, or
 // the refusal, travels in the request's context: the HTTP API answers 401
 // at once, while the A2A endpoints refuse in callerInterceptor, so A2A
-// clients get A2A's own error (-31401) over their binding.
+// clients get A2A's own error (-31401) over their binding; bodyLimits
+// reads little or nothing of a refused caller's body before that
+// (standIn), and gRPC refuses such a caller before reading its message
+// (grpcServer.tap).
 type gate struct {
 	// authn is nil when no authentication is configured: every caller is
 	// then the development principal (policies.MethodNone).
@@ -118,6 +121,13 @@ func (g *gate) enabled() bool { return g.authn != nil }
 // that needs them. It holds nothing secret. The principal of an accepted
 // caller travels as auth.PrincipalFrom reads it.
 type refusalKey struct{}
+
+// callerRefused reports whether the gate refused the caller of the request
+// with ctx and left the answer to an A2A endpoint (callerInterceptor).
+func callerRefused(ctx context.Context) bool {
+	refused, _ := ctx.Value(refusalKey{}).(string)
+	return refused != ""
+}
 
 // wrap authenticates requests to a route of group before h serves them.
 func (g *gate) wrap(group string, h http.Handler) http.Handler {

@@ -13,17 +13,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2agrpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	grpcstatus "google.golang.org/grpc/status"
+	grpctap "google.golang.org/grpc/tap"
 
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
@@ -233,6 +238,9 @@ func (s *grpcServer) options() ([]grpc.ServerOption, error) {
 		grpc.ChainUnaryInterceptor(s.unary),
 		grpc.ChainStreamInterceptor(s.stream),
 	}
+	if s.gate.authn != nil {
+		opts = append(opts, grpc.InTapHandle(s.tap))
+	}
 	if s.httpTLS != nil {
 		cert, err := tls.LoadX509KeyPair(s.httpTLS.CertFile, s.httpTLS.KeyFile)
 		if err != nil {
@@ -328,26 +336,53 @@ type contextStream struct {
 
 func (c *contextStream) Context() context.Context { return c.ctx }
 
+// tap authenticates a call, by the bearer token or API key in its
+// metadata or its peer's verified client certificate, before grpc-go reads
+// its message (it reads a unary call's message before any interceptor): a
+// caller the gate refuses is answered with A2A's unauthenticated error
+// (gRPC's Unauthenticated) and none of its message is read. An accepted
+// caller's principal travels in the call's context; callerInterceptor
+// makes it the CallContext's user. It is installed only with
+// authentication configured, and runs on the connection's reading
+// goroutine, as grpc-go runs taps: checking a token or a certificate is
+// quick, and a JWT naming a key not yet fetched holds only the calls of
+// the connection that sent it.
+func (s *grpcServer) tap(ctx context.Context, info *grpctap.Info) (context.Context, error) {
+	ctx, refused := s.gate.grpcCaller(ctx, grpcHTTPRequest(ctx, info.FullMethodName))
+	if refused == "" {
+		return ctx, nil
+	}
+	err := unauthenticatedStatus(refused)
+	s.access.grpcCall(ctx, info.FullMethodName, time.Now(), err)
+	return nil, err
+}
+
+// unauthenticatedStatus is A2A's unauthenticated error as a2a-go's gRPC
+// services write it, with msg: status Unauthenticated and an ErrorInfo
+// with the UNAUTHENTICATED reason, which a2a-go's clients read as
+// a2a.ErrUnauthenticated.
+func unauthenticatedStatus(msg string) error {
+	st := grpcstatus.New(codes.Unauthenticated, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: a2a.ErrorReason(a2a.ErrUnauthenticated), Domain: a2a.ProtocolDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
 // callContext prepares a call's context as the HTTP bindings' middleware
-// does: the version its service speaks, for versionCheck; the trace the
-// caller sent; and the gate's verdict on its credentials, bearer token or
-// API key from the metadata or a verified client certificate, as the
-// principal (callerInterceptor makes it the CallContext's user) or the
-// refusal (which callerInterceptor answers with A2A's unauthenticated
-// error, gRPC's Unauthenticated). end ends the call's span.
+// does: the version its service speaks, for versionCheck, and the trace
+// the caller sent; tap has authenticated the caller. end ends the call's
+// span.
 //
-// A call that nothing reads as a request, with no authentication
-// configured, tracing off and no trace metadata to pass on, gets only its
-// version: the request and the middleware would leave its context as it
-// is.
+// A call that nothing reads as a request, with tracing off and no trace
+// metadata to pass on, gets only its version: the request and the
+// middleware would leave its context as it is.
 func (s *grpcServer) callContext(ctx context.Context, fullMethod string) (context.Context, func()) {
 	ctx = context.WithValue(ctx, endpointVersionKey{}, endpointVersionOf(fullMethod))
-	if s.gate.authn == nil && !s.tel.Tracing() && !hasTraceMetadata(ctx) {
+	if !s.tel.Tracing() && !hasTraceMetadata(ctx) {
 		return ctx, noEnd
 	}
-	r := grpcHTTPRequest(ctx, fullMethod)
-	ctx, end := s.traced(ctx, r, fullMethod)
-	return s.gate.grpcCaller(ctx, r), end
+	return s.traced(ctx, grpcHTTPRequest(ctx, fullMethod), fullMethod)
 }
 
 // noEnd ends a call with no span.
@@ -406,27 +441,27 @@ func (s *grpcServer) traced(ctx context.Context, r *http.Request, fullMethod str
 }
 
 // grpcCaller is gate.wrap for a gRPC call to the A2A endpoints: the
-// principal of the credentials r presents, or why they were refused,
-// travels in the returned context.
-func (g *gate) grpcCaller(ctx context.Context, r *http.Request) context.Context {
+// principal of the credentials r presents travels in the returned
+// context, or refused says why they were refused.
+func (g *gate) grpcCaller(ctx context.Context, r *http.Request) (_ context.Context, refused string) {
 	if g.authn == nil {
-		return ctx
+		return ctx, ""
 	}
 	p, err := g.authn.Authenticate(r)
 	switch {
 	case err != nil:
 		g.log.InfoContext(ctx, "caller refused", "method", "gRPC", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
-		return context.WithValue(ctx, refusalKey{}, err.Error())
+		return ctx, err.Error()
 	case p == nil && !g.anonymous[groupA2A]:
-		return context.WithValue(ctx, refusalKey{}, "authentication required: send authorization: Bearer <token> metadata"+g.alternatives())
+		return ctx, "authentication required: send authorization: Bearer <token> metadata" + g.alternatives()
 	case p == nil:
-		return ctx
+		return ctx, ""
 	}
 	ctx = auth.WithPrincipal(ctx, p)
 	if tok := p.Token(); tok != "" {
 		ctx = credentials.WithCallerToken(ctx, tok)
 	}
-	return ctx
+	return ctx, ""
 }
 
 // discardWriter is the response writer of a request that only carries a

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,5 +377,55 @@ func TestGRPC_MutualTLS(t *testing.T) {
 	}
 	if _, err := client(otherCA).SendMessage(t.Context(), send); err == nil {
 		t.Error("a certificate from another CA was accepted")
+	}
+}
+
+// countingConn counts the bytes written to a connection.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestGRPC_RefusedBeforeTheMessageIsRead sends, without credentials and
+// with a wrong token, a message of 4 MiB over gRPC: each call is refused
+// with A2A's unauthenticated error before orchd reads the message, so the
+// client sends little of it; alice's credentials get hers read and done.
+func TestGRPC_RefusedBeforeTheMessageIsRead(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", GRPCOnly: true}, testagent.Work(time.Millisecond))
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	base, _ := grpcDaemon(t, cfg, registry.Spec{ID: "writer", URL: agent.URL})
+	const size = 3 << 20
+	msg := func() *a2a.SendMessageRequest {
+		return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", size)))}
+	}
+	for _, tc := range []struct {
+		name    string
+		opts    []grpc.DialOption
+		refused bool
+	}{
+		{"no credentials", nil, true},
+		{"a wrong token", []grpc.DialOption{grpc.WithPerRPCCredentials(tokenCredentials("not-a-known-token-000"))}, true},
+		{"alice", []grpc.DialOption{grpc.WithPerRPCCredentials(tokenCredentials(aliceToken))}, false},
+	} {
+		var sent atomic.Int64
+		dial := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			return countingConn{Conn: c, n: &sent}, err
+		})
+		_, err := grpcClient(t, base, "1.0", append(tc.opts, dial)...).SendMessage(t.Context(), msg())
+		switch {
+		case tc.refused && (!errors.Is(err, a2a.ErrUnauthenticated) || sent.Load() >= size/2):
+			t.Errorf("%s: err = %v after sending %d bytes; want unauthenticated before half the message was read", tc.name, err, sent.Load())
+		case !tc.refused && (err != nil || sent.Load() < size):
+			t.Errorf("%s: err = %v after sending %d bytes; want the message taken", tc.name, err, sent.Load())
+		}
 	}
 }

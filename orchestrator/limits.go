@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
+	"golang.org/x/sync/semaphore"
 )
 
 // HTTPConfig is the config file's http section: the limits on what a
@@ -32,6 +35,11 @@ type HTTPConfig struct {
 	// MaxJSONDepth bounds how deeply a request body's JSON objects and
 	// arrays nest, checked before the body is decoded. Default 64.
 	MaxJSONDepth int `yaml:"maxJSONDepth"`
+	// MaxBufferedBodyBytes bounds the request body bytes orchd holds at
+	// once, across every request of every endpoint: a body waits for room
+	// before it is read, up to ReadTimeout, and is refused as busy (503)
+	// past that. Default 64 MiB.
+	MaxBufferedBodyBytes int64 `yaml:"maxBufferedBodyBytes"`
 	// ReadTimeout bounds reading one request, headers and body, from its
 	// first byte. It does not bound the answer: event streams stay open.
 	// Headers alone must arrive within 10s. Default 30s.
@@ -57,6 +65,9 @@ const (
 	defaultMaxBodyBytes    = 8 << 20
 	defaultMaxAPIBodyBytes = 64 << 10
 	defaultMaxJSONDepth    = 64
+	// defaultMaxBufferedBodyBytes holds eight bodies of the largest A2A
+	// size at once, or thousands of ordinary ones.
+	defaultMaxBufferedBodyBytes = 64 << 20
 	defaultReadTimeout     = 30 * time.Second
 	defaultIdleTimeout     = 60 * time.Second
 	// readHeaderTimeout bounds the arrival of a request's headers.
@@ -73,6 +84,9 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 	}
 	if c.MaxJSONDepth == 0 {
 		c.MaxJSONDepth = defaultMaxJSONDepth
+	}
+	if c.MaxBufferedBodyBytes == 0 {
+		c.MaxBufferedBodyBytes = defaultMaxBufferedBodyBytes
 	}
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = Duration(defaultReadTimeout)
@@ -92,6 +106,11 @@ func (c HTTPConfig) validate() error {
 		return fmt.Errorf("config: http.maxAPIBodyBytes %d: want a positive size in bytes", c.MaxAPIBodyBytes)
 	case c.MaxJSONDepth < 0:
 		return fmt.Errorf("config: http.maxJSONDepth %d: want a positive depth", c.MaxJSONDepth)
+	case c.MaxBufferedBodyBytes < 0:
+		return fmt.Errorf("config: http.maxBufferedBodyBytes %d: want a positive size in bytes", c.MaxBufferedBodyBytes)
+	case c.MaxBufferedBodyBytes > 0 && c.MaxBufferedBodyBytes <= max(c.withDefaults().MaxBodyBytes, c.withDefaults().MaxAPIBodyBytes):
+		return fmt.Errorf("config: http.maxBufferedBodyBytes %d is not more than one body may hold (http.maxBodyBytes, http.maxAPIBodyBytes): the largest body could never be read",
+			c.MaxBufferedBodyBytes)
 	case c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == ""):
 		return fmt.Errorf("config: http.tls needs certFile and keyFile")
 	}
@@ -115,14 +134,18 @@ func (c HTTPConfig) server(handler http.Handler, log *slog.Logger) *http.Server 
 
 // bodyLimits reads request bodies whole, bounded in size, before the
 // endpoint sees them, and refuses those nested too deeply; a2a-go's
-// handlers and the API's decoder then read the checked copy.
+// handlers and the API's decoder then read the checked copy. The bytes
+// held across all requests are bounded by budget.
 type bodyLimits struct {
 	maxBytes    int64
 	maxAPIBytes int64
 	maxDepth    int
 	// readTimeout is the server's, named in the refusal of a body that
-	// did not arrive within it.
+	// did not arrive within it; it also bounds a wait for budget.
 	readTimeout time.Duration
+	// budget holds budgetBytes, taken by the bodies being held.
+	budget      *semaphore.Weighted
+	budgetBytes int64
 	log         *slog.Logger
 }
 
@@ -132,30 +155,36 @@ func newBodyLimits(c HTTPConfig, log *slog.Logger) *bodyLimits {
 	}
 	c = c.withDefaults()
 	return &bodyLimits{maxBytes: c.MaxBodyBytes, maxAPIBytes: c.MaxAPIBodyBytes, maxDepth: c.MaxJSONDepth,
-		readTimeout: time.Duration(c.ReadTimeout), log: log}
+		readTimeout: time.Duration(c.ReadTimeout), budget: semaphore.NewWeighted(c.MaxBufferedBodyBytes), budgetBytes: c.MaxBufferedBodyBytes, log: log}
 }
 
-// jsonRPC bounds the bodies of an A2A JSON-RPC endpoint, refusing with a
-// JSON-RPC error as a2a-go writes them.
+// jsonRPC bounds the bodies of an A2A 1.0 JSON-RPC endpoint, refusing with
+// a JSON-RPC error as a2a-go writes them.
 func (l *bodyLimits) jsonRPC(next http.Handler) http.Handler {
-	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeJSONRPCRefusal)
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeJSONRPCRefusal, jsonRPCStandIn("SendMessage", "SendStreamingMessage"))
+}
+
+// jsonRPC03 bounds the bodies of the A2A 0.3 JSON-RPC endpoint, as jsonRPC.
+func (l *bodyLimits) jsonRPC03(next http.Handler) http.Handler {
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeJSONRPCRefusal, jsonRPCStandIn("message/send", "message/stream"))
 }
 
 // rest bounds the bodies of an A2A 1.0 HTTP+JSON endpoint, refusing with a
 // google.rpc.Status body as a2a-go writes them.
 func (l *bodyLimits) rest(next http.Handler) http.Handler {
-	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeRESTRefusal)
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeRESTRefusal, restStandIn)
 }
 
 // rest03 bounds the bodies of the A2A 0.3 HTTP+JSON endpoint; its refusals
 // carry the fields every 0.3 client reads, as legacyRESTErrors adds them.
 func (l *bodyLimits) rest03(next http.Handler) http.Handler {
-	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeREST03Refusal)
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", writeREST03Refusal, restStandIn)
 }
 
-// api bounds the bodies of the HTTP API, refusing with its error body.
+// api bounds the bodies of the HTTP API, refusing with its error body. The
+// gate answers the API's refused callers itself, before any of this.
 func (l *bodyLimits) api(next http.Handler) http.Handler {
-	return l.wrap(next, l.maxAPIBytes, "http.maxAPIBodyBytes", writeAPIRefusal)
+	return l.wrap(next, l.maxAPIBytes, "http.maxAPIBodyBytes", writeAPIRefusal, nil)
 }
 
 // refusal is why a request body was not passed on.
@@ -171,22 +200,76 @@ type refusal struct {
 	limit, setting string
 	// id is the JSON-RPC request id, when the body's prefix held one.
 	id any
+	// busy marks a body refused for want of budget, not for anything in
+	// it: a server error, where the others are invalid requests.
+	busy bool
 }
 
 // refusalWriter writes a refusal in one endpoint's answer shape.
 type refusalWriter func(w http.ResponseWriter, rf *refusal)
 
+// maxRefusedBodyBytes is the most of a body orchd reads from a caller the
+// gate refused at an A2A endpoint, where the refusal is the endpoint's own
+// A2A error: enough for any ordinary request, whose method and id the
+// answer then names; a larger body is never read (standIn).
+const maxRefusedBodyBytes = 16 << 10
+
+// standIn is what an A2A endpoint reads in place of the body of a caller
+// the gate refused, when that body is too large to read: the smallest
+// request a2a-go decodes and passes to the interceptors, where
+// callerInterceptor answers it with A2A's unauthenticated error in the
+// endpoint's own shape (an SSE event, when the caller asked for a stream).
+type standIn func(r *http.Request) []byte
+
+// jsonRPCStandIn is a JSON-RPC request of method, or stream when the
+// caller accepts an event stream, with a null id: the id is in the body,
+// which is not read.
+func jsonRPCStandIn(method, stream string) standIn {
+	return func(r *http.Request) []byte {
+		if acceptsEventStream(r) {
+			method = stream
+		}
+		return []byte(`{"jsonrpc":"2.0","id":null,"method":"` + method + `","params":{}}`)
+	}
+}
+
+// restStandIn is an HTTP+JSON body with no fields: the operation is in the
+// path.
+func restStandIn(*http.Request) []byte { return []byte("{}") }
+
+// acceptsEventStream reports whether r asks for server-sent events.
+func acceptsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
 // wrap reads r's body into a pooled buffer, at most limit+1 bytes of it,
 // and passes the checked copy on. A declared Content-Length over limit is
 // refused before anything is read; a longer chunked body is cut at
-// limit+1.
-func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write refusalWriter) http.Handler {
+// limit+1. The body's bytes are held under l.budget while they are
+// needed. At an A2A endpoint (stand is set), the body of a caller the gate
+// refused is read only up to maxRefusedBodyBytes; a larger one is never
+// read, and a2a-go gets stand's request instead, to refuse.
+func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write refusalWriter, stand standIn) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
+		limit := limit
+		refused := stand != nil && callerRefused(r.Context())
+		if refused {
+			limit = min(limit, maxRefusedBodyBytes)
+		}
 		if r.ContentLength > limit {
+			if refused {
+				l.standIn(w, r, next, stand)
+				return
+			}
 			l.refuse(w, r, write, &refusal{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
 				msg:   fmt.Sprintf("request body of %d bytes is over the limit of %d bytes (%s)", r.ContentLength, limit, setting),
 				limit: strconv.FormatInt(limit, 10), setting: setting})
@@ -194,9 +277,14 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 		}
 		body := bodyPool.Get().(*pooledBody)
 		defer body.release()
-		err := body.readFrom(r.Body, limit, r.ContentLength)
+		err := body.readFrom(r.Body, limit, r.ContentLength, l.reserver(r.Context(), body))
 		n := int64(len(body.buf))
 		switch {
+		case errors.Is(err, errBusy):
+			l.refuse(w, r, write, &refusal{status: http.StatusServiceUnavailable, code: "unavailable", busy: true,
+				msg:   fmt.Sprintf("orchd holds as many request body bytes as it may (http.maxBufferedBodyBytes) and none made room within %s: try again", l.readTimeout),
+				limit: strconv.FormatInt(l.budgetBytes, 10), setting: "http.maxBufferedBodyBytes"})
+			return
 		case err != nil:
 			rf := &refusal{status: http.StatusBadRequest, code: "invalid_argument", msg: "read request body: " + err.Error()}
 			var ne net.Error
@@ -206,6 +294,9 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 				rf.limit, rf.setting = l.readTimeout.String(), "http.readTimeout"
 			}
 			l.refuse(w, r, write, rf)
+			return
+		case n > limit && refused:
+			l.standIn(w, r, next, stand)
 			return
 		case n > limit:
 			l.refuse(w, r, write, &refusal{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
@@ -225,6 +316,41 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 	})
 }
 
+// standIn passes r on with stand's body in place of its own, which is not
+// read; the connection closes after the answer.
+func (l *bodyLimits) standIn(w http.ResponseWriter, r *http.Request, next http.Handler, stand standIn) {
+	b := stand(r)
+	w.Header().Set("Connection", "close")
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	next.ServeHTTP(w, r)
+}
+
+// errBusy is a body's wait for budget that ran out.
+var errBusy = errors.New("no budget for the body")
+
+// reserver returns how a body of a request with ctx takes budget: total is
+// how many bytes the body holds once the next read is in; the wait for
+// room is bounded by the read timeout. What it takes, body.release gives
+// back.
+func (l *bodyLimits) reserver(ctx context.Context, body *pooledBody) func(total int64) error {
+	body.budget = l.budget
+	return func(total int64) error {
+		more := total - body.held
+		if more <= 0 {
+			return nil
+		}
+		if !l.budget.TryAcquire(more) {
+			wait, cancel := context.WithTimeout(ctx, l.readTimeout)
+			defer cancel()
+			if err := l.budget.Acquire(wait, more); err != nil {
+				return errBusy
+			}
+		}
+		body.held += more
+		return nil
+	}
+}
+
 // refuse logs a refused body and answers it; the connection closes after
 // the answer, as the rest of the body may still be on its way.
 func (l *bodyLimits) refuse(w http.ResponseWriter, r *http.Request, write refusalWriter, rf *refusal) {
@@ -238,6 +364,9 @@ func (l *bodyLimits) refuse(w http.ResponseWriter, r *http.Request, write refusa
 type pooledBody struct {
 	buf []byte
 	rd  bytes.Reader
+	// held is how many bytes of budget the body holds.
+	held   int64
+	budget *semaphore.Weighted
 }
 
 // maxPooledBody is the largest buffer kept for reuse; larger ones, for
@@ -251,18 +380,28 @@ var bodyPool = sync.Pool{New: func() any { return new(pooledBody) }}
 // the body is chunked. The buffer doubles as it fills, from firstRead, and
 // never grows past what the body may hold, so memory follows the bytes
 // that arrived, not the bytes a client declared, and a body cut at the
-// limit holds limit+1 bytes.
-func (b *pooledBody) readFrom(src io.Reader, limit, declared int64) error {
+// limit holds limit+1 bytes. reserve is called with the bytes the body
+// will hold before each read that may hold more: a declared body's whole
+// size at once, a chunked one's as its buffer grows.
+func (b *pooledBody) readFrom(src io.Reader, limit, declared int64, reserve func(total int64) error) error {
 	ceiling := int(min(limit, math.MaxInt-1) + 1) // no overflow for the largest limit
 	if declared >= 0 {
 		ceiling = min(ceiling, int(min(declared, math.MaxInt-1))+1) // +1: room to read EOF
+		if err := reserve(int64(ceiling)); err != nil {
+			return err
+		}
 	}
 	buf := b.buf[:0]
 	for len(buf) < ceiling {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, min(max(cap(buf), firstRead), ceiling-len(buf)))
 		}
-		n, err := src.Read(buf[len(buf):min(cap(buf), ceiling)])
+		to := min(cap(buf), ceiling)
+		if err := reserve(int64(to)); err != nil {
+			b.buf = buf
+			return err
+		}
+		n, err := src.Read(buf[len(buf):to])
 		buf = buf[:len(buf)+n]
 		if errors.Is(err, io.EOF) {
 			break
@@ -280,14 +419,36 @@ func (b *pooledBody) readFrom(src io.Reader, limit, declared int64) error {
 // larger.
 const firstRead = 64 << 10
 
-func (b *pooledBody) Read(p []byte) (int, error) { return b.rd.Read(p) }
+// Read reads the body. Once its last byte is read, a buffer too large to
+// be pooled is let go and its budget given back, so a request that goes
+// on long after its body was decoded (an event stream) holds neither.
+func (b *pooledBody) Read(p []byte) (int, error) {
+	n, err := b.rd.Read(p)
+	if b.rd.Len() == 0 && cap(b.buf) > maxPooledBody {
+		b.buf = nil
+		b.rd.Reset(nil)
+		b.giveBack()
+	}
+	return n, err
+}
 
 // Close does nothing: the buffer goes back to the pool once the handler
 // has returned.
 func (b *pooledBody) Close() error { return nil }
 
+// giveBack returns the body's budget.
+func (b *pooledBody) giveBack() {
+	if b.held > 0 {
+		b.budget.Release(b.held)
+		b.held = 0
+	}
+}
+
 func (b *pooledBody) release() {
+	b.giveBack()
+	b.budget = nil
 	if cap(b.buf) > maxPooledBody {
+		b.buf = nil
 		return
 	}
 	b.buf = b.buf[:0]
@@ -388,12 +549,24 @@ func jsonRPCIDAt(b []byte, at int) any {
 	return nil
 }
 
-// The JSON-RPC code and A2A reason of a refused body: the request is not
-// one orchd will read.
+// The JSON-RPC codes, A2A reasons and google.rpc statuses of refused
+// bodies: a request orchd will not read (a2a.ErrInvalidRequest), or one
+// it has no room to read now (a2a.ErrServerError).
 const (
 	jsonRPCInvalidRequest = -32600
+	jsonRPCServerError    = -32000
 	reasonInvalidRequest  = "INVALID_REQUEST"
+	reasonServerError     = "SERVER_ERROR"
 )
+
+// rpc returns the refusal's JSON-RPC code, A2A reason and google.rpc
+// status.
+func (rf *refusal) rpc() (code int, reason, status string) {
+	if rf.busy {
+		return jsonRPCServerError, reasonServerError, "UNAVAILABLE"
+	}
+	return jsonRPCInvalidRequest, reasonInvalidRequest, "INVALID_ARGUMENT"
+}
 
 // errorInfo is the google.rpc.ErrorInfo detail a2a-go puts in every error
 // answer, with the limit that refused the body in its metadata.
@@ -402,7 +575,8 @@ func (rf *refusal) errorInfo() *errordetails.Typed {
 	if rf.setting != "" {
 		meta["limit"], meta["setting"] = rf.limit, rf.setting
 	}
-	return errordetails.NewErrorInfo(reasonInvalidRequest, a2a.ProtocolDomain, meta)
+	_, reason, _ := rf.rpc()
+	return errordetails.NewErrorInfo(reason, a2a.ProtocolDomain, meta)
 }
 
 // writeJSONRPCRefusal answers as a2a-go's JSON-RPC handlers answer a
@@ -414,11 +588,12 @@ func writeJSONRPCRefusal(w http.ResponseWriter, rf *refusal) {
 		Message string                `json:"message"`
 		Data    []*errordetails.Typed `json:"data,omitempty"`
 	}
+	code, _, _ := rf.rpc()
 	writeJSON(w, http.StatusOK, struct {
 		JSONRPC string   `json:"jsonrpc"`
 		ID      any      `json:"id"`
 		Error   rpcError `json:"error"`
-	}{"2.0", rf.id, rpcError{jsonRPCInvalidRequest, rf.msg, []*errordetails.Typed{rf.errorInfo()}}}, "")
+	}{"2.0", rf.id, rpcError{code, rf.msg, []*errordetails.Typed{rf.errorInfo()}}}, "")
 }
 
 // restRefusal is a google.rpc.Status body as a2a-go's HTTP+JSON handlers
@@ -430,9 +605,10 @@ func restRefusal(rf *refusal) any {
 		Message string                `json:"message"`
 		Details []*errordetails.Typed `json:"details"`
 	}
+	_, _, st := rf.rpc()
 	return struct {
 		Error status `json:"error"`
-	}{status{rf.status, "INVALID_ARGUMENT", rf.msg, []*errordetails.Typed{rf.errorInfo()}}}
+	}{status{rf.status, st, rf.msg, []*errordetails.Typed{rf.errorInfo()}}}
 }
 
 func writeRESTRefusal(w http.ResponseWriter, rf *refusal) {

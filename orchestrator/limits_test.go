@@ -686,7 +686,8 @@ func BenchmarkBodyLimits(b *testing.B) {
 
 func TestHTTPConfig_Defaults(t *testing.T) {
 	t.Parallel()
-	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute)}
+	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, MaxBufferedBodyBytes: 64 << 20,
+		ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute)}
 	if got := loadDefaults(t).HTTP; got != want {
 		t.Errorf("defaults.yaml http = %+v, want %+v", got, want)
 	}
@@ -697,12 +698,239 @@ func TestHTTPConfig_Defaults(t *testing.T) {
 	if srv.ReadTimeout != time.Second || srv.ReadHeaderTimeout != time.Second || srv.IdleTimeout != time.Minute || srv.WriteTimeout != 0 {
 		t.Errorf("server timeouts: read %v, header %v, idle %v, write %v", srv.ReadTimeout, srv.ReadHeaderTimeout, srv.IdleTimeout, srv.WriteTimeout)
 	}
-	for _, body := range []string{"http:\n  maxBodyBytes: -1\n", "http:\n  maxAPIBodyBytes: -5\n", "http:\n  maxJSONDepth: -1\n", "http:\n  readTimeout: -1s\n"} {
+	for _, body := range []string{"http:\n  maxBodyBytes: -1\n", "http:\n  maxAPIBodyBytes: -5\n", "http:\n  maxJSONDepth: -1\n", "http:\n  readTimeout: -1s\n",
+		"http:\n  maxBufferedBodyBytes: -1\n", "http:\n  maxBufferedBodyBytes: 8388608\n", "http:\n  maxBodyBytes: 1024\n  maxBufferedBodyBytes: 1000\n"} {
 		if _, err := LoadConfig(writeConfig(t, body)); err == nil || !strings.Contains(err.Error(), "http") && !strings.Contains(err.Error(), "duration") {
 			t.Errorf("%q: err = %v", body, err)
 		}
 	}
-	if _, err := LoadConfig(writeConfig(t, "http:\n  maxBodyBytes: 1024\n  maxJSONDepth: 8\n")); err != nil {
+	if _, err := LoadConfig(writeConfig(t, "http:\n  maxBodyBytes: 1024\n  maxJSONDepth: 8\n  maxBufferedBodyBytes: 1048576\n")); err != nil {
 		t.Errorf("valid http section: %v", err)
+	}
+}
+
+// stalled is a body that sends its head and then nothing more until the
+// test ends: whatever waits for the rest of it waits that long.
+func stalled(t *testing.T, head string) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write([]byte(head))
+	}()
+	t.Cleanup(func() {
+		pw.Close()
+		pr.Close()
+	})
+	return pr
+}
+
+// TestBodyLimits_RefusedCallersBodiesAreNotRead sends every A2A endpoint of
+// a daemon with authentication requests without credentials whose bodies
+// stall after their first bytes: declared larger than any ordinary
+// request, or sent chunked past that size. Each is answered with the
+// gate's refusal at once, without waiting for the rest. A small body
+// without credentials is read and refused as a2a-go refuses it, with the
+// request's own id.
+func TestBodyLimits_RefusedCallersBodiesAreNotRead(t *testing.T) {
+	t.Parallel()
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.HTTP.ReadTimeout = Duration(3 * time.Second) // what reading a stalled body would end in
+	base := startDaemon(t, cfg)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for _, ep := range limitedEndpoints[:4] {
+		body := ep.body(strings.Repeat("x", 4<<20), "{}")
+		for _, tc := range []struct {
+			name     string
+			body     io.Reader
+			declared int64
+		}{
+			{"declared", stalled(t, body[:1024]), int64(len(body))},
+			{"chunked", stalled(t, body[:maxRefusedBodyBytes+1024]), -1},
+		} {
+			req, err := http.NewRequestWithContext(t.Context(), "POST", base+ep.path, tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = tc.declared
+			req.Header.Set("Content-Type", "application/json")
+			began := time.Now()
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Errorf("%s, %s: %v (after %v), want the refusal before the body ends", ep.name, tc.name, err, time.Since(began))
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(b), "authentication required") || !resp.Close {
+				t.Errorf("%s, %s: %d %s %s", ep.name, tc.name, resp.StatusCode, resp.Header, b)
+			}
+		}
+	}
+	code, _ := callAs(t, "", "POST", base+pathJSONRPC, limitedEndpoints[0].body("hi", "{}"), nil)
+	var rpc struct {
+		ID    any `json:"id"`
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	resp, err := hc.Post(base+pathJSONRPC, "application/json", strings.NewReader(limitedEndpoints[0].body("hi", "{}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&rpc); err != nil || code != 200 || rpc.ID != "req-7" || rpc.Error.Code != -31401 {
+		t.Errorf("a small body without credentials: %d %+v %v, want -31401 for req-7", code, rpc, err)
+	}
+}
+
+// TestBodyLimits_A2AClientsReadTheUnreadRefusal sends, with a2a-go's
+// clients and no credentials, a message too large to be read from a
+// refused caller, over each A2A interface, sent and streamed: each reads
+// A2A's unauthenticated error.
+func TestBodyLimits_A2AClientsReadTheUnreadRefusal(t *testing.T) {
+	t.Parallel()
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	base := startDaemon(t, cfg)
+	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", 4*maxRefusedBodyBytes)))
+	for _, it := range full.SupportedInterfaces {
+		t.Run(string(it.ProtocolBinding)+" "+string(it.ProtocolVersion), func(t *testing.T) {
+			card := *full
+			card.SupportedInterfaces = []*a2a.AgentInterface{it}
+			c, err := a2aclient.NewFromCard(t.Context(), &card,
+				a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}); !errors.Is(err, a2a.ErrUnauthenticated) {
+				t.Errorf("SendMessage: %v, want unauthenticated", err)
+			}
+			var streamErr error
+			for _, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
+				if err != nil {
+					streamErr = err
+					break
+				}
+			}
+			if !errors.Is(streamErr, a2a.ErrUnauthenticated) {
+				t.Errorf("SendStreamingMessage: %v, want unauthenticated", streamErr)
+			}
+		})
+	}
+}
+
+// TestBodyLimits_BudgetBoundsBodiesHeldAtOnce holds the whole budget with
+// two bodies still arriving: a third, small one waits for room, and is
+// read once one of them ends. With the wait bounded, it is refused as
+// busy in the endpoint's shape, naming the setting.
+func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
+	t.Parallel()
+	const maxBody = 1 << 10
+	l := newBodyLimits(HTTPConfig{MaxBodyBytes: maxBody, MaxBufferedBodyBytes: 2*(maxBody+1) + 1}, testLogger(t))
+	l.readTimeout = time.Hour
+	var served atomic.Int64
+	srv := httptest.NewServer(l.jsonRPC(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		served.Add(1)
+	})))
+	t.Cleanup(srv.Close)
+	post := func(body io.Reader, n int64) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequest("POST", srv.URL, body)
+			req.ContentLength = n
+			resp, err := srv.Client().Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		return done
+	}
+	var holders []*io.PipeWriter
+	var held []<-chan error
+	for range 2 {
+		pr, pw := io.Pipe()
+		holders = append(holders, pw)
+		held = append(held, post(pr, maxBody))
+		if _, err := pw.Write([]byte(`{"jsonrpc":"2.0",`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, pw := range holders {
+			pw.Close()
+		}
+	})
+	third := post(strings.NewReader(`{}`), 2)
+	select {
+	case err := <-third:
+		t.Fatalf("a body was read while the budget was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := holders[0].Write([]byte(strings.Repeat(" ", maxBody-17))); err != nil {
+		t.Fatal(err)
+	}
+	for _, done := range []<-chan error{held[0], third} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := served.Load(); n != 2 {
+		t.Errorf("served %d requests, want 2", n)
+	}
+
+	// Bounded waits: the budget is held again, and the next body is
+	// refused once its wait ran out.
+	l.readTimeout = 100 * time.Millisecond
+	pr, pw := io.Pipe()
+	holders = append(holders, pw)
+	post(pr, maxBody)
+	if _, err := pw.Write([]byte(`{`)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":"req-9","method":"GetTask"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rpc struct {
+		ID    any `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rpc); err != nil || rpc.Error.Code != jsonRPCServerError || !strings.Contains(rpc.Error.Message, "http.maxBufferedBodyBytes") {
+		t.Errorf("a body with no room: %+v %v", rpc, err)
+	}
+}
+
+// TestBodyLimits_LargeBodyLetGoOnceRead: a body too large to pool gives its
+// budget back once the endpoint has read it, before the endpoint returns
+// (as an event stream's may be much later).
+func TestBodyLimits_LargeBodyLetGoOnceRead(t *testing.T) {
+	t.Parallel()
+	const budget = 4 * maxPooledBody
+	l := newBodyLimits(HTTPConfig{MaxBodyBytes: 2 * maxPooledBody, MaxBufferedBodyBytes: budget}, testLogger(t))
+	var whole atomic.Bool
+	h := l.jsonRPC(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if l.budget.TryAcquire(budget) {
+			whole.Store(true)
+			l.budget.Release(budget)
+		}
+	}))
+	req := httptest.NewRequest("POST", pathJSONRPC, strings.NewReader(strings.Repeat(" ", 2*maxPooledBody)))
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if !whole.Load() {
+		t.Error("the body's budget was held after it was read")
+	}
+	if !l.budget.TryAcquire(budget) {
+		t.Error("budget not given back")
 	}
 }
