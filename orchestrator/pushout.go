@@ -500,13 +500,44 @@ type checkedPushConfigs struct {
 
 // Save implements push.ConfigStore: it refuses a webhook whose host is or
 // resolves to an address the SSRF rule does not allow, then saves.
+//
+// A config refused for any reason is redacted in place (redactRefused)
+// before the error returns: a2a-go formats the config a message carries
+// into its error with %v (a2asrv/agentexec.go, CreateExecutor), and that
+// error is both the caller's answer and a line of orchd's ERROR log. The
+// config is the request's own, dropped with the refusal.
 func (s checkedPushConfigs) Save(ctx context.Context, taskID a2a.TaskID, config *a2a.PushConfig) (*a2a.PushConfig, error) {
-	if config != nil {
-		if err := s.out.check.url(ctx, config.URL); err != nil {
-			return nil, fmt.Errorf("save push config for task %q: %w", taskID, err)
-		}
+	if config == nil {
+		return s.pushConfigStore.Save(ctx, taskID, config)
 	}
-	return s.pushConfigStore.Save(ctx, taskID, config)
+	err := s.out.check.url(ctx, config.URL)
+	if err != nil {
+		err = fmt.Errorf("save push config for task %q: %w", taskID, err)
+	}
+	var saved *a2a.PushConfig
+	if err == nil {
+		saved, err = s.pushConfigStore.Save(ctx, taskID, config)
+	}
+	if err != nil {
+		redactRefused(config)
+		return nil, err
+	}
+	return saved, nil
+}
+
+// redactRefused strips a refused config of what may be secret: its token,
+// its credentials, and its URL but for the scheme and host (a path, a
+// query or user information may carry a secret).
+func redactRefused(c *a2a.PushConfig) {
+	c.Token = ""
+	if c.Auth != nil {
+		c.Auth = &a2a.PushAuthInfo{Scheme: c.Auth.Scheme}
+	}
+	if u, err := url.Parse(c.URL); err == nil && u.Host != "" {
+		c.URL = u.Scheme + "://" + u.Host
+	} else {
+		c.URL = "(unparsable URL)"
+	}
 }
 
 // List implements push.ConfigStore. a2a-go's handler calls it for

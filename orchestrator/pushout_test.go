@@ -419,6 +419,62 @@ func TestPush_CreateChecksTheWebhook(t *testing.T) {
 	}
 }
 
+// TestPush_RefusedInlineConfigKeepsItsSecrets: a config given with the
+// message and refused shows its token, its credentials and its URL's
+// path, query and user information neither in the caller's error nor in
+// orchd's log, whichever check refuses it.
+func TestPush_RefusedInlineConfigKeepsItsSecrets(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(5*time.Millisecond))
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	cfg.Agent.Push.MaxTokenBytes = 64
+	base, logs := loggedDaemon(t, cfg, slog.LevelDebug)
+	alice := a2aAs(t, base, aliceToken)
+	secrets := []string{"tok-SECRET-9", "cred-SECRET-9", "q-SECRET-9", "path-SECRET-9", "pw-SECRET-9"}
+	auth := &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: "cred-SECRET-9"}
+	tests := []struct {
+		name, url, token, want string
+		stream                 bool
+	}{
+		{"private address", "http://192.168.1.1/path-SECRET-9?k=q-SECRET-9", "tok-SECRET-9", "not a public address", false},
+		{"private address, streaming", "http://192.168.1.1/path-SECRET-9?k=q-SECRET-9", "tok-SECRET-9", "not a public address", true},
+		{"user information", "http://user:pw-SECRET-9@8.8.8.8/path-SECRET-9", "tok-SECRET-9", "carries user information", false},
+		{"token too long", "http://8.8.8.8/path-SECRET-9?k=q-SECRET-9", "tok-SECRET-9" + strings.Repeat("x", 64), "token is 76 bytes", false},
+	}
+	for _, tt := range tests {
+		req := &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+			Config: &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: tt.url, Token: tt.token,
+				Auth: &a2a.PushAuthInfo{Scheme: auth.Scheme, Credentials: auth.Credentials}}}}
+		var err error
+		if tt.stream {
+			for _, e := range alice.SendStreamingMessage(t.Context(), req) {
+				if err = e; err != nil {
+					break
+				}
+			}
+		} else {
+			_, err = alice.SendMessage(t.Context(), req)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: SendMessage = %v; want refused saying %q", tt.name, err, tt.want)
+			continue
+		}
+		for _, s := range secrets {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the error shows %s: %v", tt.name, s, err)
+			}
+		}
+	}
+	waitUntil(t, "the refusals to be logged", func() bool { return strings.Count(logs.String(), "not a public address") >= 2 })
+	for _, s := range secrets {
+		if strings.Contains(logs.String(), s) {
+			t.Errorf("orchd's log shows %s:\n%s", s, logs)
+		}
+	}
+}
+
 // TestPush_AllowNetworksOverridesTheRegistrys: agent.push.allowNetworks,
 // once set, replaces registry.allowNetworks for webhooks: with it empty,
 // loopback is refused at Create, by address and by name.
