@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -499,6 +500,8 @@ func (p *PushConfigs) check(c *a2a.PushConfig) error {
 		return invalid("push config url has scheme %q; want http or https", u.Scheme)
 	case u.Host == "" || u.Hostname() == "":
 		return invalid("push config url names no host")
+	case !validPort(u.Port()):
+		return invalid("push config url has an invalid port; want 1 to 65535")
 	case u.User != nil:
 		return invalid("push config url carries user information; put credentials in authentication")
 	case u.Fragment != "":
@@ -517,6 +520,16 @@ func (p *PushConfigs) check(c *a2a.PushConfig) error {
 		}
 	}
 	return nil
+}
+
+// validPort reports whether port, a URL's port as url.URL.Port gives it
+// (digits or empty), is absent or one a connection can be made to.
+func validPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // redact is c as callers see it: no token, and of its authentication

@@ -156,6 +156,9 @@ func TestPushConfigs_Limits(t *testing.T) {
 		{"scheme", &a2a.PushConfig{URL: "ftp://example.com/"}, `scheme "ftp"`},
 		{"no host", &a2a.PushConfig{URL: "https:///path"}, "names no host"},
 		{"userinfo", &a2a.PushConfig{URL: "https://user:pw-secret@example.com/"}, "user information"},
+		{"port 0", &a2a.PushConfig{URL: "https://example.com:0/"}, "invalid port; want 1 to 65535"},
+		{"port over 65535", &a2a.PushConfig{URL: "https://example.com:65536/"}, "invalid port"},
+		{"port overflowing", &a2a.PushConfig{URL: "http://[2001:db8::1]:99999999999999999999/"}, "invalid port"},
 		{"long token", &a2a.PushConfig{URL: "https://example.com/", Token: long}, "token is 33 bytes, over the 32 allowed"},
 		{"token newline", &a2a.PushConfig{URL: "https://example.com/", Token: "a\r\nX-Injected: tok-secret"}, "token holds characters"},
 		{"long credentials", &a2a.PushConfig{URL: "https://example.com/", Auth: &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: long}}, "credentials are 33 bytes, over the 32 allowed"},
@@ -176,8 +179,9 @@ func TestPushConfigs_Limits(t *testing.T) {
 					t.Errorf("%s: error shows a secret: %v", tc.name, err)
 				}
 			}
-			for _, id := range []string{"a", "b"} {
-				if _, err := p.Save(ctx, "t", &a2a.PushConfig{ID: id, URL: "https://example.com/"}); err != nil {
+			// Ports at both ends of the range are webhooks.
+			for id, u := range map[string]string{"a": "https://example.com:1/", "b": "https://example.com:65535/"} {
+				if _, err := p.Save(ctx, "t", &a2a.PushConfig{ID: id, URL: u}); err != nil {
 					t.Fatalf("Save %s: %v", id, err)
 				}
 			}
