@@ -440,9 +440,21 @@ func (d *Daemon) stop() {
 	})
 }
 
-// warnLoopback says in the log when card fetches may reach this machine.
+// warnLoopback says in the log when card fetches or push notifications
+// may reach this machine.
 func (d *Daemon) warnLoopback() {
-	for _, n := range d.cfg.Registry.AllowNetworks {
+	if allowsLoopback(d.cfg.Registry.AllowNetworks) {
+		d.log.Warn("card fetches may reach loopback addresses (development default); list only your agents' networks in registry.allowNetworks for production", "allowNetworks", d.cfg.Registry.AllowNetworks)
+	}
+	if allowsLoopback(d.cfg.Agent.Push.AllowNetworks) {
+		d.log.Warn("push notifications may reach loopback addresses (a development setting); list only your callers' webhook networks in agent.push.allowNetworks for production", "allowNetworks", d.cfg.Agent.Push.AllowNetworks)
+	}
+}
+
+// allowsLoopback reports whether an allowNetworks list holds a loopback
+// network or address.
+func allowsLoopback(networks []string) bool {
+	for _, n := range networks {
 		p, err := netip.ParsePrefix(n)
 		if err != nil {
 			if a, aErr := netip.ParseAddr(n); aErr == nil {
@@ -450,8 +462,8 @@ func (d *Daemon) warnLoopback() {
 			}
 		}
 		if p.IsValid() && p.Addr().IsLoopback() {
-			d.log.Warn("card fetches may reach loopback addresses (development default); list only your agents' networks in registry.allowNetworks for production", "allowNetworks", d.cfg.Registry.AllowNetworks)
-			return
+			return true
 		}
 	}
+	return false
 }

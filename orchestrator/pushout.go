@@ -34,10 +34,14 @@ import (
 // is usable: every field has a default.
 type PushConfig struct {
 	// AllowNetworks lists the CIDR prefixes (or addresses) webhooks may be
-	// in although they are not public, as registry.allowNetworks does for
-	// card fetches. Unset means registry.allowNetworks and
-	// registry.allowHosts; an empty list allows public addresses only.
+	// in although they are not public (loopback, private and the other
+	// special-purpose ranges), as registry.allowNetworks does for card
+	// fetches. Empty, the default, allows public addresses only: loopback
+	// is an opt-in for development.
 	AllowNetworks []string `yaml:"allowNetworks"`
+	// AllowHosts lists webhook host names that may resolve anywhere, as
+	// registry.allowHosts does for card fetches.
+	AllowHosts []string `yaml:"allowHosts"`
 	// MaxConfigsPerTask bounds the push configs of one task; default 10.
 	MaxConfigsPerTask int `yaml:"maxConfigsPerTask"`
 	// MaxURLBytes bounds a webhook URL; default 2048.
@@ -188,12 +192,12 @@ type notification struct {
 }
 
 // newPushOut builds the sender over configs. rcfg is the registry's
-// configuration, whose SSRF rule applies unless cfg.AllowNetworks is set.
+// configuration, whose transport settings (such as its roots) deliveries
+// share; its SSRF rule does not apply: webhooks have their own,
+// cfg.AllowNetworks and cfg.AllowHosts.
 func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, mp metric.MeterProvider, log *slog.Logger) (*pushOut, error) {
 	cfg = cfg.withDefaults()
-	if cfg.AllowNetworks != nil {
-		rcfg.AllowNetworks, rcfg.AllowHosts = cfg.AllowNetworks, nil
-	}
+	rcfg.AllowNetworks, rcfg.AllowHosts = cfg.AllowNetworks, cfg.AllowHosts
 	rcfg.Timeout = time.Duration(cfg.Timeout)
 	transport, err := registry.NewTransport(rcfg)
 	if err != nil {

@@ -143,12 +143,17 @@ func states(rs []received) string {
 	return b.String()
 }
 
+// loopbackNetworks is the development opt-in that lets webhooks on this
+// machine, such as the tests' receivers, take notifications.
+var loopbackNetworks = []string{"127.0.0.0/8", "::1/128"}
+
 // pushDaemon starts an orchd with alice and bob in front of a streaming
-// worker, retrying push quickly.
+// worker, retrying push quickly, with webhooks allowed on loopback.
 func pushDaemon(t *testing.T, worker string, edit func(*Config)) string {
 	t.Helper()
 	cfg := loadDefaults(t)
 	cfg.Auth = authTokens()
+	cfg.Agent.Push.AllowNetworks = loopbackNetworks
 	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker}}
 	cfg.Agent.Push.Backoff = Duration(10 * time.Millisecond)
 	cfg.Agent.Push.MaxBackoff = Duration(50 * time.Millisecond)
@@ -402,7 +407,7 @@ func TestPush_CreateChecksTheWebhook(t *testing.T) {
 			t.Errorf("%s: the error shows the token", tt.name)
 		}
 	}
-	// Loopback is allowed by registry.allowNetworks' development default.
+	// Loopback is allowed by pushDaemon's development opt-in.
 	for _, id := range []string{"a", "b"} {
 		if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: id, URL: "http://127.0.0.1:9/" + id}); err != nil {
 			t.Errorf("Create %s on loopback: %v", id, err)
@@ -475,20 +480,22 @@ func TestPush_RefusedInlineConfigKeepsItsSecrets(t *testing.T) {
 	}
 }
 
-// TestPush_AllowNetworksOverridesTheRegistrys: agent.push.allowNetworks,
-// once set, replaces registry.allowNetworks for webhooks: with it empty,
-// loopback is refused at Create, by address and by name.
-func TestPush_AllowNetworksOverridesTheRegistrys(t *testing.T) {
+// TestPush_WebhooksArePublicOnlyByDefault: with the embedded defaults,
+// which let card fetches reach loopback, a webhook on loopback is refused
+// at Create, by address and by name. agent.push.allowHosts lets a name in
+// wherever it resolves.
+func TestPush_WebhooksArePublicOnlyByDefault(t *testing.T) {
 	t.Parallel()
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
-	base := pushDaemon(t, worker.URL, func(c *Config) { c.Agent.Push.AllowNetworks = []string{} })
+	defaults := loadDefaults(t).Agent.Push
+	base := pushDaemon(t, worker.URL, func(c *Config) { c.Agent.Push = defaults })
 	alice := a2aAs(t, base, aliceToken)
 	res, err := alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
 		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range []string{"http://127.0.0.1:9/", "http://localhost:9/"} {
+	for _, u := range []string{"http://127.0.0.1:9/", "http://[::1]:9/", "http://localhost:9/"} {
 		_, err := alice.CreateTaskPushConfig(t.Context(), &a2a.PushConfig{TaskID: res.(*a2a.Task).ID, URL: u})
 		if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), "not a public address") {
 			t.Errorf("Create %s = %v; want refused", u, err)
@@ -496,6 +503,17 @@ func TestPush_AllowNetworksOverridesTheRegistrys(t *testing.T) {
 		if strings.Contains(u, "localhost") && (err == nil || !strings.Contains(err.Error(), "webhook host localhost resolves to ")) {
 			t.Errorf("Create %s = %v; want the address it resolves to named", u, err)
 		}
+	}
+
+	check, err := newPushURLCheck(defaults.AllowNetworks, []string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.url(t.Context(), "http://localhost:9/"); err != nil {
+		t.Errorf("a host in allowHosts: %v", err)
+	}
+	if err := check.url(t.Context(), "http://127.0.0.1:9/"); err == nil {
+		t.Error("allowHosts let an address in")
 	}
 }
 
@@ -509,6 +527,7 @@ func TestPush_ConfigsSurviveARestart(t *testing.T) {
 	cfg.StateDir = t.TempDir()
 	cfg.Store.Mode = StoreEmbedded
 	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	cfg.Agent.Push.AllowNetworks = loopbackNetworks
 	cfg.Listen = "127.0.0.1:0"
 
 	run := func() (string, func()) {
@@ -575,7 +594,8 @@ func pushOutOn(t *testing.T, cfg PushConfig, url string) (*pushOut, *sdkmetric.M
 	}
 	reader := sdkmetric.NewManualReader()
 	logs := &syncbuf.Buffer{}
-	o, err := newPushOut(cfg, registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}, configs, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), slog.New(slog.NewTextHandler(logs, nil)))
+	cfg.AllowNetworks = loopbackNetworks
+	o, err := newPushOut(cfg, registry.Config{}, configs, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

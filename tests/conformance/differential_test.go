@@ -261,6 +261,9 @@ func diffNode(t *testing.T, self string, agent registry.Spec) string {
 	cfg.Delegation.Self = self
 	cfg.Agent.GRPC.Listen = "127.0.0.1:0"
 	cfg.Agents = []registry.Spec{agent}
+	// The push rows' webhook is on loopback, which the reference agent's
+	// sender allows too (AllowPrivateNetworks).
+	cfg.Agent.Push.AllowNetworks = []string{"127.0.0.0/8"}
 	return orchdtest.Start(t, cfg)
 }
 
