@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/store"
 )
@@ -69,8 +70,19 @@ type PushConfig struct {
 	// QueuePerConfig bounds the notifications waiting for one webhook
 	// config, so one dead webhook cannot fill the queue; default 100.
 	QueuePerConfig int `yaml:"queuePerConfig"`
-	// Concurrency bounds the deliveries in flight at once; default 16.
+	// QueuePerTenant bounds the notifications waiting for one tenant's
+	// webhooks, so one tenant's cannot fill the queue; default 1000.
+	QueuePerTenant int `yaml:"queuePerTenant"`
+	// QueueBytesPerTenant bounds their bytes; default 16 MiB.
+	QueueBytesPerTenant int64 `yaml:"queueBytesPerTenant"`
+	// Concurrency bounds the deliveries in flight at once; default 64.
 	Concurrency int `yaml:"concurrency"`
+	// ConcurrencyPerTenant bounds the deliveries in flight to one
+	// tenant's webhooks, so webhooks that hang hold no more; default 8.
+	ConcurrencyPerTenant int `yaml:"concurrencyPerTenant"`
+	// ConcurrencyPerHost bounds the deliveries in flight to one webhook
+	// host (host and port); default 4.
+	ConcurrencyPerHost int `yaml:"concurrencyPerHost"`
 }
 
 // withDefaults returns c with its zero fields set.
@@ -97,7 +109,13 @@ func (c PushConfig) withDefaults() PushConfig {
 		c.QueueBytes = 64 << 20
 	}
 	setInt(&c.QueuePerConfig, 100)
-	setInt(&c.Concurrency, 16)
+	setInt(&c.QueuePerTenant, 1000)
+	if c.QueueBytesPerTenant <= 0 {
+		c.QueueBytesPerTenant = 16 << 20
+	}
+	setInt(&c.Concurrency, 64)
+	setInt(&c.ConcurrencyPerTenant, 8)
+	setInt(&c.ConcurrencyPerHost, 4)
 	return c
 }
 
@@ -137,9 +155,12 @@ type pushConfigStore interface {
 // config has its own lane, delivered in order by one goroutine at a time;
 // a notification is tried up to MaxAttempts times with exponential
 // backoff, and the config (with its secrets) is read afresh for every
-// attempt, so a deleted config gets nothing more. Every notification
-// given up (queue full, attempts spent, refused, orchd stopping) is
-// logged and counted in orchd.push.notifications{outcome=given_up}.
+// attempt, so a deleted config gets nothing more. Tenants are kept apart:
+// each has its own share of the queue, and attempts take their turn for
+// slots per tenant and per host (pushSlots), so one tenant's dead
+// webhooks delay nobody else's notifications. Every notification given
+// up (queue full, attempts spent, refused, orchd stopping) is logged and
+// counted in orchd.push.notifications{outcome=given_up}.
 //
 // The lanes' goroutines belong to pushOut: close stops the retries and
 // waits for them.
@@ -158,15 +179,22 @@ type pushOut struct {
 	// drain (pushDrain).
 	draining chan struct{}
 	drain    time.Duration
-	sem      chan struct{}
+	slots    *pushSlots
 	wg       sync.WaitGroup
 
 	// mu guards the fields below.
 	mu      sync.Mutex
 	lanes   map[pushLaneKey]*pushLane
+	tenants map[string]*pushTenantQueue
 	pending int
 	bytes   int64
 	closed  bool
+}
+
+// pushTenantQueue is what one tenant has waiting.
+type pushTenantQueue struct {
+	pending int
+	bytes   int64
 }
 
 var _ push.Sender = (*pushOut)(nil)
@@ -185,10 +213,11 @@ type pushLane struct {
 
 // notification is one event to deliver to one config.
 type notification struct {
-	id   string
-	key  pushLaneKey
-	host string // the webhook's host, for logs
-	body []byte
+	id     string
+	key    pushLaneKey
+	tenant string // whose share it takes (pushTenant)
+	host   string // the webhook's host, for logs and slots
+	body   []byte
 }
 
 // newPushOut builds the sender over configs. rcfg is the registry's
@@ -221,8 +250,9 @@ func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, m
 			// none is followed, and a 3xx is a failed delivery.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		ctx: ctx, cancel: cancel, draining: make(chan struct{}), drain: pushDrain, sem: make(chan struct{}, cfg.Concurrency),
-		lanes: map[pushLaneKey]*pushLane{},
+		ctx: ctx, cancel: cancel, draining: make(chan struct{}), drain: pushDrain,
+		slots: newPushSlots(cfg.Concurrency, cfg.ConcurrencyPerTenant, cfg.ConcurrencyPerHost),
+		lanes: map[pushLaneKey]*pushLane{}, tenants: map[string]*pushTenantQueue{},
 	}, nil
 }
 
@@ -245,7 +275,7 @@ func (o *pushOut) SendPush(ctx context.Context, config *a2a.PushConfig, event a2
 	if key.task == "" {
 		key.task = event.TaskInfo().TaskID
 	}
-	n := &notification{id: rand.Text(), key: key, host: hostOf(config.URL)}
+	n := &notification{id: rand.Text(), key: key, tenant: pushTenant(ctx), host: hostOf(config.URL)}
 	body, err := json.Marshal(a2a.StreamResponse{Event: event})
 	if err != nil {
 		o.giveUp(n, 0, fmt.Sprintf("encode the event: %v", err))
@@ -255,6 +285,10 @@ func (o *pushOut) SendPush(ctx context.Context, config *a2a.PushConfig, event a2
 	size := int64(len(body))
 	o.mu.Lock()
 	lane := o.lanes[key]
+	tq := o.tenants[n.tenant]
+	if tq == nil {
+		tq = &pushTenantQueue{}
+	}
 	reason := ""
 	switch {
 	case o.closed:
@@ -263,6 +297,10 @@ func (o *pushOut) SendPush(ctx context.Context, config *a2a.PushConfig, event a2
 		reason = fmt.Sprintf("the queue holds %d notifications, the most it may (agent.push.queueSize)", o.pending)
 	case o.bytes+size > o.cfg.QueueBytes:
 		reason = fmt.Sprintf("the queue would hold over %d bytes (agent.push.queueBytes)", o.cfg.QueueBytes)
+	case tq.pending >= o.cfg.QueuePerTenant:
+		reason = fmt.Sprintf("%d notifications wait for this tenant's webhooks already (agent.push.queuePerTenant)", tq.pending)
+	case tq.bytes+size > o.cfg.QueueBytesPerTenant:
+		reason = fmt.Sprintf("this tenant's notifications waiting would be over %d bytes (agent.push.queueBytesPerTenant)", o.cfg.QueueBytesPerTenant)
 	case lane != nil && len(lane.queue) >= o.cfg.QueuePerConfig:
 		reason = fmt.Sprintf("%d notifications wait for this webhook already (agent.push.queuePerConfig)", len(lane.queue))
 	}
@@ -273,6 +311,9 @@ func (o *pushOut) SendPush(ctx context.Context, config *a2a.PushConfig, event a2
 	}
 	o.pending++
 	o.bytes += size
+	tq.pending++
+	tq.bytes += size
+	o.tenants[n.tenant] = tq
 	start := lane == nil
 	if start {
 		lane = &pushLane{key: key}
@@ -310,6 +351,13 @@ func (o *pushOut) runLane(lane *pushLane) {
 		lane.queue = lane.queue[1:]
 		o.pending--
 		o.bytes -= int64(len(n.body))
+		if tq := o.tenants[n.tenant]; tq != nil {
+			if tq.pending--; tq.pending == 0 {
+				delete(o.tenants, n.tenant)
+			} else {
+				tq.bytes -= int64(len(n.body))
+			}
+		}
 		o.mu.Unlock()
 		o.inst.pending.Add(context.Background(), -1)
 	}
@@ -372,12 +420,10 @@ const (
 // attempt makes one delivery of n. Its error says why it failed, with the
 // webhook's host but never its URL, token or credentials.
 func (o *pushOut) attempt(n *notification) (pushResult, error) {
-	select {
-	case o.sem <- struct{}{}:
-	case <-o.ctx.Done():
+	if o.slots.acquire(o.ctx, n.tenant, n.host) != nil {
 		return pushRetry, errors.New("orchd is stopping")
 	}
-	defer func() { <-o.sem }()
+	defer o.slots.release(n.tenant, n.host)
 	ctx, cancel := context.WithTimeout(o.ctx, time.Duration(o.cfg.Timeout))
 	defer cancel()
 	cfg, err := o.configs.ForDelivery(ctx, n.key.task, n.key.config)
@@ -421,6 +467,23 @@ func (o *pushOut) attempt(n *notification) (pushResult, error) {
 		return pushRetry, fmt.Errorf("%s answered %d", n.host, code)
 	default:
 		return pushRefused, fmt.Errorf("%s answered %d, which no retry changes", n.host, code)
+	}
+}
+
+// pushTenant names whose share of the push queue and slots a
+// notification takes: the tenant of the caller whose task it is, else the
+// caller's principal, else "" (a daemon without authentication). a2a-go
+// sends a task's events with the context of the call that runs it, which
+// carries the caller.
+func pushTenant(ctx context.Context) string {
+	p, ok := auth.PrincipalFrom(ctx)
+	switch {
+	case !ok:
+		return ""
+	case p.Tenant != "":
+		return "tenant " + p.Tenant
+	default:
+		return "principal " + p.ID
 	}
 }
 

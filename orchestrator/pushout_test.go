@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -45,6 +47,8 @@ type webhook struct {
 	got  []received
 	fail int
 	hang bool
+	// hanging counts the requests a hanging webhook holds.
+	hanging atomic.Int32
 	// stop releases hanging requests when the test ends, before Close
 	// waits for them.
 	stop chan struct{}
@@ -60,6 +64,8 @@ func newWebhook(t *testing.T, fail int, hang bool) *webhook {
 
 func (w *webhook) serve(rw http.ResponseWriter, r *http.Request) {
 	if w.hang {
+		w.hanging.Add(1)
+		defer w.hanging.Add(-1)
 		select {
 		case <-r.Context().Done():
 		case <-w.stop:
@@ -321,6 +327,84 @@ func TestPush_DeadWebhookDoesNotSlowTheDelegation(t *testing.T) {
 	t.Logf("delegation: %s with a webhook that answers, %s and %s with a dead webhook", withLive, withDead, again)
 	if limit := withLive + time.Second; withDead > limit || again > limit {
 		t.Errorf("delegation took %s and %s with a dead webhook, %s with one that answers", withDead, again, withLive)
+	}
+}
+
+// hangingAt is how many requests the webhooks hold.
+func hangingAt(hooks []*webhook) int {
+	n := 0
+	for _, h := range hooks {
+		n += int(h.hanging.Load())
+	}
+	return n
+}
+
+// deadWebhooksDelayNothingElse has alice start 40 quick tasks, each
+// pushing to one of dead (webhooks that never answer, each given a
+// minute), then caller pushes a quick task of its own to a webhook that
+// answers, and times its notifications. Delivery is capped at 16 in
+// flight, so that alice's 40 webhooks could take every slot: her share
+// (per tenant or per host) is what leaves the others theirs. It returns
+// how long the last notification took after the task was sent.
+func deadWebhooksDelayNothingElse(t *testing.T, dead []*webhook, caller string, maxHanging int) time.Duration {
+	t.Helper()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(5*time.Millisecond))
+	base := pushDaemon(t, worker.URL, func(c *Config) {
+		c.Agent.Push.Timeout = Duration(time.Minute)
+		c.Agent.Push.Concurrency = 16
+	})
+	alice := a2aAs(t, base, aliceToken)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			if _, err := sendWithPush(t, alice, dead[i%len(dead)].URL+"/"+strconv.Itoa(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	waitUntil(t, "alice's webhooks to hang", func() bool { return hangingAt(dead) >= maxHanging })
+
+	live := newWebhook(t, 0, false)
+	start := time.Now()
+	if _, err := sendWithPush(t, a2aAs(t, base, caller), live.URL); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Since(start)
+	got := live.waitState(t, a2a.TaskStateCompleted)
+	took := time.Since(start)
+	t.Logf("%d notifications (%s), the last %s after the send answered (it took %s); %d requests hang at alice's dead webhooks",
+		len(got), strings.TrimSpace(states(got)), took-sent, sent, hangingAt(dead))
+	if n := hangingAt(dead); n > maxHanging {
+		t.Errorf("%d requests hang at alice's dead webhooks, over her share of %d", n, maxHanging)
+	}
+	return took
+}
+
+// TestPush_DeadWebhooksOfOneTenantDelayNoOtherTenant: alice's 40 webhooks
+// on 10 hosts hang; bob's quick task's notifications arrive at once, not
+// once alice's attempts time out.
+func TestPush_DeadWebhooksOfOneTenantDelayNoOtherTenant(t *testing.T) {
+	t.Parallel()
+	dead := make([]*webhook, 10)
+	for i := range dead {
+		dead[i] = newWebhook(t, 0, true)
+	}
+	// alice holds concurrencyPerTenant (8) slots at most.
+	if took := deadWebhooksDelayNothingElse(t, dead, bobToken, 8); took > 5*time.Second {
+		t.Errorf("bob's notifications took %s behind alice's dead webhooks", took)
+	}
+}
+
+// TestPush_DeadHostDelaysNoOtherHost: 40 of alice's webhooks on one host
+// hang; her own quick task's notifications to another host arrive at
+// once.
+func TestPush_DeadHostDelaysNoOtherHost(t *testing.T) {
+	t.Parallel()
+	dead := []*webhook{newWebhook(t, 0, true)}
+	// The host holds concurrencyPerHost (4) slots at most.
+	if took := deadWebhooksDelayNothingElse(t, dead, aliceToken, 4); took > 5*time.Second {
+		t.Errorf("alice's notifications to a live host took %s behind her dead one", took)
 	}
 }
 
@@ -775,6 +859,26 @@ func TestPushOut_Bounds(t *testing.T) {
 		// The first is in flight, two wait behind it: seven have no room.
 		if n := counted(t, reader, "given_up"); n != 7 {
 			t.Errorf("%d given up at once, want 7", n)
+		}
+	})
+	t.Run("tenant queue", func(t *testing.T) {
+		t.Parallel()
+		dead := newWebhook(t, 0, true)
+		o, reader, _ := pushOutOn(t, PushConfig{QueuePerTenant: 5}, dead.URL)
+		defer o.close()
+		acme := auth.WithPrincipal(t.Context(), &auth.Principal{ID: "alice", Tenant: "acme"})
+		globex := auth.WithPrincipal(t.Context(), &auth.Principal{ID: "bob", Tenant: "globex"})
+		for range 10 {
+			_ = o.SendPush(acme, &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
+		}
+		if n := counted(t, reader, "given_up"); n != 5 {
+			t.Errorf("%d of acme's 10 given up, want 5 over its share of the queue", n)
+		}
+		for range 3 {
+			_ = o.SendPush(globex, &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
+		}
+		if n := counted(t, reader, "given_up"); n != 5 {
+			t.Errorf("%d given up after globex's 3, want still 5: acme's share is not globex's", n)
 		}
 	})
 	t.Run("attempts", func(t *testing.T) {
