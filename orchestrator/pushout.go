@@ -170,6 +170,7 @@ type pushOut struct {
 	client  *http.Client
 	check   *pushURLCheck
 	log     *slog.Logger
+	gaveUp  *pushGiveUpLog
 	inst    pushInstruments
 
 	ctx    context.Context
@@ -242,7 +243,7 @@ func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, m
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &pushOut{
-		cfg: cfg, configs: configs, check: check, log: log, inst: newPushInstruments(mp),
+		cfg: cfg, configs: configs, check: check, log: log, gaveUp: newPushGiveUpLog(log), inst: newPushInstruments(mp),
 		client: &http.Client{
 			Transport: transport,
 			Timeout:   time.Duration(cfg.Timeout),
@@ -487,10 +488,10 @@ func pushTenant(ctx context.Context) string {
 	}
 }
 
-// giveUp logs and counts a notification that will not be delivered.
+// giveUp logs (pushGiveUpLog) and counts a notification that will not be
+// delivered.
 func (o *pushOut) giveUp(n *notification, attempts int, reason string) {
-	o.log.Warn("push notification given up", "task", n.key.task, "config", n.key.config, "host", n.host,
-		"attempts", attempts, "reason", reason)
+	o.gaveUp.giveUp(n.host, "task", n.key.task, "config", n.key.config, "attempts", attempts, "reason", reason)
 	o.inst.notifications.Add(context.Background(), 1, pushOutcome("given_up"))
 }
 
@@ -500,8 +501,9 @@ const pushDrain = 2 * time.Second
 
 // close tries each notification still queued once more, for up to
 // o.drain and with no backoff, then stops the rest, gives up what still
-// waits, and returns once every lane's goroutine has ended. SendPush gives
-// up what comes after.
+// waits, and returns once every lane's goroutine has ended and the
+// given-up log has written its summary. SendPush gives up what comes
+// after.
 func (o *pushOut) close() {
 	if o == nil {
 		return
@@ -523,6 +525,7 @@ func (o *pushOut) close() {
 	timer.Stop()
 	o.cancel()
 	<-drained
+	o.gaveUp.close()
 	o.client.CloseIdleConnections()
 }
 
@@ -619,7 +622,7 @@ func (s checkedPushConfigs) List(ctx context.Context, taskID a2a.TaskID) ([]*a2a
 	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.Method() == "ListTaskPushConfigs" {
 		return nil, err
 	}
-	s.out.log.Warn("push notification given up", "task", taskID, "reason", "the push configs cannot be read: "+err.Error())
+	s.out.gaveUp.giveUp("(push configs unread)", "task", taskID, "reason", "the push configs cannot be read: "+err.Error())
 	s.out.inst.notifications.Add(context.Background(), 1, pushOutcome("given_up"))
 	return []*a2a.PushConfig{}, nil
 }

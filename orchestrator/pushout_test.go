@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -708,6 +709,26 @@ func counted(t *testing.T, r *sdkmetric.ManualReader, outcome string) int64 {
 	return n
 }
 
+// givenUpLogged reads a text log: the push notifications given up logged
+// one by one, and those the summary lines count.
+func givenUpLogged(t *testing.T, logs string) (lines, summed int) {
+	t.Helper()
+	for line := range strings.Lines(logs) {
+		switch {
+		case strings.Contains(line, `msg="push notification given up"`):
+			lines++
+		case strings.Contains(line, `msg="push notifications given up and not logged one by one"`):
+			m := regexp.MustCompile(` notifications=(\d+) `).FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("a summary without its count: %s", line)
+			}
+			n, _ := strconv.Atoi(m[1])
+			summed += n
+		}
+	}
+	return lines, summed
+}
+
 func statusEvent(state a2a.TaskState) a2a.Event {
 	return &a2a.TaskStatusUpdateEvent{TaskID: "t", ContextID: "ctx", Status: a2a.TaskStatus{State: state}}
 }
@@ -742,8 +763,9 @@ func TestPushOut_CloseStopsRetries(t *testing.T) {
 	if n := counted(t, reader, "given_up"); n != sent {
 		t.Errorf("%d given up counted, want %d", n, sent)
 	}
-	if got := strings.Count(logs.String(), "push notification given up"); got != sent {
-		t.Errorf("%d given-up lines logged, want %d:\n%s", got, sent, logs)
+	// One line for the webhook's host, a summary for the rest.
+	if lines, summed := givenUpLogged(t, logs.String()); lines != 1 || lines+summed != sent {
+		t.Errorf("%d given up logged one by one and %d in summaries, want 1 and %d:\n%s", lines, summed, sent-1, logs)
 	}
 	if strings.Contains(logs.String(), "tok-secret-3") {
 		t.Errorf("the log shows the token:\n%s", logs)
@@ -899,6 +921,54 @@ func TestPushOut_Bounds(t *testing.T) {
 			t.Errorf("the webhook saw %d attempts, want 3 of one notification id", len(got))
 		}
 	})
+}
+
+// TestPushOut_GivenUpLogIsBounded: a dead webhook whose notifications are
+// given up by the hundred, and thirty more hosts, cost ten WARN lines and
+// one summary per period, which counts every one of the others; the
+// summary comes when the period ends, and the next period logs afresh.
+func TestPushOut_GivenUpLogIsBounded(t *testing.T) {
+	t.Parallel()
+	dead := newWebhook(t, 0, true)
+	// One notification fills the queue; the others are given up at once.
+	o, reader, logs := pushOutOn(t, PushConfig{QueueSize: 1}, dead.URL)
+	o.gaveUp.period = time.Hour // the summary comes at close
+	o.drain = 10 * time.Millisecond
+	send := func(url string) {
+		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: url}, statusEvent(a2a.TaskStateWorking))
+	}
+	for range 501 {
+		send(dead.URL)
+	}
+	for i := range 30 {
+		send("http://127.0.0.1:" + strconv.Itoa(10000+i) + "/hook")
+	}
+	if lines, _ := givenUpLogged(t, logs.String()); lines != pushLogLines {
+		t.Errorf("%d given up logged one by one during the period, want %d", lines, pushLogLines)
+	}
+	o.close()
+	// The one in flight is given up at close too: 531 in all.
+	lines, summed := givenUpLogged(t, logs.String())
+	if n := counted(t, reader, "given_up"); lines != pushLogLines || int64(lines+summed) != n || n != 531 {
+		t.Errorf("%d logged one by one, %d in the summary, %d counted; want %d, and 531 in all:\n%s", lines, summed, n, pushLogLines, logs)
+	}
+	if !strings.Contains(logs.String(), "hosts=\""+dead.Listener.Addr().String()+" (") {
+		t.Errorf("the summary does not name the dead webhook's host first:\n%s", logs)
+	}
+
+	// A period that ends writes its summary by itself.
+	o, _, logs = pushOutOn(t, PushConfig{QueueSize: 1}, dead.URL)
+	defer o.close()
+	o.gaveUp.period = 50 * time.Millisecond
+	o.drain = 10 * time.Millisecond
+	for range 101 {
+		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
+	}
+	waitUntil(t, "the period's summary", func() bool { _, summed := givenUpLogged(t, logs.String()); return summed == 99 })
+	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
+	if lines, _ := givenUpLogged(t, logs.String()); lines != 2 {
+		t.Errorf("%d logged one by one after a new period began, want 2:\n%s", lines, logs)
+	}
 }
 
 // TestPushOut_NoRedirects: a webhook answering a redirect is not
