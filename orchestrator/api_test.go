@@ -115,12 +115,15 @@ func call(t testing.TB, method, url, body string, out any) int {
 }
 
 // callAs is call with a bearer token ("" for none); it returns the status
-// and the response headers.
+// and the response headers. A body is sent as JSON.
 func callAs(t testing.TB, token, method, url, body string, out any) (int, http.Header) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

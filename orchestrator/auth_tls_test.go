@@ -68,6 +68,9 @@ func TestAuth_MTLSClientCertificates(t *testing.T) {
 	do := func(c *http.Client, token, method, path, body string, out any) int {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

@@ -175,7 +175,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if h := tel.MetricsHandler(); h != nil {
 		mux.Handle("GET /metrics", g.wrap(groupMetrics, authz.metrics(h)))
 	}
-	api := tel.Handler(limits.api(newAPI(reg, engine, delegations, authz, d.stopping, d.notReady, log.With("component", "api"))), "orchd")
+	api := tel.Handler(jsonRequests(limits.api(newAPI(reg, engine, delegations, authz, d.stopping, d.notReady, log.With("component", "api"))), log.With("component", "api")), "orchd")
 	for _, route := range []string{"GET /healthz", "GET /readyz"} {
 		mux.Handle(route, g.wrap(groupHealth, api))
 	}

@@ -58,6 +58,7 @@ func viaAPI(t *testing.T, base string, h http.Header) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	for k, vs := range h {
 		req.Header[k] = slices.Clone(vs)
 	}

@@ -161,7 +161,7 @@ func post(ctx context.Context, c *http.Client, url string, body any) (status int
 func printHowToRegister(w io.Writer, orchd string, agents []fleet.Agent) {
 	fmt.Fprintf(w, "no orchd answers at %s; start one (go run ./cmd/orchd serve) and register the agents:\n\n", orchd)
 	for _, a := range agents {
-		fmt.Fprintf(w, "  curl -s -X POST %s/v1/agents -d '{\"id\": %q, \"url\": %q}'\n", strings.TrimRight(orchd, "/"), a.ID, a.URL)
+		fmt.Fprintf(w, "  curl -s -X POST %s/v1/agents -H 'Content-Type: application/json' -d '{\"id\": %q, \"url\": %q}'\n", strings.TrimRight(orchd, "/"), a.ID, a.URL)
 	}
 	fmt.Fprintln(w, "\nor list them in its config file (orchd serve --config orchd.yaml):")
 	fmt.Fprintln(w, "\n  agents:")

@@ -83,7 +83,7 @@ func TestRun_Registers(t *testing.T) {
 	}
 
 	out = runUntil(t, "run until Ctrl-C", "--orchd", "http://127.0.0.1:1", "--port", "0")
-	for _, want := range []string{"no orchd answers at http://127.0.0.1:1", `curl -s -X POST http://127.0.0.1:1/v1/agents -d '{"id": "legacy", "url": "http://127.0.0.1:`, "  agents:\n    - {id: report, url: \"http://127.0.0.1:"} {
+	for _, want := range []string{"no orchd answers at http://127.0.0.1:1", `curl -s -X POST http://127.0.0.1:1/v1/agents -H 'Content-Type: application/json' -d '{"id": "legacy", "url": "http://127.0.0.1:`, "  agents:\n    - {id: report, url: \"http://127.0.0.1:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
