@@ -134,10 +134,7 @@ func acceptedMediaType(ct string) bool {
 // mediaTypeMessage is the refusal's message; the refused value is quoted
 // and cut, as it came from the client.
 func mediaTypeMessage(ct string) string {
-	if len(ct) > 100 {
-		ct = ct[:100] + "…"
-	}
-	return "request Content-Type " + strconv.Quote(ct) + " is not supported: send application/json or application/a2a+json"
+	return "request Content-Type " + quoteCut(ct) + " is not supported: send application/json or application/a2a+json"
 }
 
 // restFallback makes the answers of a2a-go's HTTP+JSON handlers to paths

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strconv"
 )
 
 // jsonRequests refuses, with 415 and the API's error body, an HTTP API
@@ -29,10 +28,7 @@ func jsonRequests(next http.Handler, log *slog.Logger) http.Handler {
 		}
 		msg := "a request body needs Content-Type: application/json"
 		if ct != "" {
-			if len(ct) > 100 {
-				ct = ct[:100] + "…"
-			}
-			msg = "request Content-Type " + strconv.Quote(ct) + " is not supported: send application/json"
+			msg = "request Content-Type " + quoteCut(ct) + " is not supported: send application/json"
 		}
 		log.InfoContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "error", msg)
 		if hasBody {

@@ -24,15 +24,18 @@ import (
 // in through the console's form presents its bearer token in a cookie,
 // which is read for the console's routes alone, as the Authorization
 // header it stands for. apiHandler is the API, whose event stream the
-// console's live updates reuse; name is the daemon's display name.
+// console's live updates reuse; crossOrigin is the daemon's protection
+// from other sites' posts, which knows its own origins (browserguard.go);
+// name is the daemon's display name.
 func routeConsole(mux *http.ServeMux, g *gate, reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz authorizer,
-	apiHandler http.Handler, name string, log *slog.Logger) error {
+	apiHandler http.Handler, crossOrigin *http.CrossOriginProtection, name string, log *slog.Logger) error {
 	a := &api{reg: reg, policies: engine, delegations: delegations, authz: authz, log: log}
 	cfg := console.Config{
-		Source:   consoleSource{a},
-		Classify: classify,
-		Name:     name,
-		Log:      a.log,
+		Source:      consoleSource{a},
+		Classify:    classify,
+		Name:        name,
+		Log:         a.log,
+		CrossOrigin: crossOrigin,
 		Events: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// The API's own stream, authorized there as any API call.
 			r2 := r.Clone(r.Context())

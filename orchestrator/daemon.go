@@ -169,6 +169,11 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	delegations.OnResume(d.agent.exec.resumed)
 	access := newAccessLog(cfg.Log, log.With("component", "access"))
 	d.grpc = newGRPCServer(cfg, g, d.agent.handler, tel, access, log.With("component", "grpc"))
+	guard, err := newBrowserGuard(cfg, authn != nil, log.With("component", "http"))
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
 	d.agent.routes(mux, tel, limits, g)
@@ -182,14 +187,14 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	mux.Handle("GET /openapi.yaml", g.wrap(groupOpenAPI, api))
 	// Not behind the gate: each delegation's webhook has its own token.
 	newPushWebhook(delegations, log.With("component", "push")).route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
-	if err := routeConsole(mux, g, reg, engine, delegations, authz, api, cfg.Agent.Name, log.With("component", "console")); err != nil {
+	if err := routeConsole(mux, g, reg, engine, delegations, authz, api, guard.origin, cfg.Agent.Name, log.With("component", "console")); err != nil {
 		d.Close()
 		return nil, err
 	}
 	mux.Handle("/", g.wrap(groupAPI, api))
-	// Outermost, so every request is logged: the mux's 404s and the
-	// gate's 401s too.
-	d.handler = access.wrap(mux)
+	// Outermost, so every request is logged: the mux's 404s, the gate's
+	// 401s and the browser guard's 403s too.
+	d.handler = access.wrap(guard.wrap(mux))
 	return d, nil
 }
 

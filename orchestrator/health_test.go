@@ -111,7 +111,7 @@ func TestAPI_Readyz(t *testing.T) {
 	}
 	readyz := func() (int, Readiness) {
 		rec := httptest.NewRecorder()
-		d.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		d.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/readyz", nil))
 		var r Readiness
 		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
 			t.Errorf("GET /readyz: %v in %s", err, rec.Body)

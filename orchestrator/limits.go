@@ -50,6 +50,11 @@ type HTTPConfig struct {
 	// TLS serves HTTPS with this certificate instead of HTTP; auth.mtls
 	// needs it.
 	TLS *TLSConfig `yaml:"tls"`
+	// AllowedHosts lists host names callers reach orchd by, besides IP
+	// addresses, localhost and the hosts of listen, agent.url and
+	// delegation.pushURL. Requests a browser could send on its own must
+	// name one in Host (browserguard.go).
+	AllowedHosts []string `yaml:"allowedHosts"`
 }
 
 // TLSConfig is the certificate orchd serves HTTPS with.
@@ -113,6 +118,11 @@ func (c HTTPConfig) validate() error {
 			c.MaxBufferedBodyBytes)
 	case c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == ""):
 		return fmt.Errorf("config: http.tls needs certFile and keyFile")
+	}
+	for i, h := range c.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/*@ ") {
+			return fmt.Errorf("config: http.allowedHosts[%d] %q: want a host name, without scheme, port or wildcard", i, h)
+		}
 	}
 	return nil
 }

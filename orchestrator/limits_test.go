@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -412,7 +413,7 @@ func TestBodyLimits_SlowBodiesTimeOut(t *testing.T) {
 					return
 				}
 				defer conn.Close()
-				if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: orchd\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path); err != nil {
+				if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path); err != nil {
 					t.Error(err)
 					return
 				}
@@ -688,10 +689,14 @@ func TestHTTPConfig_Defaults(t *testing.T) {
 	t.Parallel()
 	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, MaxBufferedBodyBytes: 64 << 20,
 		ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute)}
-	if got := loadDefaults(t).HTTP; got != want {
+	got := loadDefaults(t).HTTP
+	if len(got.AllowedHosts) != 0 {
+		t.Errorf("defaults.yaml http.allowedHosts = %q, want none", got.AllowedHosts)
+	}
+	if got.AllowedHosts = nil; !reflect.DeepEqual(got, want) { // [] in the file
 		t.Errorf("defaults.yaml http = %+v, want %+v", got, want)
 	}
-	if got := (HTTPConfig{}).withDefaults(); got != want {
+	if got := (HTTPConfig{}).withDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("zero http section = %+v, want the defaults %+v", got, want)
 	}
 	srv := HTTPConfig{ReadTimeout: Duration(time.Second)}.server(nil, slog.New(slog.DiscardHandler))
