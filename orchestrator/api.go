@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -318,7 +319,7 @@ type EvaluateResponse struct {
 // evaluatePolicies is a dry run: it decides every candidate under the
 // policies in force and explains each decision, delegating nothing.
 func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
-	if !a.allow(w, r, policies.ActionPoliciesEvaluate, policies.Resource{Kind: policies.ResourcePolicies}) {
+	if !a.allow(w, r, policies.ActionPoliciesEvaluate, dryRunAs(a.authz.gate.callerOf(r.Context()))) {
 		return
 	}
 	var req EvaluateRequest
@@ -326,12 +327,42 @@ func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	res, err := a.evaluate(r.Context(), req)
+	res, err := a.dryRun(r.Context(), req)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	a.reply(w, http.StatusOK, res)
+}
+
+// dryRunAs is the resource of a dry run as caller c: the policies, for
+// c's principal and tenant. The default authorization policy lets
+// callers dry-run as themselves, and only admins as anyone else.
+func dryRunAs(c policies.Caller) policies.Resource {
+	return policies.Resource{Kind: policies.ResourcePolicies, Owner: c.Principal, Tenant: c.Tenant}
+}
+
+// dryRun is the dry run req asks the caller of ctx for, as the API and
+// the console answer it: as that caller when req names none, and as the
+// caller req names only when the authorization policies let the caller
+// of ctx dry-run as that one, since the routing of another principal or
+// tenant is theirs (403 otherwise).
+func (a *api) dryRun(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
+	if reflect.ValueOf(req.Caller).IsZero() {
+		req.Caller = a.authz.gate.callerOf(ctx)
+	}
+	if dec := a.authz.decide(ctx, policies.ActionPoliciesEvaluate, dryRunAs(req.Caller)); !dec.Allowed {
+		return EvaluateResponse{}, denied(policies.ActionPoliciesEvaluate+" as "+callerName(req.Caller), dec)
+	}
+	return a.evaluate(ctx, req)
+}
+
+// callerName names a caller in a refusal: principal@tenant.
+func callerName(c policies.Caller) string {
+	if c.Tenant == "" {
+		return strconv.Quote(c.Principal)
+	}
+	return strconv.Quote(c.Principal + "@" + c.Tenant)
 }
 
 // evaluate decides req's candidates under the policies in force: the

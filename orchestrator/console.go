@@ -198,14 +198,14 @@ func (s consoleSource) Policies(ctx context.Context) (policies.Status, error) {
 }
 
 func (s consoleSource) Evaluate(ctx context.Context, request string) (int, *policies.Result, error) {
-	if err := s.check(ctx, policies.ActionPoliciesEvaluate, policies.Resource{Kind: policies.ResourcePolicies}); err != nil {
+	if err := s.check(ctx, policies.ActionPoliciesEvaluate, dryRunAs(s.a.authz.gate.callerOf(ctx))); err != nil {
 		return 0, nil, err
 	}
 	var req EvaluateRequest
 	if err := decodeJSON(strings.NewReader(request), &req); err != nil {
 		return 0, nil, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "the request is not valid JSON for a dry run: " + err.Error()}
 	}
-	res, err := s.a.evaluate(ctx, req)
+	res, err := s.a.dryRun(ctx, req)
 	if err != nil {
 		return 0, nil, err
 	}

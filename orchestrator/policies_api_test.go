@@ -1,6 +1,8 @@
 package orchestrator
 
 import (
+	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,5 +108,70 @@ func writeFile(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAPI_DryRunAsAnotherCallerNeedsTheRight: a dry run shows the routing
+// of the caller it runs as, so a caller may dry-run as itself (the
+// default when the body names no caller) and only an admin as another
+// principal or tenant, over the API and in the console alike.
+func TestAPI_DryRunAsAnotherCallerNeedsTheRight(t *testing.T) {
+	t.Parallel()
+	acme, _ := agentServer(t, testCard(t, "v1-minimal.json"))
+	globex, _ := agentServer(t, testCard(t, "v1-minimal.json"))
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "tenants.yaml"), `policy: tenants
+default: allow
+rules:
+  - name: own-tenant
+    deny: 'agent.id != caller.tenant + "-agent"'
+    reason: the agent serves another tenant
+`)
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens() // alice@acme, bob@globex, root (admin)
+	cfg.Policies.Paths = []string{dir}
+	cfg.Agents = []registry.Spec{{ID: "acme-agent", URL: acme.URL}, {ID: "globex-agent", URL: globex.URL}}
+	base := startDaemon(t, cfg)
+
+	cases := []struct {
+		name, token, body string
+		status            int
+		winner            string
+	}{
+		{"as itself, by default", bobToken, `{}`, 200, "globex-agent"},
+		{"as itself, named", bobToken, `{"caller": {"principal": "bob", "tenant": "globex", "roles": ["x"], "authenticated": true}}`, 200, "globex-agent"},
+		{"as another tenant's caller", bobToken, `{"caller": {"principal": "alice", "tenant": "acme"}}`, 403, ""},
+		{"as itself in another tenant", bobToken, `{"caller": {"principal": "bob", "tenant": "acme"}}`, 403, ""},
+		{"as nobody", bobToken, `{"caller": {"roles": ["admin"]}}`, 403, ""},
+		{"an admin, as anyone", rootToken, `{"caller": {"principal": "alice", "tenant": "acme"}}`, 200, "acme-agent"},
+	}
+	for _, tc := range cases {
+		var raw json.RawMessage
+		code, _ := callAs(t, tc.token, "POST", base+"/v1/policy:evaluate", tc.body, &raw)
+		if code != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, raw, tc.status)
+			continue
+		}
+		if tc.status != 200 {
+			var e ErrorBody
+			if json.Unmarshal(raw, &e) != nil || e.Error.Code != "permission_denied" || strings.Contains(string(raw), "decisions") {
+				t.Errorf("%s: %s, want permission_denied and no decisions", tc.name, raw)
+			}
+			continue
+		}
+		var res EvaluateResponse
+		if err := json.Unmarshal(raw, &res); err != nil || res.Winner != tc.winner {
+			t.Errorf("%s: winner %q (%v), want %q", tc.name, res.Winner, err, tc.winner)
+		}
+	}
+
+	// The console's dry run is the API's.
+	code, _, page := browse(t, "POST", base+"/ui/policies", bobToken, url.Values{"request": {`{"caller": {"principal": "alice", "tenant": "acme"}}`}})
+	if code != 403 || strings.Contains(page, "winner") {
+		t.Errorf("console dry run as alice@acme by bob = %d, want 403", code)
+	}
+	code, _, page = browse(t, "POST", base+"/ui/policies", bobToken, url.Values{"request": {`{}`}})
+	if code != 200 || !strings.Contains(page, "winner: <strong>globex-agent</strong>") {
+		t.Errorf("console dry run as bob = %d, want globex-agent to win", code)
 	}
 }

@@ -19,9 +19,10 @@ const defaultAuthorizationFile = "built-in:default-authorization.yaml"
 //     caller may do everything, as before orchd knew its callers.
 //   - An authenticated caller with the role admin may do everything.
 //   - An authenticated caller may list and read agents, read the policies
-//     and dry-run them, create delegations and list them, and read,
-//     cancel and steer the delegations it owns: created by the same
-//     principal in the same tenant.
+//     and dry-run them as itself (policies.evaluate on its own principal
+//     and tenant), create delegations and list them, and read, cancel and
+//     steer the delegations it owns: created by the same principal in the
+//     same tenant.
 //   - Anyone else, such as an anonymous caller of a daemon that has
 //     authentication configured, may do nothing.
 const DefaultAuthorizationPolicy = `kind: authorization
@@ -34,8 +35,9 @@ rules:
   - name: read-agents-and-policies
     allow: |
       caller.authenticated &&
-      action in ["agents.list", "agents.read", "policies.read", "policies.evaluate"]
-    reason: authenticated callers may read agents and policies
+      (action in ["agents.list", "agents.read", "policies.read"] ||
+       action == "policies.evaluate" && resource.owner == caller.principal && resource.tenant == caller.tenant)
+    reason: authenticated callers may read agents and policies, and dry-run the policies as themselves
   - name: create-delegations
     allow: caller.authenticated && action in ["delegations.create", "delegations.list"]
     reason: authenticated callers may create delegations and list their own
