@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -59,6 +60,9 @@ type Console struct {
 	pages map[string]*template.Template
 	log   *slog.Logger
 	h     http.Handler
+	// flashKey signs the outcomes the tree page shows after a form post
+	// (flashSig); drawn at New, so each console knows only its own.
+	flashKey []byte
 }
 
 // New parses the console's templates and returns a console serving cfg.
@@ -66,7 +70,8 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Source == nil || cfg.Classify == nil || cfg.Events == nil {
 		return nil, errors.New("console: Source, Classify and Events are required")
 	}
-	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, log: cfg.Log}
+	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, log: cfg.Log, flashKey: make([]byte, 32)}
+	_, _ = rand.Read(c.flashKey) // never fails: crypto/rand crashes the program instead
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

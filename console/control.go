@@ -1,6 +1,9 @@
 package console
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,8 +16,9 @@ import (
 
 // Controls on a delegation, posted by the tree page's forms. Without
 // JavaScript a form post is answered 303 back to the tree page, which
-// shows the outcome; the script posts with Accept: application/json and
-// shows the answer in place.
+// shows the outcome carried in the redirect's query, signed so that the
+// page shows no text a link from elsewhere put there; the script posts
+// with Accept: application/json and shows the answer in place.
 
 // controlAnswer is a control's outcome as the script reads it.
 type controlAnswer struct {
@@ -94,7 +98,7 @@ func (c *Console) control(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, ans)
 		return
 	}
-	http.Redirect(w, r, "/ui/delegations/"+url.PathEscape(id)+"?"+ans.query().Encode()+"#outcome", http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/delegations/"+url.PathEscape(id)+"?"+c.flashQuery(id, ans).Encode()+"#outcome", http.StatusSeeOther)
 }
 
 var (
@@ -102,8 +106,9 @@ var (
 	errEmptyInput = errors.New("an answer needs text")
 )
 
-// query is the outcome as the redirect to the tree page carries it.
-func (a controlAnswer) query() url.Values {
+// flashQuery is the outcome as the redirect to delegation id's tree page
+// carries it, signed (flashSig).
+func (c *Console) flashQuery(id string, a controlAnswer) url.Values {
 	q := url.Values{"done": {a.Action}}
 	if a.Receipt != nil {
 		for _, h := range a.Receipt.Hops {
@@ -116,13 +121,39 @@ func (a controlAnswer) query() url.Values {
 	if a.Error != "" {
 		q.Set("error", a.Error)
 	}
+	q.Set("sig", c.flashSig(id, q))
 	return q
 }
 
-// flashFrom reads a control's outcome from the tree page's query; nil
-// when there is none. It only shows what the redirect carried; the
-// receipts themselves are in the events below it.
-func flashFrom(q url.Values) *flash {
+// flashSig signs an outcome for delegation id's tree page: an HMAC of the
+// page's id and the query without its "sig", under a key the console
+// drew at start. A link from elsewhere cannot carry a valid one, so its
+// text is never shown as an outcome; nor can an outcome be moved to
+// another delegation's page.
+func (c *Console) flashSig(id string, q url.Values) string {
+	signed := url.Values{}
+	for k, v := range q {
+		if k != "sig" {
+			signed[k] = v
+		}
+	}
+	mac := hmac.New(sha256.New, c.flashKey)
+	mac.Write([]byte(id + "?" + signed.Encode())) // Encode sorts by key: one text per outcome
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// flashFrom reads a control's outcome from delegation id's tree page's
+// query; nil when there is none, or when the console did not sign it
+// (flashSig). It only shows what the redirect carried; the receipts
+// themselves are in the events below it.
+func (c *Console) flashFrom(id string, q url.Values) *flash {
+	sig, err := base64.RawURLEncoding.DecodeString(q.Get("sig"))
+	if err != nil || len(sig) == 0 {
+		return nil
+	}
+	if want, _ := base64.RawURLEncoding.DecodeString(c.flashSig(id, q)); !hmac.Equal(sig, want) {
+		return nil
+	}
 	a := q.Get("done")
 	switch a {
 	case "steer", "interrupt", "cancel", "input":

@@ -101,7 +101,7 @@ func (c *Console) tree(w http.ResponseWriter, r *http.Request) {
 		down = ag
 	}
 	v := newTree(rec, evs, ended, down)
-	v.Flash = flashFrom(r.URL.Query())
+	v.Flash = c.flashFrom(id, r.URL.Query())
 	c.render(w, r, http.StatusOK, "tree", "Delegation "+rec.ID, "delegations", v)
 }
 

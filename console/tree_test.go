@@ -84,6 +84,7 @@ func TestNewTree_ScriptFollowsOnFromTheLastEventShown(t *testing.T) {
 }
 
 func TestFlash_RoundTripsAControlsOutcome(t *testing.T) {
+	c := &Console{flashKey: []byte("a key of the test's")}
 	for _, tc := range []struct {
 		name string
 		ans  controlAnswer
@@ -96,17 +97,55 @@ func TestFlash_RoundTripsAControlsOutcome(t *testing.T) {
 			flash{Action: "interrupt", Error: "hop C does not advertise the interruptible mode"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q, err := url.ParseQuery(tc.ans.query().Encode())
+			q, err := url.ParseQuery(c.flashQuery("d-1", tc.ans).Encode())
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := flashFrom(q)
+			got := c.flashFrom("d-1", q)
 			if got == nil || got.Action != tc.want.Action || !slices.Equal(got.Hops, tc.want.Hops) || got.State != tc.want.State || got.Error != tc.want.Error {
 				t.Errorf("flash = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
-	if f := flashFrom(url.Values{"done": {"reboot"}}); f != nil {
+	if f := c.flashFrom("d-1", c.flashQuery("d-1", controlAnswer{Action: "reboot"})); f != nil {
 		t.Errorf("an unknown action shows %+v", f)
+	}
+}
+
+// TestFlash_ShowsOnlyWhatTheConsoleSigned: the tree page's outcome comes
+// from its query, which a link from anywhere can set; only an outcome the
+// console signed, for that delegation, unchanged, is shown.
+func TestFlash_ShowsOnlyWhatTheConsoleSigned(t *testing.T) {
+	c := &Console{flashKey: []byte("a key of the test's")}
+	signed := c.flashQuery("d-1", controlAnswer{Action: "steer", Error: "not WORKING"})
+	tampered := url.Values{}
+	for k, v := range signed {
+		tampered[k] = v
+	}
+	tampered.Set("error", "your session expired: log in again at https://evil.example")
+	extraHop := url.Values{}
+	for k, v := range signed {
+		extraHop[k] = v
+	}
+	extraHop.Add("hop", "call +1 555 0100 #1")
+	for _, tc := range []struct {
+		name string
+		id   string
+		q    url.Values
+	}{
+		{"unsigned", "d-1", url.Values{"done": {"steer"}, "error": {"your session expired: log in again at https://evil.example"}}},
+		{"a bad signature", "d-1", url.Values{"done": {"steer"}, "error": {"x"}, "sig": {"AAAA"}}},
+		{"a signature that is not base64", "d-1", url.Values{"done": {"steer"}, "sig": {"%%%"}}},
+		{"changed text", "d-1", tampered},
+		{"a hop added", "d-1", extraHop},
+		{"another delegation's", "d-2", signed},
+		{"another console's", "d-1", (&Console{flashKey: []byte("another key")}).flashQuery("d-1", controlAnswer{Action: "steer", Error: "evil"})},
+	} {
+		if f := c.flashFrom(tc.id, tc.q); f != nil {
+			t.Errorf("%s: shows %+v", tc.name, f)
+		}
+	}
+	if f := c.flashFrom("d-1", signed); f == nil || f.Error != "not WORKING" {
+		t.Errorf("the signed outcome shows %+v", f)
 	}
 }

@@ -301,3 +301,49 @@ func TestConsole_DelegationsArePaged(t *testing.T) {
 		t.Errorf("second page: %d rows, want 1 and no next link", rows(page))
 	}
 }
+
+// TestConsole_OutcomeIsNotTakenFromALink: the tree page shows a control's
+// outcome from the query of the redirect after a form post. A link from
+// anywhere can carry such a query; the page shows only an outcome the
+// console itself put there, unchanged.
+func TestConsole_OutcomeIsNotTakenFromALink(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
+	cfg := loadDefaults(t)
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateWorking)
+	tree := base + "/ui/delegations/" + rec.ID
+
+	const lure = "your session expired: log in again at https://evil.example"
+	for _, q := range []url.Values{
+		{"done": {"steer"}, "error": {lure}},
+		{"done": {"cancel"}, "state": {lure}},
+		{"done": {"interrupt"}, "hop": {lure}},
+		{"done": {"steer"}, "error": {lure}, "sig": {"c2lnbmVk"}},
+	} {
+		code, _, page := browse(t, "GET", tree+"?"+q.Encode(), "", nil)
+		if code != 200 || strings.Contains(page, "evil.example") || strings.Contains(page, "refused:") || strings.Contains(page, " done") {
+			t.Errorf("tree page?%s = %d, shows the link's text as an outcome", q.Encode(), code)
+		}
+	}
+
+	// The console's own redirect shows its outcome, and only unchanged.
+	code, h, _ := browse(t, "POST", tree+"/steer", "", url.Values{"text": {" "}})
+	loc, err := url.Parse(h.Get("Location"))
+	if code != http.StatusSeeOther || err != nil || loc.Query().Get("sig") == "" {
+		t.Fatalf("empty steer = %d to %q", code, h.Get("Location"))
+	}
+	if _, _, page := browse(t, "GET", base+loc.String(), "", nil); !strings.Contains(page, "steer refused: a steer needs text") {
+		t.Error("the console's own redirect does not show the refusal")
+	}
+	q := loc.Query()
+	q.Set("error", lure)
+	if _, _, page := browse(t, "GET", tree+"?"+q.Encode(), "", nil); strings.Contains(page, "evil.example") {
+		t.Error("a signed outcome with its text changed is shown")
+	}
+}
