@@ -39,12 +39,14 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browser starts a headless chromium for the test and returns its tab.
-func browser(t *testing.T) context.Context {
+// browser starts a headless chromium for the test, with more options
+// when given, and returns its tab.
+func browser(t *testing.T, more ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+	opts = append(opts, more...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
