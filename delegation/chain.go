@@ -57,12 +57,24 @@ type Chain struct {
 }
 
 // Principal is an authenticated caller as a chain carries it and a
-// record keeps it: who, and in which tenant.
+// record keeps it: who, and in which tenant. A record's owner also says
+// how the caller was authenticated, so that the same id under another
+// method or issuer is another owner; a chain's onBehalfOf carries only
+// the principal and tenant, which the next orchd believes from a trusted
+// peer alone.
 type Principal struct {
 	// ID identifies the principal within its tenant.
 	ID string `json:"principal"`
 	// Tenant is the principal's tenant; "" when it has none.
 	Tenant string `json:"tenant,omitempty"`
+	// Method is how the owner was authenticated (policies.Caller.Method):
+	// "token", "jwt", "mtls", or "peer" for a root caller a trusted orchd
+	// vouched for. Empty in chains, and in owners recorded before owners
+	// carried it.
+	Method string `json:"method,omitempty"`
+	// Issuer is who vouched for the owner (policies.Caller.Issuer): a
+	// JWT's issuer, or the trusted peer; empty otherwise.
+	Issuer string `json:"issuer,omitempty"`
 }
 
 // Errors an orchestrator receiving delegated work decides on.

@@ -66,13 +66,13 @@ type Request struct {
 	KeepUpstream func(ctx context.Context, rec Record, evs []Event) error `json:"-"`
 }
 
-// owner is the principal the delegation belongs to: the caller's, nil
-// when no one was authenticated.
+// owner is the principal the delegation belongs to: the caller's, with
+// its method and issuer, nil when no one was authenticated.
 func (r *Request) owner() *Principal {
 	if r.Caller.Principal == "" {
 		return nil
 	}
-	return &Principal{ID: r.Caller.Principal, Tenant: r.Caller.Tenant}
+	return &Principal{ID: r.Caller.Principal, Tenant: r.Caller.Tenant, Method: r.Caller.Method, Issuer: r.Caller.Issuer}
 }
 
 // ErrBadRequest marks requests that cannot be delegated as written.

@@ -93,7 +93,7 @@ func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
 		t.Fatalf("delegate as alice = %d %+v", code, rec)
 	}
-	if rec.Owner == nil || *rec.Owner != (delegation.Principal{ID: "alice", Tenant: "acme"}) || rec.Chain.OnBehalfOf == nil || rec.Chain.OnBehalfOf.ID != "alice" {
+	if rec.Owner == nil || *rec.Owner != (delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}) || rec.Chain.OnBehalfOf == nil || rec.Chain.OnBehalfOf.ID != "alice" {
 		t.Errorf("owner %+v, chain %+v", rec.Owner, rec.Chain)
 	}
 	// The agent hears whom the work is for.
@@ -386,5 +386,61 @@ func TestAuth_SignedCardOfAPeerVerifies(t *testing.T) {
 	var e ErrorBody
 	if code := call(t, "POST", aURL+"/v1/agents", `{"url": "`+bURL+`/x", "cardKeys": ["/etc/passwd"]}`, &e); code != 400 || !strings.Contains(e.Error.Message, "cardKeys") {
 		t.Errorf("cardKeys through the API = %d %+v", code, e)
+	}
+}
+
+// A delegation belongs to the identity that created it, its
+// authentication method and issuer included: a JWT whose sub and tenant
+// are those of the static token's alice@acme is someone else.
+func TestAuth_DelegationOwnersIncludeTheMethod(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Hang())
+	idp := newTestIssuer(t)
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Auth.JWT = idp.config()
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+	jwtAlice := idp.tokenFor(t, "alice", "orchd", "acme", time.Minute)
+
+	var byToken, byJWT delegation.Record
+	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &byToken); code != 201 {
+		t.Fatalf("delegate with alice's token = %d %+v", code, byToken)
+	}
+	if code, _ := callAs(t, jwtAlice, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &byJWT); code != 201 {
+		t.Fatalf("delegate with alice's JWT = %d %+v", code, byJWT)
+	}
+	if byToken.Owner == nil || *byToken.Owner != (delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}) ||
+		byJWT.Owner == nil || *byJWT.Owner != (delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodJWT, Issuer: testIssuerName}) {
+		t.Errorf("owners: by the token %+v, by the JWT %+v", byToken.Owner, byJWT.Owner)
+	}
+	for _, c := range []struct {
+		who, token string
+		other      delegation.Record
+	}{{"the JWT", jwtAlice, byToken}, {"the token", aliceToken, byJWT}} {
+		for _, req := range []struct{ method, path string }{
+			{"GET", "/v1/delegations/" + c.other.ID},
+			{"POST", "/v1/delegations/" + c.other.ID + ":cancel"},
+			{"POST", "/v1/delegations/" + c.other.ID + ":steer"},
+		} {
+			var e ErrorBody
+			if code, _ := callAs(t, c.token, req.method, base+req.path, `{"text": "mine now"}`, &e); code != 404 {
+				t.Errorf("%s %s as %s = %d %+v", req.method, req.path, c.who, code, e)
+			}
+		}
+		var l DelegationList
+		if code, _ := callAs(t, c.token, "GET", base+"/v1/delegations", "", &l); code != 200 || len(l.Delegations) != 1 || l.Delegations[0].ID == c.other.ID {
+			t.Errorf("list as %s = %d %+v", c.who, code, l)
+		}
+	}
+	for _, rec := range []delegation.Record{byToken, byJWT} {
+		var done delegation.Record
+		token := aliceToken
+		if rec.ID == byJWT.ID {
+			token = jwtAlice
+		}
+		if code, _ := callAs(t, token, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", &done); code != 200 || done.State != a2a.TaskStateCanceled {
+			t.Errorf("cancel by its owner = %d %+v", code, done.State)
+		}
 	}
 }

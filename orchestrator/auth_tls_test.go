@@ -168,7 +168,13 @@ func (i *testIssuer) config() *auth.JWTConfig {
 // token is a JWT for carol of tenant, for audience aud, valid for ttl.
 func (i *testIssuer) token(tb testing.TB, aud, tenant string, ttl time.Duration) string {
 	tb.Helper()
-	tok, err := jwt.NewBuilder().Issuer(testIssuerName).Audience([]string{aud}).Subject("carol").
+	return i.tokenFor(tb, "carol", aud, tenant, ttl)
+}
+
+// tokenFor is a JWT for sub of tenant, for audience aud, valid for ttl.
+func (i *testIssuer) tokenFor(tb testing.TB, sub, aud, tenant string, ttl time.Duration) string {
+	tb.Helper()
+	tok, err := jwt.NewBuilder().Issuer(testIssuerName).Audience([]string{aud}).Subject(sub).
 		Claim("tenant", tenant).IssuedAt(time.Now()).Expiration(time.Now().Add(ttl)).Build()
 	if err != nil {
 		tb.Fatal(err)

@@ -186,7 +186,7 @@ func (g *gate) callerOf(ctx context.Context) policies.Caller {
 		return policies.Caller{Method: policies.MethodAnonymous}
 	}
 	return policies.Caller{Principal: p.ID, Tenant: p.Tenant, Roles: p.Roles, Claims: p.Claims,
-		Authenticated: true, Method: p.Method}
+		Authenticated: true, Method: p.Method, Issuer: p.Identity().Issuer}
 }
 
 // taskUser is the user a caller's A2A tasks belong to in orchd's task

@@ -29,15 +29,17 @@ func (z authorizer) decide(ctx context.Context, action string, res policies.Reso
 // own or only lists: a delegation it creates, the delegations it lists.
 func (z authorizer) own(ctx context.Context, kind string) policies.Resource {
 	c := z.gate.callerOf(ctx)
-	return policies.Resource{Kind: kind, Owner: c.Principal, Tenant: c.Tenant}
+	return policies.Resource{Kind: kind, Owner: c.Principal, Tenant: c.Tenant, OwnerMethod: c.Method, OwnerIssuer: c.Issuer}
 }
 
 // delegationResource is a delegation as authorization sees it: its id
-// and whoever created it.
+// and whoever created it, authenticated how and vouched for by whom. An
+// owner recorded before owners carried their method has none, and so
+// is no caller's.
 func delegationResource(rec delegation.Record) policies.Resource {
 	res := policies.Resource{Kind: policies.ResourceDelegation, ID: rec.ID}
-	if rec.Owner != nil {
-		res.Owner, res.Tenant = rec.Owner.ID, rec.Owner.Tenant
+	if o := rec.Owner; o != nil {
+		res.Owner, res.Tenant, res.OwnerMethod, res.OwnerIssuer = o.ID, o.Tenant, o.Method, o.Issuer
 	}
 	return res
 }

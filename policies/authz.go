@@ -119,6 +119,13 @@ type Resource struct {
 	// Tenant is the tenant the delegation was created in (the creator's
 	// tenant); for create and list, the caller's.
 	Tenant string `json:"tenant" yaml:"tenant"`
+	// OwnerMethod and OwnerIssuer are the creator's Caller.Method and
+	// Caller.Issuer: the owner is the caller with all four of Owner,
+	// Tenant, OwnerMethod and OwnerIssuer. OwnerMethod is empty for a
+	// delegation stored before owners carried their method, which no
+	// caller owns (docs/security.md).
+	OwnerMethod string `json:"ownerMethod" yaml:"ownerMethod"`
+	OwnerIssuer string `json:"ownerIssuer" yaml:"ownerIssuer"`
 }
 
 // AuthzInput is everything an authorization policy sees.

@@ -323,7 +323,8 @@ func comparedField(e ast.Expr) (string, []string) {
 // claims) be bounded when it loads.
 const (
 	// AuthzMaxString is the longest string, in bytes, of the action, a
-	// caller's principal, tenant, method or role, or a resource's fields.
+	// caller's principal, tenant, method, issuer or role, or a resource's
+	// fields.
 	AuthzMaxString = 4096
 	// AuthzMaxRoles is the most roles a caller may have.
 	AuthzMaxRoles = 256
@@ -334,8 +335,8 @@ type authzSizes struct{}
 
 func (authzSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	switch strings.Join(n.Path(), ".") {
-	case "action", "caller.principal", "caller.tenant", "caller.method", "caller.roles.@items",
-		"resource.kind", "resource.id", "resource.owner", "resource.tenant":
+	case "action", "caller.principal", "caller.tenant", "caller.method", "caller.issuer", "caller.roles.@items",
+		"resource.kind", "resource.id", "resource.owner", "resource.tenant", "resource.ownerMethod", "resource.ownerIssuer":
 		return &checker.SizeEstimate{Min: 0, Max: AuthzMaxString}
 	case "caller.roles":
 		return &checker.SizeEstimate{Min: 0, Max: AuthzMaxRoles}

@@ -22,7 +22,8 @@ const defaultAuthorizationFile = "built-in:default-authorization.yaml"
 //     and dry-run them as itself (policies.evaluate on its own principal
 //     and tenant), create delegations and list them, and read, cancel and
 //     steer the delegations it owns: created by the same principal in the
-//     same tenant.
+//     same tenant, authenticated by the same method and vouched for by the
+//     same issuer.
 //   - Anyone else, such as an anonymous caller of a daemon that has
 //     authentication configured, may do nothing.
 const DefaultAuthorizationPolicy = `kind: authorization
@@ -45,7 +46,8 @@ rules:
     allow: |
       caller.authenticated && caller.principal != "" &&
       action in ["delegations.read", "delegations.cancel", "delegations.steer"] &&
-      resource.owner == caller.principal && resource.tenant == caller.tenant
+      resource.owner == caller.principal && resource.tenant == caller.tenant &&
+      resource.ownerMethod == caller.method && resource.ownerIssuer == caller.issuer
     reason: the caller owns the delegation
   - name: admin
     allow: caller.authenticated && "admin" in caller.roles

@@ -323,7 +323,8 @@ func oversized(in *AuthzInput) string {
 	for _, f := range [...]struct {
 		name, v string
 	}{{"action", in.Action}, {"caller principal", c.Principal}, {"caller tenant", c.Tenant}, {"caller method", c.Method},
-		{"resource kind", r.Kind}, {"resource id", r.ID}, {"resource owner", r.Owner}, {"resource tenant", r.Tenant}} {
+		{"caller issuer", c.Issuer}, {"resource kind", r.Kind}, {"resource id", r.ID}, {"resource owner", r.Owner},
+		{"resource tenant", r.Tenant}, {"resource owner method", r.OwnerMethod}, {"resource owner issuer", r.OwnerIssuer}} {
 		if len(f.v) > AuthzMaxString {
 			return fmt.Sprintf("the %s is %d bytes (at most %d)", f.name, len(f.v), AuthzMaxString)
 		}

@@ -21,7 +21,7 @@ rules:
 		fmt.Println(err)
 		return
 	}
-	alices := policies.Resource{Kind: policies.ResourceDelegation, ID: "d-1", Owner: "alice", Tenant: "acme"}
+	alices := policies.Resource{Kind: policies.ResourceDelegation, ID: "d-1", Owner: "alice", Tenant: "acme", OwnerMethod: "token"}
 	for _, c := range []policies.Caller{
 		{Principal: "alice", Tenant: "acme", Authenticated: true, Method: "token"},
 		{Principal: "bob", Tenant: "acme", Authenticated: true, Method: "token"},

@@ -29,7 +29,7 @@ var (
 	forged = Caller{Principal: "root", Roles: []string{"admin"}, Method: MethodAnonymous}
 )
 
-var alicesDelegation = Resource{Kind: ResourceDelegation, ID: "d-1", Owner: "alice", Tenant: "acme"}
+var alicesDelegation = Resource{Kind: ResourceDelegation, ID: "d-1", Owner: "alice", Tenant: "acme", OwnerMethod: "token"}
 
 type authzCase struct {
 	name   string
@@ -82,6 +82,13 @@ func TestSet_Authorize_Default(t *testing.T) {
 		{"owner steers", alice, ActionDelegationsSteer, alicesDelegation, true, own},
 		{"other principal of the tenant", bob, ActionDelegationsRead, alicesDelegation, false, ""},
 		{"same principal of another tenant", aliceElse, ActionDelegationsCancel, alicesDelegation, false, ""},
+		{"same principal and tenant by another method", Caller{Principal: "alice", Tenant: "acme", Authenticated: true, Method: "jwt", Issuer: "https://idp.example"},
+			ActionDelegationsRead, alicesDelegation, false, ""},
+		{"same principal and tenant from another issuer", Caller{Principal: "alice", Tenant: "acme", Authenticated: true, Method: "jwt", Issuer: "https://idp.example"},
+			ActionDelegationsRead, Resource{Kind: ResourceDelegation, ID: "d-2", Owner: "alice", Tenant: "acme", OwnerMethod: "jwt", OwnerIssuer: "https://other.example"}, false, ""},
+		{"owner from the same issuer", Caller{Principal: "alice", Tenant: "acme", Authenticated: true, Method: "jwt", Issuer: "https://idp.example"},
+			ActionDelegationsRead, Resource{Kind: ResourceDelegation, ID: "d-2", Owner: "alice", Tenant: "acme", OwnerMethod: "jwt", OwnerIssuer: "https://idp.example"}, true, own},
+		{"owner stored without a method is no one's", alice, ActionDelegationsRead, Resource{Kind: ResourceDelegation, ID: "d-3", Owner: "alice", Tenant: "acme"}, false, ""},
 		{"unowned delegation", alice, ActionDelegationsRead, Resource{Kind: ResourceDelegation, ID: "d-0"}, false, ""},
 		{"principal-less caller and owner-less delegation", Caller{Authenticated: true, Method: "token"}, ActionDelegationsRead, Resource{Kind: ResourceDelegation, ID: "d-0"}, false, ""},
 		{"authenticated creates", bob, ActionDelegationsCreate, Resource{Kind: ResourceDelegation, Owner: "bob", Tenant: "acme"}, true, DefaultAuthorizationName + "/create-delegations"},

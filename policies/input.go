@@ -50,6 +50,13 @@ type Caller struct {
 	// authentication is configured but the request carried no credential;
 	// [MethodNone] when no authentication is configured at all.
 	Method string `json:"method" yaml:"method"`
+	// Issuer is who vouched for the principal, where that is not this
+	// orchd's own configuration: the issuer (iss) of a JWT, or the
+	// trusted orchd that passed on work for its root caller (method
+	// "peer"), as auth.peers names it. Empty otherwise. The same
+	// principal and tenant under another method or issuer is another
+	// caller.
+	Issuer string `json:"issuer" yaml:"issuer"`
 }
 
 // Input is everything a policy sees besides the candidate agent.
