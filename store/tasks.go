@@ -105,6 +105,13 @@ type TasksConfig struct {
 	// user who created them. a2asrv.NewTaskStoreAuthenticator() when nil,
 	// as in a2a-go's own handler.
 	Authenticator taskstore.Authenticator
+	// LegacyUser names the owner of a task stored before user names were
+	// marked as unambiguous (a header without "users": 1): the task
+	// belongs to LegacyUser(its stored user). orchd's names changed form
+	// then, and an earlier name could equal a later one of another
+	// caller; LegacyUser maps earlier names out of the callers' reach.
+	// Nil keeps stored names as they are.
+	LegacyUser func(user string) string
 	// Now is the clock of the tasks' last-update times, which List sorts
 	// and pages by; time.Now when nil.
 	Now func() time.Time
@@ -126,6 +133,10 @@ type TasksConfig struct {
 // and the others get taskstore.ErrConcurrentModification. Get decodes the
 // stored JSON afresh, so callers may change what they get; nothing else is
 // copied.
+//
+// Owners: the header names the user a task belongs to, marked as a name
+// of today's form; a task stored before the mark belongs to
+// TasksConfig.LegacyUser of its stored user, as do its index entries.
 //
 // Retention: a task that has ended is written with a per-key TTL of
 // Retention, so it vanishes that long after its last write; a task that
@@ -189,9 +200,25 @@ type taskOwner struct {
 
 // taskHeader is the first line of a stored task.
 type taskHeader struct {
-	V       int       `json:"v"`
-	User    string    `json:"user"`
+	V    int    `json:"v"`
+	User string `json:"user"`
+	// Users is taskUsersMarked when User was written as this store writes
+	// names now; 0 in tasks stored before, whose owner is then
+	// TasksConfig.LegacyUser(User).
+	Users   int       `json:"users,omitempty"`
 	Updated time.Time `json:"updated"`
+}
+
+// taskUsersMarked marks a header whose user is a name of today's form.
+const taskUsersMarked = 1
+
+// ownerOf returns the user a task belongs to whose header or index entry
+// holds user, marked with users.
+func (t *Tasks) ownerOf(user string, users int) string {
+	if users == taskUsersMarked || t.cfg.LegacyUser == nil {
+		return user
+	}
+	return t.cfg.LegacyUser(user)
 }
 
 // taskIndexEntry is a user's index entry for one task: what List filters,
@@ -203,6 +230,8 @@ type taskIndexEntry struct {
 	Timestamp *time.Time    `json:"timestamp,omitempty"`
 	Updated   time.Time     `json:"updated"`
 	User      string        `json:"user"`
+	// Users marks User as the task's header does.
+	Users int `json:"users,omitempty"`
 
 	// key and rev locate the entry in the bucket; not stored.
 	key string
@@ -465,15 +494,16 @@ func (t *Tasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, 
 	if err != nil {
 		return nil, fmt.Errorf("get task %q: authenticate: %w", id, err)
 	}
-	t.owners.Add(id, taskOwner{rev: entry.Revision(), user: hdr.User})
-	if hdr.User != user {
+	owner := t.ownerOf(hdr.User, hdr.Users)
+	t.owners.Add(id, taskOwner{rev: entry.Revision(), user: owner})
+	if owner != user {
 		return nil, fmt.Errorf("get task %q: %w", id, a2a.ErrTaskNotFound)
 	}
 	task := &a2a.Task{}
 	if err := json.Unmarshal(body, task); err != nil {
 		return nil, fmt.Errorf("get task %q: decode: %w", id, err)
 	}
-	return &taskstore.StoredTask{Task: task, Version: taskstore.TaskVersion(entry.Revision()), User: hdr.User}, nil
+	return &taskstore.StoredTask{Task: task, Version: taskstore.TaskVersion(entry.Revision()), User: owner}, nil
 }
 
 // List returns a page of the calling user's tasks, newest update first, as
@@ -512,7 +542,7 @@ func (t *Tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListT
 	}
 
 	entries = slices.DeleteFunc(entries, func(e *taskIndexEntry) bool {
-		return e.User != user ||
+		return t.ownerOf(e.User, e.Users) != user ||
 			(req.ContextID != "" && e.ContextID != req.ContextID) ||
 			(req.Status != a2a.TaskStateUnspecified && e.State != req.Status) ||
 			(req.StatusTimestampAfter != nil && e.Timestamp != nil && e.Timestamp.Before(*req.StatusTimestampAfter))
@@ -586,7 +616,7 @@ func (t *Tasks) listed(ctx context.Context, user string, e *taskIndexEntry) (*a2
 	if err != nil {
 		return nil, fmt.Errorf("read task %q: %w", e.ID, err)
 	}
-	if hdr.User != user {
+	if t.ownerOf(hdr.User, hdr.Users) != user {
 		return nil, nil
 	}
 	task := &a2a.Task{}
@@ -660,7 +690,7 @@ func (t *Tasks) owner(ctx context.Context, key, user string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if hdr.User != user {
+	if t.ownerOf(hdr.User, hdr.Users) != user {
 		return 0, a2a.ErrTaskNotFound
 	}
 	return entry.Revision(), nil
@@ -699,7 +729,7 @@ func (t *Tasks) index(ctx context.Context, user, tok string, task *a2a.Task, upd
 		return
 	}
 	b, err := json.Marshal(taskIndexEntry{ID: task.ID, ContextID: task.ContextID, State: task.Status.State,
-		Timestamp: task.Status.Timestamp, Updated: updated, User: user})
+		Timestamp: task.Status.Timestamp, Updated: updated, User: user, Users: taskUsersMarked})
 	if err != nil {
 		t.cfg.Logger.Warn("encode task index entry", "task", task.ID, "error", err)
 		return
@@ -731,7 +761,7 @@ func (t *Tasks) encode(user string, updated time.Time, task *a2a.Task) ([]byte, 
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(taskHeader{V: taskRecordVersion, User: user, Updated: updated}); err != nil {
+	if err := enc.Encode(taskHeader{V: taskRecordVersion, User: user, Users: taskUsersMarked, Updated: updated}); err != nil {
 		return nil, fmt.Errorf("encode header: %w", err)
 	}
 	if err := enc.Encode(task); err != nil {

@@ -1243,3 +1243,78 @@ func BenchmarkTaskStoreHandler(b *testing.B) {
 		})
 	}
 }
+
+// TestTasks_LegacyUsers reads a task stored before user names were marked
+// (testdata/tasks/record-v1-unmarked.txt, user "alice", with its index
+// entry as that version wrote it): it belongs to LegacyUser("alice"), not
+// to a caller named "alice" today, and a write by its owner marks it.
+func TestTasks_LegacyUsers(t *testing.T) {
+	t.Parallel()
+	old, err := os.ReadFile(filepath.Join("testdata", "tasks", "record-v1-unmarked.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := func(u string) string { return "legacy:" + u }
+	for _, tc := range []struct {
+		name       string
+		legacyUser func(string) string
+		owner      string
+	}{
+		{"mapped", legacy, "legacy:alice"},
+		{"kept as stored", nil, "alice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tasks := newTestTasks(t, TasksConfig{LegacyUser: tc.legacyUser})
+			if _, err := tasks.kv.Put(t.Context(), "t.golden", old); err != nil {
+				t.Fatal(err)
+			}
+			entry := []byte(`{"id":"golden","contextId":"ctx-rich","state":"TASK_STATE_WORKING","updated":"2026-03-01T12:00:00Z","user":"alice"}`)
+			if _, err := tasks.kv.Put(t.Context(), "u."+userToken("alice")+".golden", entry); err != nil {
+				t.Fatal(err)
+			}
+			alice, owner := tasksAs(t.Context(), "alice"), tasksAs(t.Context(), tc.owner)
+			got, err := tasks.Get(owner, "golden")
+			if err != nil || got.User != tc.owner || got.Task.ID != "golden" {
+				t.Fatalf("Get as %q = %+v, %v", tc.owner, got, err)
+			}
+			if tc.owner == "alice" {
+				return // nothing is mapped: the stored name owns it
+			}
+			if got, err := tasks.Get(alice, "golden"); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Errorf("Get as alice = %+v, %v; want task not found", got, err)
+			}
+			if list, err := tasks.List(alice, &a2a.ListTasksRequest{}); err != nil || len(list.Tasks) != 0 || list.TotalSize != 0 {
+				t.Errorf("List as alice = %s, %v; want none", tasksJSON(list), err)
+			}
+			upd := got.Task
+			upd.Status.State = a2a.TaskStateCompleted
+			if _, err := tasks.Update(alice, &taskstore.UpdateRequest{Task: upd, PrevVersion: got.Version}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Errorf("Update as alice = %v; want task not found", err)
+			}
+			if _, err := tasks.Update(owner, &taskstore.UpdateRequest{Task: upd, PrevVersion: got.Version}); err != nil {
+				t.Fatalf("Update as its owner: %v", err)
+			}
+			stored, err := tasks.kv.Get(t.Context(), "t.golden")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hdr, _, err := splitTaskRecord(stored.Value()); err != nil || hdr.User != tc.owner || hdr.Users != taskUsersMarked {
+				t.Errorf("header after the owner's write = %+v, %v", hdr, err)
+			}
+			if got, err := tasks.Get(owner, "golden"); err != nil || got.Task.Status.State != a2a.TaskStateCompleted {
+				t.Errorf("Get as its owner after the write = %+v, %v", got, err)
+			}
+			if _, err := tasks.Get(alice, "golden"); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Errorf("Get as alice after the write = %v; want task not found", err)
+			}
+			// Tasks stored now are marked: alice owns hers.
+			if _, err := tasks.Create(alice, &a2a.Task{ID: "new", ContextID: "c"}); err != nil {
+				t.Fatal(err)
+			}
+			if list, err := tasks.List(alice, &a2a.ListTasksRequest{}); err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != "new" || list.TotalSize != 1 {
+				t.Errorf("List as alice = %s, %v; want only her new task", tasksJSON(list), err)
+			}
+		})
+	}
+}
