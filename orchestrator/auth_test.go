@@ -22,6 +22,7 @@ import (
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -441,6 +442,98 @@ func TestAuth_DelegationOwnersIncludeTheMethod(t *testing.T) {
 		}
 		if code, _ := callAs(t, token, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", &done); code != 200 || done.State != a2a.TaskStateCanceled {
 			t.Errorf("cancel by its owner = %d %+v", code, done.State)
+		}
+	}
+}
+
+// An A2A task belongs to exactly one caller. The principal "acme/alice",
+// with no tenant, is not alice of tenant acme, and neither is a JWT whose
+// sub and tenant are hers: none of them reads, lists or cancels her task.
+func TestAuth_TaskOwnersAreUnambiguous(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Hang())
+	idp := newTestIssuer(t)
+	const slashToken = "acme-slash-alice-0123456789"
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Auth.Tokens = append(cfg.Auth.Tokens, auth.TokenConfig{SHA256: sha256Hex(slashToken), Principal: "acme/alice"})
+	cfg.Auth.JWT = idp.config()
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	alice := a2aAs(t, base, aliceToken)
+	res, err := alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("SendMessage = %T", res)
+	}
+	others := []struct {
+		name  string
+		token string
+	}{
+		{"the principal acme/alice", slashToken},
+		{"a JWT for alice of acme", idp.tokenFor(t, "alice", "orchd", "acme", time.Minute)},
+	}
+	for _, o := range others {
+		c := a2aAs(t, base, o.token)
+		if got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("%s: GetTask = %+v, %v; want task not found", o.name, got, err)
+		}
+		if list, err := c.ListTasks(t.Context(), &a2a.ListTasksRequest{}); err != nil || len(list.Tasks) != 0 {
+			t.Errorf("%s: ListTasks = %+v, %v; want none", o.name, list, err)
+		}
+		if got, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: task.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("%s: CancelTask = %+v, %v; want task not found", o.name, got, err)
+		}
+	}
+	if n := worker.Cancels(); n != 0 {
+		t.Errorf("the agent was asked to cancel %d times", n)
+	}
+	if list, err := alice.ListTasks(t.Context(), &a2a.ListTasksRequest{}); err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
+		t.Errorf("alice's ListTasks = %+v, %v", list, err)
+	}
+	if got, err := alice.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: task.ID}); err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("alice's CancelTask = %+v, %v", got, err)
+	}
+}
+
+// Task users an earlier orchd stored ("tenant/principal", or the
+// principal alone) are no caller's today, whatever the caller's name;
+// the anonymous and development users stay theirs. A carried-on
+// delegation recorded then mirrors into its task under the same name.
+func TestAuth_LegacyTaskUsers(t *testing.T) {
+	t.Parallel()
+	callers := []policies.Caller{
+		{Principal: "alice", Tenant: "acme", Method: auth.MethodToken},
+		{Principal: "acme/alice", Method: auth.MethodToken},
+		{Principal: "token:alice@acme", Method: auth.MethodJWT, Issuer: "https://idp.example"},
+		{Principal: "legacy:acme/alice", Method: auth.MethodMTLS},
+	}
+	for _, old := range []string{"acme/alice", "alice", "token:alice@acme", "legacy:acme/alice"} {
+		for _, c := range callers {
+			if taskUser(c) == legacyTaskUser(old) {
+				t.Errorf("%+v owns the task stored for %q", c, old)
+			}
+		}
+	}
+	for _, kept := range []string{"", developmentTaskUser} {
+		if got := legacyTaskUser(kept); got != kept {
+			t.Errorf("legacyTaskUser(%q) = %q", kept, got)
+		}
+	}
+	old := delegation.Record{Owner: &delegation.Principal{ID: "alice", Tenant: "acme"}, Upstream: &delegation.Upstream{User: "acme/alice"}}
+	now := delegation.Record{Owner: &delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}, Upstream: &delegation.Upstream{User: "token:alice@acme"}}
+	dev := delegation.Record{Upstream: &delegation.Upstream{User: developmentTaskUser}}
+	for _, tc := range []struct {
+		rec  delegation.Record
+		want string
+	}{{old, "legacy:acme/alice"}, {now, "token:alice@acme"}, {dev, developmentTaskUser}} {
+		if got := upstreamUser(tc.rec); got != tc.want {
+			t.Errorf("upstreamUser(owner %+v, user %q) = %q, want %q", tc.rec.Owner, tc.rec.Upstream.User, got, tc.want)
 		}
 	}
 }

@@ -11,9 +11,9 @@ import (
 // store keeps each user's tasks apart and lists only a named user's
 // (orchd's durable store does not index the tasks of the unnamed one), so
 // without a name ListTasks would refuse the very caller who made the
-// tasks. The name has characters no principal orchd authenticates is
-// expected to carry, so tasks made before authentication was configured
-// are not handed to a principal after.
+// tasks. No caller's identity key (taskUser) is this name, which has no
+// ":", so tasks made before authentication was configured are not
+// handed to a principal after.
 const developmentTaskUser = "(no authentication)"
 
 // developmentUser names the development caller's tasks: with no

@@ -41,10 +41,22 @@ func (x *executor) resumed(d *delegation.Delegation) {
 		return
 	}
 	up := *rec.Upstream
+	up.User = upstreamUser(rec)
 	x.mu.Lock()
 	x.byTask[up.TaskID] = taskRoute{delegation: rec.ID, owner: up.User}
 	x.mu.Unlock()
 	x.wg.Go(func() { x.remirror(d, up, rec.LastEvent) })
+}
+
+// upstreamUser is whom the task store says the upstream task of rec
+// belongs to: the user recorded with it, or, for a delegation recorded
+// before owners carried their method (and task users were identity
+// keys), that user as legacyTaskUser names it.
+func upstreamUser(rec delegation.Record) string {
+	if rec.Owner != nil && rec.Owner.Method == "" {
+		return legacyTaskUser(rec.Upstream.User)
+	}
+	return rec.Upstream.User
 }
 
 // ownerContext is ctx as the task store sees a call of the task's owner.

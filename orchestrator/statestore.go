@@ -202,7 +202,7 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 	if s.agents, err = s.st.Agents(ctx, store.AgentsConfig{Log: storeLog}); err != nil {
 		return nil, err
 	}
-	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog})
+	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog, LegacyUser: legacyTaskUser})
 	if err != nil {
 		return nil, err
 	}
