@@ -214,7 +214,7 @@ func TestAuth_ChainContextFromAnUntrustedCallerIsIgnored(t *testing.T) {
 	cfg := loadDefaults(t)
 	cfg.Delegation.Self = "hub"
 	cfg.Auth = authTokens()
-	cfg.Auth.Peers = []string{"root"} // alice is no peer
+	cfg.Auth.Peers = []string{"token:root"} // alice is no peer
 	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
 	base := startDaemon(t, cfg)
 
@@ -282,7 +282,7 @@ rules:
 	b.Delegation.Self = "b"
 	b.Agent.Skills = []SkillConfig{{ID: "research"}}
 	b.Policies.Paths = []string{policy}
-	b.Auth = AuthConfig{Config: auth.Config{Tokens: []auth.TokenConfig{{SHA256: sha256Hex(peerToken), Principal: "orchd-a"}}}, Peers: []string{"orchd-a"}}
+	b.Auth = AuthConfig{Config: auth.Config{Tokens: []auth.TokenConfig{{SHA256: sha256Hex(peerToken), Principal: "orchd-a"}}}, Peers: []string{"token:orchd-a"}}
 	b.Agents = []registry.Spec{{ID: "acme-research", URL: acme.URL}, {ID: "globex-research", URL: globex.URL}}
 	bURL := startDaemon(t, b)
 
@@ -329,7 +329,7 @@ rules:
 			}
 		}
 		chain, _, err := delegation.ChainFrom(got.Metadata)
-		if err != nil || !slices.Equal(chain.Path, []string{"a", "b"}) || !slices.Equal(chain.Verified, []string{"orchd-a", ""}) ||
+		if err != nil || !slices.Equal(chain.Path, []string{"a", "b"}) || !slices.Equal(chain.Verified, []string{"token:orchd-a", ""}) ||
 			chain.OnBehalfOf == nil || chain.OnBehalfOf.Tenant != tc.tenant {
 			t.Errorf("%s: chain at the agent = %+v, %v", tc.tenant, chain, err)
 		}
@@ -535,5 +535,106 @@ func TestAuth_LegacyTaskUsers(t *testing.T) {
 		if got := upstreamUser(tc.rec); got != tc.want {
 			t.Errorf("upstreamUser(owner %+v, user %q) = %q, want %q", tc.rec.Owner, tc.rec.Upstream.User, got, tc.want)
 		}
+	}
+}
+
+// A peer is named by how it authenticates: with auth.peers
+// [token:orchd-a], the static token of orchd-a is believed, and a JWT
+// whose sub is "orchd-a" or "token:orchd-a" is not.
+func TestAuth_PeersAreNamedWithTheirMethod(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(10*time.Millisecond))
+	idp := newTestIssuer(t)
+	const peerToken = "orchd-a-to-b-0123456789"
+	cfg := loadDefaults(t)
+	cfg.Delegation.Self = "b"
+	cfg.Auth = authTokens()
+	cfg.Auth.Tokens = append(cfg.Auth.Tokens, auth.TokenConfig{SHA256: sha256Hex(peerToken), Principal: "orchd-a"})
+	cfg.Auth.JWT = idp.config()
+	cfg.Auth.Peers = []string{"token:orchd-a"}
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+
+	// The chain names bob of globex as the caller the work is for.
+	send := func(token string) delegation.Record {
+		t.Helper()
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
+		delegation.Chain{Path: []string{"a"}, Depth: 1, MaxDepth: 8, Skill: "research",
+			OnBehalfOf: &delegation.Principal{ID: "bob", Tenant: "globex"}}.Attach(m)
+		res, err := a2aAs(t, base, token).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, ok := res.(*a2a.Task)
+		if !ok {
+			t.Fatalf("SendMessage = %T", res)
+		}
+		md, _ := task.Metadata[delegation.ExtensionURI].(map[string]any)
+		id, _ := md["delegation"].(string)
+		var rec delegation.Record
+		if code, _ := callAs(t, rootToken, "GET", base+"/v1/delegations/"+id, "", &rec); code != 200 {
+			t.Fatalf("read delegation %q = %d", id, code)
+		}
+		return rec
+	}
+	for _, sub := range []string{"orchd-a", "token:orchd-a"} {
+		rec := send(idp.tokenFor(t, sub, "orchd", "", time.Minute))
+		if rec.ChainIgnored == "" || rec.Owner == nil || rec.Owner.ID != sub || rec.Owner.Tenant == "globex" || !slices.Equal(rec.Chain.Path, []string{"b"}) {
+			t.Errorf("from a JWT for %q: believed as the peer: %+v", sub, rec)
+		}
+	}
+	rec := send(peerToken)
+	if rec.ChainIgnored != "" || rec.Owner == nil || !slices.Equal(rec.Chain.Path, []string{"a", "b"}) || len(rec.Chain.Verified) == 0 || rec.Chain.Verified[0] != "token:orchd-a" {
+		t.Errorf("from the peer's token: not believed: %+v", rec)
+	}
+	// The work is bob's of globex as the peer vouches for him: not the
+	// bob a credential of this orchd would authenticate.
+	if want := (delegation.Principal{ID: "bob", Tenant: "globex", Method: MethodPeer, Issuer: "token:orchd-a"}); rec.Owner == nil || *rec.Owner != want {
+		t.Errorf("owner of the peer's work = %+v, want %+v", rec.Owner, want)
+	}
+	if code, _ := callAs(t, bobToken, "GET", base+"/v1/delegations/"+rec.ID, "", nil); code != 404 {
+		t.Errorf("bob's own token reads the work the peer passed on for a bob: %d", code)
+	}
+
+	// A bare name, as auth.peers held before, could be any method's.
+	cfg.Auth.Peers = []string{"orchd-a"}
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), `auth.peers[0] "orchd-a"`) || !strings.Contains(err.Error(), "token:orchd-a") {
+		t.Errorf("New with a bare peer = %v", err)
+	}
+}
+
+// auth.peers entries name a method, and a JWT peer the configured
+// issuer; anything else is a config error saying what to write.
+func TestAuth_PeerNames(t *testing.T) {
+	t.Parallel()
+	jwt := &auth.JWTConfig{Issuer: "https://idp.example.com"}
+	for _, tc := range []struct {
+		entry   string
+		jwt     *auth.JWTConfig
+		want    auth.Identity
+		wantErr string
+	}{
+		{"token:orchd-a", nil, auth.Identity{Method: auth.MethodToken, ID: "orchd-a"}, ""},
+		{"token:a:b@c", nil, auth.Identity{Method: auth.MethodToken, ID: "a:b@c"}, ""},
+		{"mtls:spiffe://acme.example/orchd", nil, auth.Identity{Method: auth.MethodMTLS, ID: "spiffe://acme.example/orchd"}, ""},
+		{"jwt:https://idp.example.com#orchd-a", jwt, auth.Identity{Method: auth.MethodJWT, Issuer: "https://idp.example.com", ID: "orchd-a"}, ""},
+		{"jwt:https://idp.example.com#a#b", jwt, auth.Identity{Method: auth.MethodJWT, Issuer: "https://idp.example.com", ID: "a#b"}, ""},
+		{"orchd-a", nil, auth.Identity{}, "token:orchd-a"},
+		{"spiffe://acme.example/orchd", nil, auth.Identity{}, "name the peer with how it authenticates"},
+		{"token:", nil, auth.Identity{}, "no principal"},
+		{"token: ", nil, auth.Identity{}, "no principal"},
+		{"jwt:https://idp.example.com#orchd-a", nil, auth.Identity{}, "auth.jwt is not configured"},
+		{"jwt:https://other.example#orchd-a", jwt, auth.Identity{}, "want jwt:https://idp.example.com#<sub>"},
+		{"jwt:orchd-a", jwt, auth.Identity{}, "want jwt:https://idp.example.com#<sub>"},
+		{"jwt:https://idp.example.com#", jwt, auth.Identity{}, "want jwt:"},
+		{"peer:orchd-a", nil, auth.Identity{}, "name the peer with how it authenticates"},
+	} {
+		got, err := parsePeer(tc.entry, tc.jwt)
+		if tc.wantErr == "" && (err != nil || got != tc.want) || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("parsePeer(%q) = %+v, %v; want %+v, %q", tc.entry, got, err, tc.want, tc.wantErr)
+		}
+	}
+	if err := (AuthConfig{Peers: []string{"token:orchd-a", "gateway"}}).validate(); err == nil || !strings.Contains(err.Error(), `config: auth.peers[1] "gateway"`) {
+		t.Errorf("validate = %v", err)
 	}
 }

@@ -23,10 +23,13 @@ import (
 // whose chain context is believed. docs/security.md explains each field.
 type AuthConfig struct {
 	auth.Config `yaml:",inline"`
-	// Peers lists the principals of other orchds whose delegation chain
-	// context (path, depth, requires, deadline, the root caller) this
-	// orchd believes. From any other caller the chain context is ignored
-	// and the work starts a new chain with the caller as its root.
+	// Peers lists the other orchds whose delegation chain context (path,
+	// depth, requires, deadline, the root caller) this orchd believes,
+	// each named with how it authenticates: "token:<principal>" for a
+	// static token, "mtls:<principal>" for a client certificate,
+	// "jwt:<issuer>#<sub>" for a JWT of auth.jwt's issuer. From any
+	// other caller the chain context is ignored and the work starts a
+	// new chain with the caller as its root.
 	Peers []string `yaml:"peers"`
 	// Anonymous lists the route groups served to callers that present no
 	// credentials: health (/healthz, /readyz), card (the agent card),
@@ -56,8 +59,8 @@ func (c AuthConfig) validate() error {
 		}
 	}
 	for i, p := range c.Peers {
-		if strings.TrimSpace(p) == "" {
-			return fmt.Errorf("config: auth.peers[%d] is empty", i)
+		if _, err := parsePeer(p, c.JWT); err != nil {
+			return fmt.Errorf("config: auth.peers[%d] %q: %w", i, p, err)
 		}
 	}
 	return nil
@@ -78,12 +81,16 @@ type gate struct {
 	authn     *auth.Authenticator
 	cfg       AuthConfig
 	anonymous map[string]bool
-	peers     map[string]bool
-	log       *slog.Logger
+	// peers maps each trusted peer's identity, without a tenant, to its
+	// name in auth.peers.
+	peers map[auth.Identity]string
+	log   *slog.Logger
 }
 
+// newGate builds the gate of a validated auth section
+// (AuthConfig.validate).
 func newGate(cfg AuthConfig, authn *auth.Authenticator, log *slog.Logger) *gate {
-	g := &gate{authn: authn, cfg: cfg, anonymous: map[string]bool{}, peers: map[string]bool{}, log: log}
+	g := &gate{authn: authn, cfg: cfg, anonymous: map[string]bool{}, peers: map[auth.Identity]string{}, log: log}
 	anon := cfg.Anonymous
 	if anon == nil {
 		anon = []string{groupHealth, groupCard, groupOpenAPI}
@@ -92,7 +99,9 @@ func newGate(cfg AuthConfig, authn *auth.Authenticator, log *slog.Logger) *gate 
 		g.anonymous[a] = true
 	}
 	for _, p := range cfg.Peers {
-		g.peers[p] = true
+		if id, err := parsePeer(p, cfg.JWT); err == nil {
+			g.peers[id] = p
+		}
 	}
 	return g
 }

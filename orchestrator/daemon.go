@@ -73,6 +73,9 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := cfg.Auth.validate(); err != nil { // its peers make the gate
+		return nil, err
+	}
 	tel, own := cfg.Telemetry.Providers, false
 	if tel == nil {
 		tel, err = telemetry.New(context.Background(), telemetry.Config{ServiceName: cfg.Telemetry.ServiceName, Prometheus: cfg.Telemetry.Prometheus,
