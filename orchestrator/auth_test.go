@@ -638,3 +638,56 @@ func TestAuth_PeerNames(t *testing.T) {
 		t.Errorf("validate = %v", err)
 	}
 }
+
+// A daemon without authentication believes a chain context's path, depth
+// and deadline, but not whom the work is for: it passes no onBehalfOf
+// on, so B, which trusts it as a peer, does the work as that daemon,
+// never as the tenant its caller named.
+func TestAuth_DaemonWithoutAuthenticationPassesNoOnBehalfOf(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(10*time.Millisecond))
+	const peerToken = "orchd-a-to-b-0123456789"
+	b := loadDefaults(t)
+	b.Delegation.Self = "b"
+	b.Agent.Skills = []SkillConfig{{ID: "research"}}
+	b.Auth = authTokens()
+	b.Auth.Tokens = append(b.Auth.Tokens, auth.TokenConfig{SHA256: sha256Hex(peerToken), Principal: "orchd-a"})
+	b.Auth.Peers = []string{"token:orchd-a"}
+	b.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	bURL := startDaemon(t, b)
+
+	tokenFile := t.TempDir() + "/b.token"
+	writeFile(t, tokenFile, peerToken+"\n")
+	a := loadDefaults(t)
+	a.Delegation.Self = "a"
+	a.Agents = []registry.Spec{{ID: "b", URL: bURL, Credentials: &credentials.Config{Bearer: &credentials.Bearer{TokenFile: tokenFile}}}}
+	aURL := startDaemon(t, a)
+
+	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
+	delegation.Chain{Path: []string{"gateway"}, Depth: 1, MaxDepth: 8, Skill: "research",
+		OnBehalfOf: &delegation.Principal{ID: "bob", Tenant: "globex"}}.Attach(m)
+	res, err := testagent.Client(t, aURL).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("SendMessage = %+v", res)
+	}
+	var atA DelegationList
+	if code := call(t, "GET", aURL+"/v1/delegations", "", &atA); code != 200 || len(atA.Delegations) != 1 ||
+		atA.Delegations[0].Owner != nil || atA.Delegations[0].Chain.OnBehalfOf != nil || !slices.Equal(atA.Delegations[0].Chain.Path, []string{"gateway", "a"}) {
+		t.Errorf("at A = %d %+v; want gateway's path and no onBehalfOf", code, atA)
+	}
+	var atB DelegationList
+	if code, _ := callAs(t, rootToken, "GET", bURL+"/v1/delegations", "", &atB); code != 200 || len(atB.Delegations) != 1 {
+		t.Fatalf("at B = %d %+v", code, atB)
+	}
+	if rec := atB.Delegations[0]; rec.ChainIgnored != "" || rec.Owner == nil ||
+		*rec.Owner != (delegation.Principal{ID: "orchd-a", Method: auth.MethodToken}) || !slices.Equal(rec.Chain.Path, []string{"gateway", "a", "b"}) {
+		t.Errorf("at B: owner %+v, chain %+v, ignored %q; want the work as orchd-a", rec.Owner, rec.Chain, rec.ChainIgnored)
+	}
+	chain, _, err := delegation.ChainFrom(worker.Messages()[0].Metadata)
+	if err != nil || chain.OnBehalfOf == nil || *chain.OnBehalfOf != (delegation.Principal{ID: "orchd-a"}) {
+		t.Errorf("chain at the agent = %+v, %v; want it for orchd-a", chain, err)
+	}
+}

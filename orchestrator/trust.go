@@ -20,7 +20,10 @@ const MethodPeer = "peer"
 // with its message is believed, and sets req from it.
 //
 // With no authentication configured every chain context is believed, as
-// on a development daemon. Otherwise only a caller authenticated as one of
+// on a development daemon, but for whom the work is for: such a daemon
+// knows no caller, so it drops the chain's OnBehalfOf and passes none on,
+// and an orchd trusting it as a peer does the work as that daemon, never
+// as a tenant a caller named. Otherwise only a caller authenticated as one of
 // auth.peers is, by the method and issuer the entry names: the path entry
 // it added is recorded as verified under its name there, and the work is
 // done for the chain's root caller (Chain.OnBehalfOf) as that peer vouches
@@ -30,6 +33,7 @@ const MethodPeer = "peer"
 // say so.
 func (g *gate) believe(ctx context.Context, req *delegation.Request, chain delegation.Chain) {
 	if g.authn == nil {
+		chain.OnBehalfOf = nil
 		req.Chain = &chain
 		return
 	}
