@@ -3,7 +3,6 @@ package delegation
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -34,9 +33,18 @@ type Event struct {
 	// Message is the status or input message, for state and message
 	// events.
 	Message *a2a.Message `json:"message,omitempty"`
-	// Artifact is the produced artifact (whole, after appends), for
-	// artifact events.
+	// Artifact is the artifact the agent produced, for artifact events:
+	// the whole artifact, or, when Append is set, the parts (and the
+	// metadata) to add to the artifact with its id, as A2A's artifact
+	// updates say. Folding a log's artifact events in order gives the
+	// delegation's artifacts.
 	Artifact *a2a.Artifact `json:"artifact,omitempty"`
+	// Append is set on an artifact event that continues the artifact with
+	// its id rather than replacing it.
+	Append bool `json:"append,omitempty"`
+	// LastChunk is set on an artifact event the agent marked as the last
+	// chunk of its artifact.
+	LastChunk bool `json:"lastChunk,omitempty"`
 	// Error is set on the event that failed the delegation.
 	Error string `json:"error,omitempty"`
 	// Metadata is the downstream status's metadata, such as the steering
@@ -114,6 +122,11 @@ type Delegation struct {
 	// first answer is applied, when that answer ends the work: the events
 	// and the record are then written once, ended (Engine.start).
 	deferred bool
+	// artifactBytes is about how many bytes rec.Artifacts holds
+	// (artifactSize); restating is set while restateIfDue logs them
+	// (artifacts.go).
+	artifactBytes int64
+	restating     bool
 }
 
 // ID returns the delegation's id.
@@ -143,10 +156,11 @@ func (d *Delegation) snapshot() Record {
 	return r
 }
 
-// stored is the record as the store keeps it, with its Progress; callers
-// hold mu.
+// stored is the record as the store keeps it: with its Progress, without
+// its artifacts, which its log holds (artifacts.go). Callers hold mu.
 func (d *Delegation) stored() Record {
-	r := d.snapshot()
+	r := d.rec
+	r.Artifacts = nil
 	p := d.prog
 	p.Receipts = slices.Clone(p.Receipts)
 	r.Progress = &p
@@ -224,6 +238,7 @@ func (d *Delegation) emit(ev Event) {
 		d.unsaved = d.unsaved[over:] // the log keeps no more than that either
 	}
 	d.persist()
+	d.restateIfDue()
 }
 
 // persist writes the events not stored yet, then the record, to the
@@ -285,6 +300,9 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 	}
 	switch e := ev.(type) {
 	case *a2a.Message:
+		if !d.fits(e) {
+			return true
+		}
 		if d.rec.Downstream.TaskID == "" {
 			d.rec.Result = e
 			d.emit(Event{Kind: "message", State: a2a.TaskStateCompleted, Message: e})
@@ -299,9 +317,11 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 		d.setStatus(e.Status, e.Metadata)
 	case *a2a.TaskArtifactUpdateEvent:
 		d.setTask(e.TaskID, e.ContextID)
-		if e.Artifact != nil {
-			art := d.putArtifact(e.Artifact, e.Append)
-			d.emit(Event{Kind: "artifact", Artifact: art})
+		if e.Artifact == nil {
+			break
+		}
+		if art, ok := d.takeArtifact(e.Artifact, e.Append, e.LastChunk); ok {
+			d.emit(art)
 		}
 	}
 	return d.rec.State.Terminal() || waiting(d.rec.State)
@@ -330,10 +350,15 @@ func (d *Delegation) applyTask(t *a2a.Task) {
 		d.setStatus(t.Status, t.Metadata)
 	}
 	for _, art := range t.Artifacts {
-		if d.hasArtifact(art) {
+		if art == nil {
 			continue
 		}
-		d.emit(Event{Kind: "artifact", Artifact: d.putArtifact(art, false)})
+		if ev, ok := d.taskArtifact(art); ok {
+			d.emit(ev)
+		}
+		if d.rec.State.Terminal() {
+			return // over a bound (artifacts.go)
+		}
 	}
 	if settles {
 		d.setStatus(t.Status, t.Metadata)
@@ -390,7 +415,7 @@ func (d *Delegation) setTask(id a2a.TaskID, contextID string) {
 // setStatus records a downstream status; callers hold mu. Only an
 // interrupted flag is kept of the metadata: the rest is the agent's own.
 func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
-	if st.State == a2a.TaskStateUnspecified {
+	if st.State == a2a.TaskStateUnspecified || !d.fits(st.Message) {
 		return
 	}
 	if at := st.Timestamp; at != nil {
@@ -434,33 +459,14 @@ func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 	d.emit(ev)
 }
 
-// hasArtifact reports whether the record holds the artifact as it is;
-// callers hold mu.
-func (d *Delegation) hasArtifact(a *a2a.Artifact) bool {
-	for _, old := range d.rec.Artifacts {
-		if old.ID == a.ID {
-			return reflect.DeepEqual(old, a)
-		}
+// fits reports whether a message of the agent's fits in an event; one
+// that does not fails the delegation (overLimit). Callers hold mu.
+func (d *Delegation) fits(m *a2a.Message) bool {
+	if n := messageSize(m); n > d.engine.cfg.MaxEventBytes {
+		d.overLimit(fmt.Sprintf("the agent sent a message of about %d bytes, over the %d an event may hold (delegation.maxEventBytes)", n, d.engine.cfg.MaxEventBytes))
+		return false
 	}
-	return false
-}
-
-// putArtifact stores an artifact, appending parts to an earlier chunk of
-// the same artifact when asked; callers hold mu.
-func (d *Delegation) putArtifact(a *a2a.Artifact, appendParts bool) *a2a.Artifact {
-	for i, old := range d.rec.Artifacts {
-		if old.ID != a.ID {
-			continue
-		}
-		merged := *a
-		if appendParts {
-			merged.Parts = append(slices.Clone(old.Parts), a.Parts...)
-		}
-		d.rec.Artifacts[i] = &merged
-		return &merged
-	}
-	d.rec.Artifacts = append(d.rec.Artifacts, a)
-	return a
+	return true
 }
 
 // fail ends the delegation as FAILED with a reason naming the hop.

@@ -74,6 +74,16 @@ type Config struct {
 	// MaxEvents bounds each delegation's retained event log. Default
 	// DefaultMaxEvents.
 	MaxEvents int
+	// MaxArtifactBytes bounds what a delegation's artifacts hold together,
+	// in bytes of JSON, and MaxArtifacts how many there are (at most
+	// MaxEvents/4); MaxEventBytes bounds one event, an artifact update or
+	// a message of the agent's, which the store must take in one message.
+	// An agent that goes past one fails its delegation, and its task is
+	// canceled (artifacts.go). Defaults DefaultMaxArtifactBytes,
+	// DefaultMaxArtifacts and DefaultMaxEventBytes.
+	MaxArtifactBytes int64
+	MaxArtifacts     int
+	MaxEventBytes    int64
 	// KeepFinished is how many ended delegations keep their event logs in
 	// memory; their records stay in the store. Default 1,000.
 	KeepFinished int
@@ -149,6 +159,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxEvents <= 0 {
 		c.MaxEvents = DefaultMaxEvents
 	}
+	c = c.artifactBounds()
 	if c.KeepFinished <= 0 {
 		c.KeepFinished = 1_000
 	}
@@ -403,11 +414,15 @@ func (e *Engine) Lookup(ctx context.Context, id string) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %q", err, id)
 	}
+	if r.Artifacts, _, err = e.rebuildArtifacts(ctx, r); err != nil {
+		return Record{}, err
+	}
 	r.Progress = nil
 	return r, nil
 }
 
-// List returns a page of records, newest first.
+// List returns a page of records, newest first, without their artifacts,
+// which Lookup reads (artifacts.go).
 func (e *Engine) List(ctx context.Context, q Query) (Page, error) {
 	p, err := e.store.List(ctx, q)
 	for i := range p.Records {

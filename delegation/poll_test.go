@@ -240,8 +240,10 @@ func TestPoll_ThirtyMillisecondTask(t *testing.T) {
 }
 
 // TestPoll_ArtifactsBecomeEvents checks that a polled agent's artifacts
-// become artifact events, as a streamed agent's do: each poll that finds
-// an artifact new or grown brings it whole, before the state it ends in.
+// become artifact events, as a streamed agent's do: a poll that finds an
+// artifact new brings it whole, one that finds it grown brings the parts
+// it gained, appended, before the state it ends in; the record holds the
+// artifact whole.
 func TestPoll_ArtifactsBecomeEvents(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -258,6 +260,7 @@ func TestPoll_ArtifactsBecomeEvents(t *testing.T) {
 	waitState(t, d, a2a.TaskStateCompleted)
 	evs, _, _ := d.Events(0)
 	var kinds, texts []string
+	var appends []bool
 	for _, ev := range evs {
 		kinds = append(kinds, ev.Kind)
 		if ev.Kind == "artifact" {
@@ -265,11 +268,14 @@ func TestPoll_ArtifactsBecomeEvents(t *testing.T) {
 			for _, p := range ev.Artifact.Parts {
 				s += string(p.Content.(a2a.Text))
 			}
-			texts = append(texts, s)
+			texts, appends = append(texts, s), append(appends, ev.Append)
 		}
 	}
-	if !slices.Equal(texts, []string{"one ", "one two"}) {
-		t.Errorf("artifact events carry %q, want the first chunk, then the whole artifact", texts)
+	if !slices.Equal(texts, []string{"one ", "two"}) || !slices.Equal(appends, []bool{false, true}) {
+		t.Errorf("artifact events carry %q, appending %v; want the first chunk, then the second appended", texts, appends)
+	}
+	if arts := d.Record().Artifacts; len(arts) != 1 || len(arts[0].Parts) != 2 {
+		t.Errorf("the record's artifacts: %+v, want one of both chunks", arts)
 	}
 	if kinds[len(kinds)-1] != "state" || evs[len(evs)-1].State != a2a.TaskStateCompleted {
 		t.Errorf("events %v: want the artifacts, then COMPLETED", kinds)

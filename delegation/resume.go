@@ -166,14 +166,33 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 	if rec.Progress != nil {
 		d.prog = *rec.Progress
 	}
+	arts, size, err := e.rebuildArtifacts(ctx, rec)
+	if err != nil {
+		e.log.Warn("carry on a delegation without its artifacts so far", "delegation", rec.ID, "error", err)
+	}
 	rec.Progress = nil
 	d.rec = rec
+	d.rec.Artifacts, d.artifactBytes = arts, size
 	// Events logged after the record was last written (the process
 	// stopped between the two) are the delegation's too.
 	if tail, err := e.store.Events(ctx, rec.ID, rec.LastEvent, 0); err == nil && len(tail) > 0 {
 		last := tail[len(tail)-1]
 		d.rec.LastEvent, d.rec.State = last.Seq, last.State
 		d.rec.UpdatedAt = last.At
+		if d.prog.ArtifactsFrom == 0 { // else the rebuild above read the tail's
+			for _, ev := range tail {
+				if ev.Kind != "artifact" || ev.Artifact == nil {
+					continue
+				}
+				if d.prog.ArtifactsFrom == 0 {
+					d.prog.ArtifactsFrom = ev.Seq
+				}
+				d.rec.Artifacts, _ = FoldArtifact(d.rec.Artifacts, ev.Artifact, ev.Append)
+			}
+			for _, a := range d.rec.Artifacts {
+				d.artifactBytes += artifactSize(a)
+			}
+		}
 	}
 	d.first = d.rec.LastEvent + 1
 	d.arm()

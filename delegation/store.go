@@ -38,7 +38,9 @@ type Record struct {
 	// Result is the agent's answer when it replied with a message, or the
 	// final status message.
 	Result *a2a.Message `json:"result,omitempty"`
-	// Artifacts are the artifacts the agent produced.
+	// Artifacts are the artifacts the agent produced. A Store is given
+	// records without them and keeps none: the log's artifact events hold
+	// them (Progress.ArtifactsFrom).
 	Artifacts []*a2a.Artifact `json:"artifacts,omitempty"`
 	// Error says why a failed delegation failed, naming the hop.
 	Error string `json:"error,omitempty"`
@@ -101,6 +103,10 @@ type Progress struct {
 	// MaxReceipts), so a retried message id is answered with its first
 	// receipt by any process, after any restart.
 	Receipts []steering.Receipt `json:"receipts,omitempty"`
+	// ArtifactsFrom is the Seq of the event from which folding the log's
+	// artifact events gives the delegation's artifacts, which the stored
+	// record does not hold (artifacts.go); 0 while it has none.
+	ArtifactsFrom int64 `json:"artifactsFrom,omitempty"`
 }
 
 // MaxReceipts bounds Progress.Receipts: a signal retried after this many

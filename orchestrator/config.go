@@ -153,6 +153,15 @@ type DelegationConfig struct {
 	// PushURL is the base URL agents reach orchd's push webhook at.
 	// Empty means agent.url, else the listen address.
 	PushURL string `yaml:"pushURL"`
+	// MaxArtifactBytes bounds what one delegation's artifacts hold
+	// together; MaxArtifacts how many it may have (at most a quarter of
+	// the event log, 2,500); MaxEventBytes one artifact update or message
+	// of an agent. Past one, the delegation fails and its task is
+	// canceled. Defaults 4 MiB, 1,000 and 8 MiB less 64 KiB, each lowered
+	// to what the state store keeps (docs/delegation.md).
+	MaxArtifactBytes int64 `yaml:"maxArtifactBytes"`
+	MaxArtifacts     int   `yaml:"maxArtifacts"`
+	MaxEventBytes    int64 `yaml:"maxEventBytes"`
 }
 
 // DelegationConfig returns the delegation section as delegation.Config.
@@ -160,7 +169,8 @@ func (c *Config) DelegationConfig() delegation.Config {
 	d := c.Delegation
 	return delegation.Config{Self: d.Self, MaxDepth: d.MaxDepth, MaxAttempts: d.MaxAttempts,
 		CallTimeout: time.Duration(d.CallTimeout), CancelWait: time.Duration(d.CancelWait), PollInterval: time.Duration(d.PollInterval),
-		SilenceTimeout: time.Duration(d.SilenceTimeout), MaxDuration: time.Duration(d.MaxDuration), Follow: d.Follow}
+		SilenceTimeout: time.Duration(d.SilenceTimeout), MaxDuration: time.Duration(d.MaxDuration), Follow: d.Follow,
+		MaxArtifactBytes: d.MaxArtifactBytes, MaxArtifacts: d.MaxArtifacts, MaxEventBytes: d.MaxEventBytes}
 }
 
 // PoliciesConfig is the config file's policies section.
@@ -330,6 +340,12 @@ func (c *Config) validate() error {
 		if err := checkIdentity(c.Delegation.Self); err != nil {
 			add(fmt.Errorf("config: delegation.self: %w", err))
 		}
+	}
+	if d := c.Delegation; d.MaxArtifactBytes < 0 || d.MaxArtifacts < 0 || d.MaxEventBytes < 0 {
+		add(errors.New("config: delegation.maxArtifactBytes, maxArtifacts and maxEventBytes must not be negative"))
+	}
+	if n := c.Delegation.MaxArtifacts; n > delegation.DefaultMaxEvents/4 {
+		add(fmt.Errorf("config: delegation.maxArtifacts %d is over %d, a quarter of a delegation's event log, which must hold them all", n, delegation.DefaultMaxEvents/4))
 	}
 	if !delegation.ValidFollow(c.Delegation.Follow) {
 		add(fmt.Errorf("config: delegation.follow %q: want auto, push, stream or poll", c.Delegation.Follow))

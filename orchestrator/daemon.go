@@ -128,7 +128,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		reg.Close()
 		return nil, err
 	}
-	dcfg := cfg.DelegationConfig()
+	dcfg := st.delegationBounds(cfg.DelegationConfig())
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	// GRPCBase: agents' gRPC interfaces are dialed through the same guard.
 	dcfg.HTTPClient = &http.Client{Transport: delegation.GRPCBase(tel.Transport(transport), transport)}

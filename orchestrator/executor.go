@@ -485,7 +485,7 @@ func upstreamEvent(task a2a.TaskInfoProvider, ev delegation.Event) a2a.Event {
 	switch {
 	case ev.Kind == "artifact" && ev.Artifact != nil:
 		art := *ev.Artifact
-		return &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: &art}
+		return &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: &art, Append: ev.Append, LastChunk: ev.LastChunk}
 	case callerInput(ev):
 		return a2a.NewStatusUpdateEvent(task, ev.State, nil)
 	case ev.Kind == "steer" || ev.Kind == "interrupt":

@@ -73,8 +73,8 @@ const (
 	// defaultMaxBufferedBodyBytes holds eight bodies of the largest A2A
 	// size at once, or thousands of ordinary ones.
 	defaultMaxBufferedBodyBytes = 64 << 20
-	defaultReadTimeout     = 30 * time.Second
-	defaultIdleTimeout     = 60 * time.Second
+	defaultReadTimeout          = 30 * time.Second
+	defaultIdleTimeout          = 60 * time.Second
 	// readHeaderTimeout bounds the arrival of a request's headers.
 	readHeaderTimeout = 10 * time.Second
 )

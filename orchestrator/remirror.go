@@ -83,7 +83,7 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 	for {
 		if len(evs) > 0 {
 			after = max(after, evs[len(evs)-1].Seq)
-			done, err := x.writeTask(ctx, task, evs)
+			done, err := x.writeTask(ctx, task, evs, d.Record().Artifacts)
 			if err != nil {
 				x.log.Warn("mirror a carried-on delegation into its A2A task", "delegation", d.ID(), "task", task.TaskID, "error", err)
 			}
@@ -121,8 +121,11 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 
 // writeTask applies events to the stored task in one write, and reports
 // whether the task has settled (ended, or waits for input) or was taken
-// out of orchd's hands (it ended or an execution runs it).
-func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, evs []delegation.Event) (bool, error) {
+// out of orchd's hands (it ended or an execution runs it). An artifact
+// event puts the artifact as it is now among arts, the delegation's, in
+// the task: the events replayed may overlap what the task shows, and a
+// chunk applied twice would be appended twice.
+func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, evs []delegation.Event, arts []*a2a.Artifact) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, remirrorWrite)
 	defer cancel()
 	for range 5 { // retried only when the task changed under the write
@@ -150,6 +153,13 @@ func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, evs []deleg
 			if up == nil {
 				continue
 			}
+			if au, ok := up.(*a2a.TaskArtifactUpdateEvent); ok {
+				if i := slices.IndexFunc(arts, func(a *a2a.Artifact) bool { return a.ID == au.Artifact.ID }); i >= 0 {
+					whole := *au
+					whole.Artifact, whole.Append = arts[i], false
+					up = &whole
+				}
+			}
 			applyTo(&task, up)
 			last = up
 			if settling(ev) {
@@ -169,7 +179,7 @@ func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, evs []deleg
 
 // applyTo folds an upstream event into the task as a2a-go's task manager
 // does, except that applying one twice changes nothing: an artifact
-// replaces the one with its id (events carry whole artifacts), and a
+// replaces the one with its id (writeTask gives whole artifacts), and a
 // status message goes to the history only once.
 func applyTo(task *a2a.Task, ev a2a.Event) {
 	switch e := ev.(type) {

@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"maps"
-	"slices"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -170,24 +169,7 @@ func (x *executor) settledEvents(ctx context.Context, id string, wait time.Durat
 func foldEvent(task *a2a.Task, ev a2a.Event) {
 	switch ev := ev.(type) {
 	case *a2a.TaskArtifactUpdateEvent:
-		i := slices.IndexFunc(task.Artifacts, func(a *a2a.Artifact) bool { return a.ID == ev.Artifact.ID })
-		switch {
-		case i < 0:
-			task.Artifacts = append(task.Artifacts, ev.Artifact)
-		case !ev.Append:
-			task.Artifacts[i] = ev.Artifact
-		default:
-			grown := *task.Artifacts[i]
-			grown.Parts = slices.Concat(grown.Parts, ev.Artifact.Parts)
-			if ev.Artifact.Metadata != nil {
-				grown.Metadata = maps.Clone(grown.Metadata)
-				if grown.Metadata == nil {
-					grown.Metadata = map[string]any{}
-				}
-				maps.Copy(grown.Metadata, ev.Artifact.Metadata)
-			}
-			task.Artifacts[i] = &grown
-		}
+		task.Artifacts, _ = delegation.FoldArtifact(task.Artifacts, ev.Artifact, ev.Append)
 	case *a2a.TaskStatusUpdateEvent:
 		if task.Status.Message != nil {
 			task.History = append(task.History, task.Status.Message)

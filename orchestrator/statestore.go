@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -158,6 +159,23 @@ type state struct {
 	pushConfigs *store.PushConfigs
 	// self is the identity kept in the store, external mode only.
 	self string
+	// maxTaskBytes is the largest A2A task the durable store keeps, 0 in
+	// memory mode; what a delegation may produce stays within it
+	// (delegationBounds).
+	maxTaskBytes int64
+}
+
+// delegationBounds lowers what a delegation may produce to what the store
+// can keep: an event, an agent's artifact update or message, in one
+// message of the store's; the artifacts, with the history beside them, in
+// orchd's A2A task mirroring the delegation, which holds them whole.
+func (s *state) delegationBounds(c delegation.Config) delegation.Config {
+	if s.maxTaskBytes <= 0 {
+		return c
+	}
+	c.MaxEventBytes = min(cmp.Or(c.MaxEventBytes, delegation.DefaultMaxEventBytes), s.maxTaskBytes)
+	c.MaxArtifactBytes = min(cmp.Or(c.MaxArtifactBytes, delegation.DefaultMaxArtifactBytes), s.maxTaskBytes/2)
+	return c
 }
 
 // openState takes the state directory's lock and opens the configured
@@ -207,6 +225,7 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		return nil, err
 	}
 	s.tasks = newClosingTasks(tasks, true)
+	s.maxTaskBytes = int64(tasks.MaxTaskBytes())
 	if s.pushConfigs, err = s.st.PushConfigs(ctx, cfg.Agent.Push.withDefaults().storeConfig()); err != nil {
 		return nil, err
 	}

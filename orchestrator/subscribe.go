@@ -14,6 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
+	"github.com/orchd/orchd/delegation"
 )
 
 // SubscribeToTask as A2A 1.0 defines it (§3.1.6), which a2a-go does not:
@@ -309,17 +311,7 @@ func fold(shown *a2a.Task, ev a2a.Event) {
 		if e.Artifact == nil {
 			return
 		}
-		i := slices.IndexFunc(shown.Artifacts, func(a *a2a.Artifact) bool { return a.ID == e.Artifact.ID })
-		switch {
-		case i < 0:
-			shown.Artifacts = append(shown.Artifacts, e.Artifact)
-		case e.Append:
-			a := *shown.Artifacts[i]
-			a.Parts = append(slices.Clip(a.Parts), e.Artifact.Parts...)
-			shown.Artifacts[i] = &a
-		default:
-			shown.Artifacts[i] = e.Artifact
-		}
+		shown.Artifacts, _ = delegation.FoldArtifact(shown.Artifacts, e.Artifact, e.Append)
 	}
 }
 

@@ -469,6 +469,10 @@ func (t *Tasks) Update(ctx context.Context, req *taskstore.UpdateRequest) (tasks
 	return taskstore.TaskVersion(rev), nil
 }
 
+// MaxTaskBytes is the largest task record the store keeps
+// (TasksConfig.MaxTaskBytes, after its default).
+func (t *Tasks) MaxTaskBytes() int { return t.cfg.MaxTaskBytes }
+
 // Get returns a fresh copy of a task of the calling user, with its version
 // and owner. It returns a2a.ErrTaskNotFound when no such task is stored or
 // another user owns it.

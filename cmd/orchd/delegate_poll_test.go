@@ -34,7 +34,9 @@ func TestDelegate_PolledAgentsArtifacts(t *testing.T) {
 		skill    string
 		artifact *regexp.Regexp
 	}{
-		{"work", regexp.MustCompile(`(?m)^\[\d+\] artifact \S+: part one, part two$`)},
+		// A poll may find the artifact whole, or its first chunk and then
+		// the second, appended.
+		{"work", regexp.MustCompile(`(?m)^\[\d+\] artifact \S+: part one, (part two|\n\[\d+\] artifact \S+ \(continued\): part two)$`)},
 		{"done", regexp.MustCompile(`(?m)^\[\d+\] artifact report: the whole report$`)},
 	} {
 		t.Run(tc.skill, func(t *testing.T) {

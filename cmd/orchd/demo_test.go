@@ -85,7 +85,8 @@ func TestDemo_QuickStart(t *testing.T) {
 
 	code, got, errOut := cli("delegate", "--skill", "report", "the state of agent protocols")
 	if code != exitOK || !strings.Contains(got, "] working: writing section 4 of 4: next steps") ||
-		!strings.Contains(got, `artifact report: summary: what matters about "the state of agent protocols", in short. background:`) ||
+		!regexp.MustCompile(`\] artifact report: summary: what matters about "the state of agent protocols", in short\.\s*\n`).MatchString(got) ||
+		!regexp.MustCompile(`\] artifact report \(continued\): background: `).MatchString(got) ||
 		!strings.Contains(got, `] completed: the report on "the state of agent protocols" is ready`) {
 		t.Errorf("delegate report: exit %d\n%s%s", code, got, errOut)
 	}

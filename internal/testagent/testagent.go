@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"net"
@@ -322,6 +323,47 @@ func Work(delay time.Duration) Behaviour {
 			return
 		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))), nil)
+	}
+}
+
+// Stream creates a task and streams artifacts as LLM agents stream their
+// answers: each of the artifacts as chunks chunks of size bytes of text
+// ("a" for the first artifact, "b" for the next…), the first chunk
+// naming the artifact and each later one appended, the last marked so.
+// It then waits for hold to close (nil: no wait) and completes with
+// "streamed".
+func Stream(artifacts, chunks, size int, hold <-chan struct{}) Behaviour {
+	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
+		}
+		for i := range artifacts {
+			text := strings.Repeat(string(rune('a'+i%26)), size)
+			first := a2a.NewArtifactEvent(ec, a2a.NewTextPart(text))
+			first.Artifact.Name = fmt.Sprintf("answer %d", i+1)
+			first.LastChunk = chunks == 1
+			if !yield(first, nil) {
+				return
+			}
+			for c := 1; c < chunks; c++ {
+				more := a2a.NewArtifactUpdateEvent(ec, first.Artifact.ID, a2a.NewTextPart(text))
+				more.Append, more.LastChunk = true, c == chunks-1
+				if !yield(more, nil) {
+					return
+				}
+			}
+		}
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return
+			}
+		}
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("streamed"))), nil)
 	}
 }
 

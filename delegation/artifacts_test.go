@@ -1,0 +1,158 @@
+package delegation
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/internal/testagent"
+)
+
+// loggedBytes is what the store holds of a delegation: its record and its
+// log, in JSON.
+func loggedBytes(t *testing.T, s Store, id string) (record, log int) {
+	t.Helper()
+	r, err := s.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	evs, err := s.Events(t.Context(), id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		eb, _ := json.Marshal(ev)
+		log += len(eb)
+	}
+	return len(b), log
+}
+
+// TestArtifacts_StreamedInLinearSpace streams one artifact as 200 chunks
+// of 512 bytes: each chunk is logged as it came (appended), so the log holds
+// about the artifact's size, the stored record holds none of it, and the
+// delegation's record has the artifact whole, as a read from the store
+// rebuilds it.
+func TestArtifacts_StreamedInLinearSpace(t *testing.T) {
+	t.Parallel()
+	const chunks, size = 200, 512
+	agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", Streaming: true}, testagent.Stream(1, chunks, size, nil))
+	store := NewMemoryStore(0)
+	f := newFixtureStore(t, Config{}, store)
+	f.add(t, "writer", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "write", Skill: "write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, a2a.TaskStateCompleted)
+	want := strings.Repeat("a", chunks*size)
+	if len(rec.Artifacts) != 1 || artifactText(rec.Artifacts[0]) != want || rec.Artifacts[0].Name != "answer 1" {
+		t.Fatalf("the record's artifacts: %d, want one of %d bytes", len(rec.Artifacts), len(want))
+	}
+	record, log := loggedBytes(t, store, d.ID())
+	if record > 8<<10 || log > 2*len(want) {
+		t.Errorf("the store holds a record of %d bytes and a log of %d for an artifact of %d; want a small record and a log about the artifact's size", record, log, len(want))
+	}
+	evs, _, _ := d.Events(0)
+	appended := 0
+	for _, ev := range evs {
+		if ev.Kind == "artifact" && ev.Append {
+			appended++
+		}
+	}
+	if appended != chunks-1 {
+		t.Errorf("%d artifact events append, want %d", appended, chunks-1)
+	}
+	stored, _, err := f.engine.rebuildArtifacts(t.Context(), mustGet(t, store, d.ID()))
+	if err != nil || len(stored) != 1 || artifactText(stored[0]) != want {
+		t.Errorf("artifacts rebuilt from the store: %d, %v; want the artifact whole", len(stored), err)
+	}
+}
+
+// mustGet reads a stored record.
+func mustGet(t *testing.T, s Store, id string) Record {
+	t.Helper()
+	r, err := s.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestArtifacts_RestatedBeforeTheLogForgetsThem streams more artifact
+// chunks than a delegation's log keeps: every artifact is logged again
+// whole before the events they are rebuilt from leave the log, so the
+// store still rebuilds them all, in order.
+func TestArtifacts_RestatedBeforeTheLogForgetsThem(t *testing.T) {
+	t.Parallel()
+	const maxEvents = 40
+	agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", Streaming: true}, testagent.Stream(3, 30, 100, nil))
+	store := NewMemoryStore(0)
+	store.maxEvents = maxEvents
+	f := newFixtureStore(t, Config{MaxEvents: maxEvents}, store)
+	f.add(t, "writer", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "write", Skill: "write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, a2a.TaskStateCompleted)
+	r := mustGet(t, store, d.ID())
+	if first, _ := store.Events(t.Context(), d.ID(), 0, 1); len(first) == 0 || first[0].Seq == 1 {
+		t.Fatalf("the log kept its first event: the test needs one that forgot some")
+	}
+	arts, _, err := f.engine.rebuildArtifacts(t.Context(), r)
+	if err != nil || len(arts) != 3 {
+		t.Fatalf("rebuilt %d artifacts, %v; want 3", len(arts), err)
+	}
+	for i, a := range arts {
+		if a.ID != rec.Artifacts[i].ID || artifactText(a) != artifactText(rec.Artifacts[i]) || len(artifactText(a)) != 3000 {
+			t.Errorf("artifact %d rebuilt as %q (%d bytes), want %q", i, a.Name, len(artifactText(a)), rec.Artifacts[i].Name)
+		}
+	}
+}
+
+// TestArtifacts_BoundsFailTheWork runs agents past each bound: the
+// delegation fails naming the setting, keeps nothing past it, and the
+// agent's task is canceled.
+func TestArtifacts_BoundsFailTheWork(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                    string
+		cfg                     Config
+		artifacts, chunks, size int
+		setting                 string
+	}{
+		{"bytes", Config{MaxArtifactBytes: 50 << 10}, 1, 100, 1 << 10, "delegation.maxArtifactBytes"},
+		{"count", Config{MaxArtifacts: 3}, 5, 1, 10, "delegation.maxArtifacts"},
+		{"event", Config{MaxEventBytes: 4 << 10}, 1, 2, 8 << 10, "delegation.maxEventBytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hold := make(chan struct{})
+			t.Cleanup(func() { close(hold) })
+			agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", Streaming: true},
+				testagent.Stream(tc.artifacts, tc.chunks, tc.size, hold))
+			f := newFixture(t, tc.cfg)
+			f.add(t, "writer", agent.URL)
+			d, err := f.engine.Delegate(t.Context(), Request{Text: "write", Skill: "write"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := waitState(t, d, a2a.TaskStateFailed)
+			if !strings.Contains(rec.Error, tc.setting) || !strings.Contains(rec.Error, "canceled the task") {
+				t.Errorf("error %q, want one naming %s", rec.Error, tc.setting)
+			}
+			var n int64
+			for _, a := range rec.Artifacts {
+				n += artifactSize(a)
+			}
+			cfg := f.engine.cfg
+			if n > cfg.MaxArtifactBytes || len(rec.Artifacts) > cfg.MaxArtifacts {
+				t.Errorf("kept %d artifacts of %d bytes past the bounds", len(rec.Artifacts), n)
+			}
+			waitFor(t, "the agent's task canceled", func() bool { return agent.Cancels() > 0 })
+		})
+	}
+}

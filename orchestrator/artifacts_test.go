@@ -1,0 +1,62 @@
+package orchestrator
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/registry"
+)
+
+// TestArtifacts_StreamedArtifactCostsLinearStorage streams an artifact of
+// 300 chunks through a daemon on the embedded store: what the store holds
+// afterwards, and what a client reading the events gets, grow with the
+// artifact's size, not with its size times its chunks; the delegation
+// read back has the artifact whole, the listing none.
+func TestArtifacts_StreamedArtifactCostsLinearStorage(t *testing.T) {
+	t.Parallel()
+	const chunks, size = 300, 256
+	agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", Streaming: true}, testagent.Stream(1, chunks, size, nil))
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	cfg.Agents = []registry.Spec{{ID: "writer", URL: agent.URL}}
+	base := startDaemon(t, cfg)
+	st := nodeDaemon(base).state.st
+	before, err := st.Usage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "write", "skill": "write"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	evs := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "")
+	streamed := 0
+	for _, ev := range evs {
+		b, _ := json.Marshal(ev)
+		streamed += len(b)
+	}
+	after, err := st.Usage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact := chunks * size
+	if grew := int(after - before); grew > 4*artifact || streamed > 4*artifact {
+		t.Errorf("an artifact of %d bytes grew the store by %d bytes and streamed %d bytes of events; want a few times its size", artifact, grew, streamed)
+	}
+	call(t, "GET", base+"/v1/delegations/"+rec.ID, "", &rec)
+	if rec.State != a2a.TaskStateCompleted || len(rec.Artifacts) != 1 || len(rec.Artifacts[0].Parts) != chunks ||
+		testagent.Text(&a2a.Message{Parts: rec.Artifacts[0].Parts}) != strings.TrimSpace(strings.Repeat(strings.Repeat("a", size)+" ", chunks)) {
+		t.Errorf("the delegation read back: %s with %d artifacts", rec.State, len(rec.Artifacts))
+	}
+	var list DelegationList
+	call(t, "GET", base+"/v1/delegations", "", &list)
+	if len(list.Delegations) != 1 || len(list.Delegations[0].Artifacts) != 0 {
+		t.Errorf("listed %+v, want the delegation without its artifacts", list.Delegations)
+	}
+	t.Logf("artifact %d bytes in %d chunks: the store grew by %d bytes, the events streamed %d bytes", artifact, chunks, after-before, streamed)
+}
