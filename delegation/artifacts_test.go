@@ -156,3 +156,26 @@ func TestArtifacts_BoundsFailTheWork(t *testing.T) {
 		})
 	}
 }
+
+// TestPoll_AnswerTooLargeFailsTheWork polls an agent whose task grows past
+// what orchd reads of an answer: the delegation fails at the first such
+// read, saying so, and the agent's task is canceled; orchd never reads it
+// whole.
+func TestPoll_AnswerTooLargeFailsTheWork(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	agent := testagent.Start(t, testagent.Options{Name: "Batch", Skill: "batch"}, testagent.Stream(1, 1, 256<<10, hold))
+	f := newFixture(t, Config{})
+	f.engine.answerLimit = 64 << 10
+	f.add(t, "batch", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "crunch", Skill: "batch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, a2a.TaskStateFailed)
+	if !strings.Contains(rec.Error, "larger than orchd reads") || len(rec.Artifacts) != 0 {
+		t.Errorf("error %q with %d artifacts, want the answer refused", rec.Error, len(rec.Artifacts))
+	}
+	waitFor(t, "the agent's task canceled", func() bool { return agent.Cancels() > 0 })
+}

@@ -206,6 +206,9 @@ type Engine struct {
 	store    Store
 	log      *slog.Logger
 	in       *instruments
+	// answerLimit bounds an agent's answer read whole (bounded.go):
+	// maxAgentAnswer, smaller in tests.
+	answerLimit int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -242,7 +245,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 	clients, _ := lru.New[string, cachedClient](1024) // only a non-positive size fails
 	e := &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
 		in:  newInstruments(cfg.TracerProvider, cfg.MeterProvider),
-		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, takingOver: map[string]chan struct{}{}, clients: clients}
+		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, takingOver: map[string]chan struct{}{}, clients: clients, answerLimit: maxAgentAnswer}
 	e.in.observe = e.observe // every call's outcome feeds the agent's breaker
 	return e
 }
@@ -485,6 +488,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		withCreds.Transport = rt
 		hc = &withCreds
 	}
+	hc = boundedAnswers(hc, e.answerLimit)
 	card.SupportedInterfaces = httpFirst(card.SupportedInterfaces)
 	grpcOpts, err := e.grpcOptions(a, creds) // gRPC 1.0 and 0.3 (grpc.go)
 	if err != nil {

@@ -2,6 +2,7 @@ package delegation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -148,6 +149,15 @@ func (d *Delegation) poll(ctx context.Context) bool {
 			continue
 		}
 		task, err := d.getTask(ctx, taskID)
+		if errors.Is(err, ErrAnswerTooLarge) {
+			// Reading it again brings the same: give the task up.
+			d.mu.Lock()
+			if !d.rec.State.Terminal() {
+				d.overLimit(fmt.Sprintf("its task is larger than orchd reads: %v", err))
+			}
+			d.mu.Unlock()
+			return true
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
