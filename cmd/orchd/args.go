@@ -26,6 +26,7 @@ func seeHelp(cmd *cobra.Command) string {
 // unknown command lists its commands.
 func sentences(root *cobra.Command) {
 	root.SetFlagErrorFunc(flagError)
+	root.SetHelpFunc(unknownHelp(root.HelpFunc()))
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		switch {
@@ -73,6 +74,31 @@ func helpCmd(root *cobra.Command) *cobra.Command {
 			target.SetOut(cmd.OutOrStdout())
 			return target.Help()
 		},
+	}
+}
+
+// helpErrKey carries, in the context a command line runs with, where
+// unknownHelp puts its usage error: cobra answers --help with the help of
+// the command it found and no error, whatever came after it.
+type helpErrKey struct{}
+
+// unknownHelp wraps a help function: asked for the help of an unknown
+// command of a group (orchd mcp --help, orchd agents bogus -h), it says
+// there is no such command, as groupRun does, and makes that the command
+// line's error, a usage error, instead of printing the group's help and
+// exiting 0.
+func unknownHelp(help func(*cobra.Command, []string)) func(*cobra.Command, []string) {
+	return func(cmd *cobra.Command, args []string) {
+		names := cmd.Flags().Args()
+		var holder *error
+		if ctx := cmd.Context(); ctx != nil {
+			holder, _ = ctx.Value(helpErrKey{}).(*error)
+		}
+		if cmd.RunE == nil || !cmd.HasSubCommands() || len(names) == 0 || holder == nil {
+			help(cmd, args)
+			return
+		}
+		*holder = noCommand(cmd, names[0])
 	}
 }
 

@@ -54,7 +54,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
+	var helpErr error // set by the help of an unknown command (unknownHelp)
+	err := root.ExecuteContext(context.WithValue(ctx, helpErrKey{}, &helpErr))
+	if err == nil {
+		err = helpErr
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "orchd:", err)
 		var ee *exitError
 		if errors.As(err, &ee) {
