@@ -206,7 +206,7 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 	if err != nil {
 		return fmt.Errorf("put delegation %s: %w", r.ID, err)
 	}
-	octx, cancel := d.s.opContext(ctx)
+	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
 	if marked, known := d.marks.Get(key); r.State.Terminal() && !(known && marked) {
 		// An ended record that did not run here may hold its log (ended.go).

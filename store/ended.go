@@ -49,7 +49,7 @@ func (d *Delegations) PutEnded(ctx context.Context, r delegation.Record, evs []d
 			return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, r.ID, err)
 		}
 	}
-	octx, cancel := d.s.opContext(ctx)
+	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
 	if !d.indexed.Contains(key) && !d.tails.Contains(key) {
 		if folded, ok := d.fold(b, bodies); ok {

@@ -48,7 +48,7 @@ func (d *Delegations) Append(ctx context.Context, id string, ev delegation.Event
 	if err != nil {
 		return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, err)
 	}
-	octx, cancel := d.s.opContext(ctx)
+	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
 	if err := attempt(octx, func() error { return d.append(octx, key, ev.Seq, b) }); err != nil {
 		return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, d.s.unavailable(ctx, err))

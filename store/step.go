@@ -43,7 +43,7 @@ func (d *Delegations) PutStep(ctx context.Context, r delegation.Record, ev deleg
 		if err != nil {
 			return fmt.Errorf("put delegation %s: %w", r.ID, err)
 		}
-		octx, cancel := d.s.opContext(ctx)
+		octx, cancel := d.s.writeContext(ctx)
 		err = d.putStep(octx, key, tail, ev.Seq, body, rec)
 		cancel()
 		if err == nil {

@@ -49,6 +49,16 @@ type Store struct {
 	// store Open refused).
 	manifestMu sync.Mutex
 	opened     bool
+
+	// writes is the current period of the store's writes (health.go):
+	// failed once a write fails at the disk. writeErrors counts those
+	// failures; wakeRecovery wakes the recovery. srvLog and srvOpts are
+	// the embedded server's logger and options, for restarting JetStream.
+	writes       atomic.Pointer[writeState]
+	writeErrors  atomic.Int64
+	wakeRecovery chan struct{}
+	srvLog       *serverLogger
+	srvOpts      *server.Options
 }
 
 // Layout of the embedded server's directory, dir/nats.
@@ -97,7 +107,8 @@ func Open(ctx context.Context, dir string, cfg Config, log *slog.Logger) (*Store
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{cfg: cfg, log: log, done: make(chan struct{})}
+	s := &Store{cfg: cfg, log: log, done: make(chan struct{}), wakeRecovery: make(chan struct{}, 1)}
+	s.writes.Store(newWriteState())
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	var err error
 	if cfg.URL == "" {
@@ -120,8 +131,8 @@ func (s *Store) JetStream() jetstream.JetStream { return s.js }
 // Config returns the configuration in use, defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 
-// Ping checks the store answers, for readiness: nil, or an error wrapping
-// delegation.ErrUnavailable.
+// Ping checks the store answers: nil, or an error wrapping
+// delegation.ErrUnavailable. Ready says whether it can take work.
 func (s *Store) Ping(ctx context.Context) error {
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
@@ -184,8 +195,14 @@ func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelF
 
 // unavailable wraps err in delegation.ErrUnavailable when it says the
 // store is unreachable, not answering or full (see the package function),
-// and when the Store is closed.
+// and when the Store is closed; an operation that ended as writes failed
+// at the disk returns why (writeFailure).
 func (s *Store) unavailable(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		if f := s.writeFailure(); f != nil {
+			return f // a write cancelled as the store failed (writeContext)
+		}
+	}
 	err = unavailable(ctx, err)
 	if err != nil && !errors.Is(err, delegation.ErrUnavailable) && s.closed() {
 		err = fmt.Errorf("%w: store closed: %w", delegation.ErrUnavailable, err)
@@ -359,6 +376,7 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 			"restore the directory from a backup, or remove %s to go on with what the NATS server could recover",
 			s.natsDir, strings.TrimSpace(string(b)), damaged)
 	}
+	os.Remove(filepath.Join(s.natsDir, roomFile)) // left by a check for room cut short
 	always, interval, _ := parseSync(s.cfg.Sync)
 	opts := &server.Options{
 		ServerName: s.cfg.Namespace, JetStream: true, StoreDir: s.natsDir,
@@ -374,11 +392,11 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("state store %s: %w", s.natsDir, err)
 	}
-	logger := &serverLogger{log: s.log.With("component", "nats")}
+	logger := &serverLogger{log: s.log.With("component", "nats"), writeFailed: s.writeFailed}
 	logger.recovering.Store(true)
 	defer logger.recovering.Store(false)
 	srv.SetLogger(logger, s.log.Enabled(ctx, slog.LevelDebug), false)
-	s.srv = srv
+	s.srv, s.srvLog, s.srvOpts = srv, logger, opts
 	started := time.Now()
 	srv.Start()
 	wait := readyWithin
@@ -410,21 +428,32 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 		return fmt.Errorf("state store %s: list streams: %w", s.natsDir, err)
 	}
 	if problems := s.checkRecovered(onDisk, listed, loaded, logger.damage()); len(problems) > 0 {
-		report := time.Now().UTC().Format(time.RFC3339) + ": " + strings.Join(problems, "; ") + "\n"
-		if err := writeFileAtomic(damaged, []byte(report)); err != nil {
-			s.log.Error("state store: record the damage", "err", err)
-		}
-		return fmt.Errorf("state store %s is damaged, and orchd will not start on it rather than lose state: %s; "+
-			"restore the directory from a backup, or move it aside to start empty; to go on with what the NATS "+
-			"server could recover, remove %s (and, for a stream deleted on purpose, its line in %s)",
-			s.natsDir, strings.Join(problems, "; "), damaged, filepath.Join(s.natsDir, manifestFile))
+		return s.refuseDamaged(problems)
 	}
 	if err := s.writeManifest(ctx); err != nil {
 		return err
 	}
+	s.wg.Go(s.watchWrites)
 	s.log.Info("state store started", "dir", s.natsDir, "streams", len(loaded),
 		"took", time.Since(started).Round(time.Millisecond), "sync", s.cfg.Sync, "listen", s.cfg.Listen)
 	return nil
+}
+
+// refuseDamaged records the damage Open found and returns the refusal.
+func (s *Store) refuseDamaged(problems []string) error {
+	s.recordDamage(problems)
+	return fmt.Errorf("state store %s is damaged, and orchd will not start on it rather than lose state: %s; "+
+		"restore the directory from a backup, or move it aside to start empty; to go on with what the NATS "+
+		"server could recover, remove %s (and, for a stream deleted on purpose, its line in %s)",
+		s.natsDir, strings.Join(problems, "; "), filepath.Join(s.natsDir, damagedFile), filepath.Join(s.natsDir, manifestFile))
+}
+
+// recordDamage writes DAMAGED with problems.
+func (s *Store) recordDamage(problems []string) {
+	report := time.Now().UTC().Format(time.RFC3339) + ": " + strings.Join(problems, "; ") + "\n"
+	if err := writeFileAtomic(filepath.Join(s.natsDir, damagedFile), []byte(report)); err != nil {
+		s.log.Error("state store: record the damage", "err", err)
+	}
 }
 
 // checkRecovered lists what the server could not recover: stream
@@ -695,6 +724,9 @@ func writeFileAtomic(path string, b []byte) error {
 type serverLogger struct {
 	log        *slog.Logger
 	recovering atomic.Bool
+	// writeFailed is told of each write the server could not make on
+	// disk (health.go).
+	writeFailed func(msg string)
 
 	mu       sync.Mutex
 	damaged  []string
@@ -724,7 +756,16 @@ const maxDamage = 20
 func (l *serverLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+
+// Errorf logs at error level, and passes on the failed writes the
+// server reports: a stream's files refuse every write after one.
+func (l *serverLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error(msg)
+	if l.writeFailed != nil && strings.Contains(strings.ToLower(msg), "critical write error") {
+		l.writeFailed(msg)
+	}
+}
 
 // Warnf logs at warning level, or at error level when the warning reports
 // damage the server found after it started (reading a block it had not
@@ -758,6 +799,15 @@ func (l *serverLogger) Fatalf(format string, v ...any) {
 		l.fatalMsg = msg
 	}
 	l.mu.Unlock()
+}
+
+// startRecovery clears the damage kept and keeps what the server reports
+// from now on, until recovering is set false.
+func (l *serverLogger) startRecovery() {
+	l.mu.Lock()
+	l.damaged = nil
+	l.mu.Unlock()
+	l.recovering.Store(true)
 }
 
 func (l *serverLogger) damage() []string {
