@@ -65,10 +65,13 @@ const (
 	// errCodeSequenceMismatch is "expected stream sequence does not
 	// match", sent with status 503 although nothing is down.
 	errCodeSequenceMismatch jetstream.ErrorCode = 10063
-	// errCodeMemoryExceeded and errCodeStorageExceeded mean the server
-	// has no room left for the write.
-	errCodeMemoryExceeded  jetstream.ErrorCode = 10028
-	errCodeStorageExceeded jetstream.ErrorCode = 10047
+	// errCodeInsufficientResources, errCodeMemoryExceeded and
+	// errCodeStorageExceeded mean the server has no room left for the
+	// write: the first is what the embedded server answers once its use
+	// is over its limit (status 503).
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	errCodeMemoryExceeded        jetstream.ErrorCode = 10028
+	errCodeStorageExceeded       jetstream.ErrorCode = 10047
 )
 
 // isWrongLastSequence reports whether err is a lost compare-and-set on a
@@ -88,13 +91,22 @@ func isWrongLastSequence(err error) bool {
 // notProcessed reports whether err says the request reached nobody who
 // acted on it: no responders (a stream between leaders, or interest not
 // yet known across a cluster), or the server answering it is temporarily
-// unavailable. Any request, a write included, is safe to send again.
+// unavailable. Any request, a write included, is safe to send again. A
+// store with no room left is not tried again: it stays full for longer
+// than one operation's timeout, and the caller should hear so at once.
 func notProcessed(err error) bool {
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return true
 	}
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code == 503 && apiErr.ErrorCode != errCodeSequenceMismatch
+	if !errors.As(err, &apiErr) || apiErr.Code != 503 {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeSequenceMismatch, errCodeInsufficientResources, errCodeMemoryExceeded, errCodeStorageExceeded:
+		return false
+	}
+	return true
 }
 
 // attempt runs op again, backing off, while it fails with an error
