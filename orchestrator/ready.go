@@ -16,9 +16,10 @@ type Readiness struct {
 
 // notReady lists what keeps the daemon from taking work: it is not
 // listening yet, its agent card is not built, no policy set is loaded,
-// its state store does not answer (within readyPing), or it is shutting
-// down. The agents' health does not count; /healthz and
-// the registry report it.
+// its state store cannot take writes (it does not answer within
+// readyPing, its writes fail at the disk, or it is full; see
+// store.Store.Ready), or it is shutting down. The agents' health does not
+// count; /healthz and the registry report it.
 func (d *Daemon) notReady() []string {
 	var why []string
 	select {
@@ -37,8 +38,8 @@ func (d *Daemon) notReady() []string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), readyPing)
 	defer cancel()
-	if err := d.state.ping(ctx); err != nil {
-		why = append(why, "state store unavailable: "+err.Error())
+	if err := d.state.ready(ctx); err != nil {
+		why = append(why, err.Error())
 	}
 	return why
 }

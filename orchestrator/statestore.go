@@ -251,12 +251,13 @@ func (s *state) close() {
 	}
 }
 
-// ping reports whether the store answers, for readiness.
-func (s *state) ping(ctx context.Context) error {
+// ready reports whether the store can take work, for readiness; its
+// error says why not, starting "state store".
+func (s *state) ready(ctx context.Context) error {
 	if s.st == nil {
 		return nil
 	}
-	return s.st.Ping(ctx)
+	return s.st.Ready(ctx)
 }
 
 // closingTasks is the A2A task store as the handler uses it: once orchd

@@ -1,0 +1,164 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"golang.org/x/sys/unix"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+)
+
+// A full disk is simulated with the child daemon's file size limit
+// (RLIMIT_FSIZE), which a test can set on another process of its user
+// and lift again: a write past it fails with EFBIG, as a write to a full
+// disk fails with ENOSPC, and nats-server v2.15.2 treats both alike.
+
+// limitFileSize sets the child daemon's limit on the size of a file it
+// writes; unix.RLIM_INFINITY lifts it.
+func (c *child) limitFileSize(t *testing.T, limit uint64) {
+	t.Helper()
+	c.mu.Lock()
+	pid := c.cmd.Process.Pid
+	c.mu.Unlock()
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: unix.RLIM_INFINITY}, nil); err != nil {
+		t.Fatalf("limit the child's file size: %v", err)
+	}
+}
+
+// stop sends SIGTERM, a graceful stop, and returns how long the daemon
+// took to exit and its exit code.
+func (c *child) stop(t *testing.T) (time.Duration, int) {
+	t.Helper()
+	c.mu.Lock()
+	cmd := c.cmd
+	c.cmd = nil
+	c.mu.Unlock()
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	took := time.Since(start)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return took, 0
+	case errors.As(err, &exit):
+		return took, exit.ExitCode()
+	}
+	t.Fatalf("wait for the daemon: %v", err)
+	return took, -1
+}
+
+// TestReady_StoreWritesFailUntilSpaceReturns makes every write of the
+// daemon's embedded store fail at the operating system, as on a full
+// disk: /readyz goes unready, naming the store, as long as that lasts,
+// and comes back by itself once writes can succeed again, without a
+// restart; new work is taken again and none taken before is lost.
+func TestReady_StoreWritesFailUntilSpaceReturns(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work"}, testagent.Reply("done"))
+	c := childDaemon(t, t.TempDir(), "")
+	if code := call(t, "POST", c.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add agent = %d", code)
+	}
+	if code := post(c.base+"/v1/delegations", workBody); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	c.limitFileSize(t, 1) // no file of the store may grow
+	if code := post(c.base+"/v1/delegations", workBody); code != 503 {
+		t.Errorf("delegate with the store failing = %d, want 503", code)
+	}
+	r := waitReady(t, c, 503, 30*time.Second, "unready while the store's writes fail")
+	if !strings.Contains(strings.Join(r.Reasons, " "), "state store cannot write") {
+		t.Errorf("readiness reasons %q do not say the state store cannot write", r.Reasons)
+	}
+	time.Sleep(2 * time.Second) // room is looked for every second, and not found
+	if code := callNoFail(c.base+"/readyz", &r); code != 503 {
+		t.Errorf("/readyz = %d with the store still failing", code)
+	}
+
+	c.limitFileSize(t, unix.RLIM_INFINITY)
+	freed := time.Now()
+	waitReady(t, c, 200, 30*time.Second, "ready again once writes can succeed")
+	t.Logf("ready again %s after space returned", time.Since(freed).Round(time.Millisecond))
+	for i := range 3 {
+		if code := post(c.base+"/v1/delegations", workBody); code != 201 {
+			t.Errorf("delegate %d after space returned = %d", i, code)
+		}
+	}
+	var list DelegationList
+	call(t, "GET", c.base+"/v1/delegations?pageSize=100", "", &list)
+	if len(list.Delegations) != 4 {
+		t.Errorf("listed %d delegations, want the 4 taken", len(list.Delegations))
+	}
+}
+
+// TestStop_QuickWithTheStoreFailing stops a daemon gracefully while its
+// store's writes fail and its delegations are writing the agents' last
+// events: the stop does not wait a timeout for each write (it took 19 s
+// with three delegations and the default store.timeout of 5 s), and
+// exits 0.
+func TestStop_QuickWithTheStoreFailing(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	finished := make(chan struct{}, 3)
+	work := gatedWork(release)
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true},
+		func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+			work(ctx, ec, yield)
+			finished <- struct{}{}
+		})
+	c := childDaemon(t, t.TempDir(), "")
+	if code := call(t, "POST", c.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add agent = %d", code)
+	}
+	for i := range 3 {
+		var rec delegation.Record
+		if code := call(t, "POST", c.base+"/v1/delegations", workBody, &rec); code != 201 {
+			t.Fatalf("delegate %d = %d", i, code)
+		}
+		readUntil(t, c.base+"/v1/delegations/"+rec.ID+"/events", "", func(ev delegation.Event) bool { return ev.Kind == "artifact" })
+	}
+	c.limitFileSize(t, 1)
+	close(release) // the agents finish: every delegation writes its last events
+	for range 3 {
+		<-finished
+	}
+	time.Sleep(time.Second) // the events reach orchd, whose writes fail
+	took, code := c.stop(t)
+	t.Logf("graceful stop with the store failing: %s, exit code %d", took.Round(time.Millisecond), code)
+	if code != 0 {
+		t.Errorf("exit code %d after a graceful stop", code)
+	}
+	if took > 4*time.Second {
+		t.Errorf("graceful stop took %s with the store failing", took)
+	}
+}
+
+// waitReady polls the daemon's /readyz until it answers want, and
+// returns that answer.
+func waitReady(t *testing.T, c *child, want int, within time.Duration, what string) Readiness {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var r Readiness
+		code := callNoFail(c.base+"/readyz", &r)
+		if code == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: /readyz = %d %v after %s", what, code, r.Reasons, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
