@@ -63,6 +63,10 @@ type Config struct {
 	// Timeout bounds each store operation and the connection to URL: a
 	// store that does not answer in time is unavailable. Default 5s.
 	Timeout time.Duration `yaml:"timeout"`
+
+	// seqEvery is how often the embedded store records its streams'
+	// sequences (inventory.go); 0 means seqEvery(Sync). Tests shorten it.
+	seqEvery time.Duration
 }
 
 // TLSConfig holds the files for TLS to an external cluster. All are

@@ -143,18 +143,25 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close stops background work, closes the connection and shuts the
-// embedded server down, waiting until it has. It is safe to call more
-// than once; calls on the Store's parts afterwards fail with
+// embedded server down, waiting until it has, then records what the
+// server left on disk (inventory.go). It is safe to call more than once;
+// calls on the Store's parts afterwards fail with
 // delegation.ErrUnavailable.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		s.stopBG()
 		s.wg.Wait()
-		if s.srv != nil && s.opened {
+		record := s.srv != nil && s.opened
+		var seqs map[string]uint64
+		if record {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 			if err := s.writeManifest(ctx); err != nil {
 				s.log.Warn("state store: record streams", "err", err)
+			}
+			var err error
+			if seqs, err = s.streamSequences(ctx); err != nil {
+				s.log.Warn("state store: read the streams' sequences", "err", err)
 			}
 			cancel()
 		}
@@ -166,8 +173,25 @@ func (s *Store) Close() error {
 			s.srv.WaitForShutdown()
 			s.log.Info("state store stopped", "dir", s.natsDir)
 		}
+		if record {
+			s.recordStop(seqs)
+		}
 	})
 	return s.closeErr
+}
+
+// recordStop writes the records of a graceful stop: the streams'
+// sequences, read before the server shut down, and the message blocks it
+// left. A store that cannot write them starts next as after a crash.
+func (s *Store) recordStop(seqs map[string]uint64) {
+	if seqs != nil {
+		if err := writeSequences(s.natsDir, seqs); err != nil {
+			s.log.Warn("state store: record the streams' sequences", "err", err)
+		}
+	}
+	if err := recordStopped(s.natsDir); err != nil {
+		s.log.Warn("state store: record the message blocks", "err", err)
+	}
 }
 
 // inherit fills the settings of a bucket a consumer opens that its config
@@ -377,6 +401,24 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 			s.natsDir, strings.TrimSpace(string(b)), damaged)
 	}
 	os.Remove(filepath.Join(s.natsDir, roomFile)) // left by a check for room cut short
+	recorded, err := readSequences(s.natsDir)
+	if err != nil {
+		return err
+	}
+	// The blocks a graceful stop left are compared before the server
+	// starts, and would drop what it cannot read.
+	problems, stopped, err := checkStopped(s.natsDir)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return s.refuseDamaged(problems)
+	}
+	if stopped {
+		if err := removeSynced(filepath.Join(s.natsDir, stoppedFile)); err != nil {
+			return fmt.Errorf("state store %s: %w", s.natsDir, err)
+		}
+	}
 	always, interval, _ := parseSync(s.cfg.Sync)
 	opts := &server.Options{
 		ServerName: s.cfg.Namespace, JetStream: true, StoreDir: s.natsDir,
@@ -427,13 +469,22 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("state store %s: list streams: %w", s.natsDir, err)
 	}
-	if problems := s.checkRecovered(onDisk, listed, loaded, logger.damage()); len(problems) > 0 {
+	lost, err := s.checkSequences(ctx, recorded)
+	if err != nil {
+		return fmt.Errorf("state store %s: %w", s.natsDir, err)
+	}
+	if problems := s.checkRecovered(onDisk, listed, loaded, append(logger.damage(), lost...)); len(problems) > 0 {
 		return s.refuseDamaged(problems)
 	}
 	if err := s.writeManifest(ctx); err != nil {
 		return err
 	}
 	s.wg.Go(s.watchWrites)
+	every := s.cfg.seqEvery
+	if every == 0 {
+		every = seqEvery(s.cfg.Sync)
+	}
+	s.wg.Go(func() { s.recordSequences(every) })
 	s.log.Info("state store started", "dir", s.natsDir, "streams", len(loaded),
 		"took", time.Since(started).Round(time.Millisecond), "sync", s.cfg.Sync, "listen", s.cfg.Listen)
 	return nil
@@ -448,11 +499,18 @@ func (s *Store) refuseDamaged(problems []string) error {
 		s.natsDir, strings.Join(problems, "; "), filepath.Join(s.natsDir, damagedFile), filepath.Join(s.natsDir, manifestFile))
 }
 
-// recordDamage writes DAMAGED with problems.
+// recordDamage writes DAMAGED with problems, and removes the records of
+// what the store held, which describe what is lost.
 func (s *Store) recordDamage(problems []string) {
 	report := time.Now().UTC().Format(time.RFC3339) + ": " + strings.Join(problems, "; ") + "\n"
 	if err := writeFileAtomic(filepath.Join(s.natsDir, damagedFile), []byte(report)); err != nil {
 		s.log.Error("state store: record the damage", "err", err)
+		return
+	}
+	for _, name := range []string{stoppedFile, sequencesFile} {
+		if err := os.Remove(filepath.Join(s.natsDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Error("state store: remove "+name, "err", err)
+		}
 	}
 }
 
@@ -684,6 +742,19 @@ func readManifest(natsDir string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// removeSynced removes path, if it exists, and syncs its directory.
+func removeSynced(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // writeFileAtomic replaces path with b: written to a temporary file,
