@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/store"
 	"github.com/orchd/orchd/telemetry"
 )
 
@@ -103,10 +106,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			st.close()
 		}
 	}()
-	self, err := identity(cfg, stateDir, st)
-	if err != nil {
-		return nil, err
-	}
+	self := st.self
 	engine, err := policies.NewEngine(cfg.Policies.Paths, cfg.PolicyOptions(), log.With("component", "policies"))
 	if err != nil {
 		return nil, fmt.Errorf("load policies: %w", err)
@@ -227,15 +227,16 @@ func stateDirOf(cfg Config) (string, error) {
 // identity returns the daemon's identity in delegation chains:
 // delegation.self when configured; else, on an external store, the one
 // the replicas of this orchd share, kept in the store; else the one kept
-// in the state directory (generated on first start). A daemon with no
+// in the state directory (generated on first start; on the embedded
+// store, kept in the store too: see embeddedIdentity). A daemon with no
 // state directory (an ephemeral port and no stateDir) gets a new identity
 // each start.
-func identity(cfg Config, stateDir string, st *state) (string, error) {
+func identity(ctx context.Context, cfg Config, stateDir string, st *state) (string, error) {
 	switch {
 	case cfg.Delegation.Self != "":
 		return cfg.Delegation.Self, nil
 	case st.mode == StoreExternal:
-		self, err := st.st.Identity(context.Background(), newIdentity())
+		self, err := st.st.Identity(ctx, newIdentity())
 		if err == nil {
 			err = checkIdentity(self)
 		}
@@ -245,10 +246,55 @@ func identity(cfg Config, stateDir string, st *state) (string, error) {
 		return self, nil
 	case stateDir == "":
 		return newIdentity(), nil
+	case st.mode == StoreEmbedded:
+		return embeddedIdentity(ctx, stateDir, st.st)
 	}
 	self, err := loadIdentity(stateDir)
 	if err != nil {
 		return "", fmt.Errorf("identity: %w", err)
+	}
+	return self, nil
+}
+
+// embeddedIdentity returns the identity in the state directory dir, kept
+// in the embedded store st as well. A store that already holds state
+// belongs to the orchd whose identity it has: orchd refuses to start on
+// it with the identity file missing, rather than take a new identity (the
+// chains and A2A tasks in the store name the old one), and with a file
+// naming another identity. A new identity is generated only with a new
+// store.
+func embeddedIdentity(ctx context.Context, dir string, st *store.Store) (string, error) {
+	path := filepath.Join(dir, identityFile)
+	self, err := readIdentity(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		kept, err := st.KeptIdentity(ctx)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("identity in the store: %w", err)
+		case kept != "":
+			return "", fmt.Errorf("identity: %s is missing, but the state store in %s belongs to orchd %q; "+
+				"orchd will not take a new identity on it: write %s to %s to go on as that orchd, or restore the state directory from a backup",
+				path, filepath.Join(dir, "nats"), kept, kept, path)
+		case !st.Fresh():
+			return "", fmt.Errorf("identity: %s is missing, but the state store in %s already holds state; "+
+				"orchd will not take a new identity on it: restore %s (or the state directory) from a backup, or set delegation.self",
+				path, filepath.Join(dir, "nats"), path)
+		}
+		if self, err = loadIdentity(dir); err != nil {
+			return "", fmt.Errorf("identity: %w", err)
+		}
+	case err != nil:
+		return "", fmt.Errorf("identity: %w", err)
+	}
+	kept, err := st.Identity(ctx, self)
+	if err != nil {
+		return "", fmt.Errorf("identity in the store: %w", err)
+	}
+	if kept != self {
+		return "", fmt.Errorf("identity: %s says %q, but the state store in %s belongs to orchd %q; "+
+			"orchd will not start on another orchd's state: put the state directory's own files back, or write %s to %s",
+			path, self, filepath.Join(dir, "nats"), kept, kept, path)
 	}
 	return self, nil
 }

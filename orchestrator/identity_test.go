@@ -2,6 +2,8 @@ package orchestrator
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/store"
 )
 
 // defaultsNode runs a daemon on the embedded defaults with only its state
@@ -266,5 +269,63 @@ func TestDefaultStateDir(t *testing.T) {
 	t.Setenv("HOME", "/home/op")
 	if got, _ := DefaultStateDir("127.0.0.1:8080"); got != "/home/op/.local/state/orchd/127.0.0.1-8080" {
 		t.Errorf("without XDG_STATE_HOME: %q", got)
+	}
+}
+
+// TestStateDir_IdentityOfAnExistingStore removes the identity file of a
+// state directory whose store holds state, and puts another one in its
+// place: the daemon refuses to start, naming the identity the store
+// belongs to, rather than go on as another orchd on the old store. With
+// the file back it starts as before. A store made before the identity
+// was kept in it (no identity there) is refused as well.
+func TestStateDir_IdentityOfAnExistingStore(t *testing.T) {
+	t.Parallel()
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	first, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Identity()
+	first.Close()
+	path := filepath.Join(cfg.StateDir, identityFile)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), path+" is missing") || !strings.Contains(err.Error(), id) {
+		t.Fatalf("New with the identity file gone = %v, want a refusal naming %s and %s", err, path, id)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused start left an identity file: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("orchd-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "belongs to orchd \""+id+"\"") {
+		t.Fatalf("New with another identity file = %v, want a refusal naming %s", err, id)
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(cfg, nil)
+	if err != nil || again.Identity() != id {
+		t.Fatalf("New with the identity file back = %v, %v", again, err)
+	}
+	again.Close()
+
+	// A store holding state, but no identity.
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), dir, store.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Delegations(t.Context(), store.DelegationsConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	cfg.StateDir = dir
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "already holds state") {
+		t.Fatalf("New on a store with state and no identity file = %v, want a refusal", err)
 	}
 }

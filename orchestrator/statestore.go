@@ -157,7 +157,7 @@ type state struct {
 	tasks  *closingTasks
 	// pushConfigs keeps the A2A push notification configs of the tasks.
 	pushConfigs *store.PushConfigs
-	// self is the identity kept in the store, external mode only.
+	// self is the daemon's identity in chains (identity).
 	self string
 	// maxTaskBytes is the largest A2A task the durable store keeps, 0 in
 	// memory mode; what a delegation may produce stays within it
@@ -178,8 +178,9 @@ func (s *state) delegationBounds(c delegation.Config) delegation.Config {
 	return c
 }
 
-// openState takes the state directory's lock and opens the configured
-// store. On error nothing stays open.
+// openState takes the state directory's lock, opens the configured store
+// and settles the daemon's identity, before orchd's buckets and streams
+// are made. On error nothing stays open.
 func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_ *state, err error) {
 	mode, err := cfg.Store.mode(dir)
 	if err != nil {
@@ -202,6 +203,9 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		} else {
 			log.Warn("store: memory: delegations, agents added through the API and A2A tasks are kept in memory and lost when orchd stops")
 		}
+		if s.self, err = identity(ctx, cfg, dir, s); err != nil {
+			return nil, err
+		}
 		s.deleg = delegation.NewMemoryStore(0)
 		s.tasks = newClosingTasks(taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()}), false)
 		if s.pushConfigs, err = store.NewMemoryPushConfigs(cfg.Agent.Push.withDefaults().storeConfig()); err != nil {
@@ -211,6 +215,9 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 	}
 	scfg := cfg.Store.storeConfig()
 	if s.st, err = store.Open(ctx, dir, scfg, log.With("component", "store")); err != nil {
+		return nil, err
+	}
+	if s.self, err = identity(ctx, cfg, dir, s); err != nil {
 		return nil, err
 	}
 	if s.deleg, err = s.st.Delegations(ctx, store.DelegationsConfig{}); err != nil {

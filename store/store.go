@@ -49,6 +49,9 @@ type Store struct {
 	// store Open refused).
 	manifestMu sync.Mutex
 	opened     bool
+	// fresh says the embedded server's directory held no stream when
+	// Open started it.
+	fresh bool
 
 	// writes is the current period of the store's writes (health.go):
 	// failed once a write fails at the disk. writeErrors counts those
@@ -400,6 +403,7 @@ func (s *Store) startEmbedded(ctx context.Context, dir string) error {
 			"restore the directory from a backup, or remove %s to go on with what the NATS server could recover",
 			s.natsDir, strings.TrimSpace(string(b)), damaged)
 	}
+	s.fresh = len(onDisk) == 0 && len(listed) == 0
 	os.Remove(filepath.Join(s.natsDir, roomFile)) // left by a check for room cut short
 	recorded, err := readSequences(s.natsDir)
 	if err != nil {
