@@ -298,6 +298,9 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 	if d.rec.State.Terminal() {
 		return true
 	}
+	if d.foreign(ev) {
+		return false
+	}
 	switch e := ev.(type) {
 	case *a2a.Message:
 		if !d.fits(e) {
@@ -325,6 +328,34 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 		}
 	}
 	return d.rec.State.Terminal() || waiting(d.rec.State)
+}
+
+// foreign reports whether an event names a task other than the one the
+// delegation follows, once it follows one: an agent's event about another
+// task, which must not move this delegation (end it, or fill it with
+// another task's artifacts). It is dropped and logged. Callers hold mu.
+func (d *Delegation) foreign(ev a2a.Event) bool {
+	own := d.rec.Downstream.TaskID
+	if own == "" {
+		return false
+	}
+	var named a2a.TaskID
+	switch e := ev.(type) {
+	case *a2a.Task:
+		named = e.ID
+	case *a2a.TaskStatusUpdateEvent:
+		named = e.TaskID
+	case *a2a.TaskArtifactUpdateEvent:
+		named = e.TaskID
+	case *a2a.Message:
+		named = e.TaskID
+	}
+	if named == "" || named == own {
+		return false
+	}
+	d.engine.log.Warn("an event of the agent's names another task than the delegation's; dropped",
+		"delegation", d.rec.ID, "agent", d.rec.Downstream.Agent, "task", own, "named", named)
+	return true
 }
 
 // applyTask folds a task read whole (a poll, a push notification's read,

@@ -211,3 +211,30 @@ func TestApply_LateWorkingDoesNotUndoAWait(t *testing.T) {
 		t.Fatalf("after an end stamped in the past the state is %s", got)
 	}
 }
+
+// TestApply_EventsOfAnotherTaskAreDropped: an agent's status update,
+// artifact or task naming a task other than the one the delegation
+// follows neither ends the delegation nor adds to it; its own still do.
+func TestApply_EventsOfAnotherTaskAreDropped(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
+	f := newFixture(t, Config{})
+	f.add(t, "slow", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := waitState(t, d, a2a.TaskStateWorking)
+	other := a2a.TaskInfo{TaskID: "another-task", ContextID: rec.Downstream.ContextID}
+	d.apply(a2a.NewArtifactEvent(other, a2a.NewTextPart("not ours")))
+	d.apply(&a2a.Task{ID: other.TaskID, ContextID: other.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateFailed}})
+	d.apply(a2a.NewStatusUpdateEvent(other, a2a.TaskStateCompleted, nil))
+	if got := d.Record(); got.State != a2a.TaskStateWorking || len(got.Artifacts) != 0 {
+		t.Fatalf("after another task's events: %s with %d artifacts, want WORKING with none", got.State, len(got.Artifacts))
+	}
+	own := a2a.TaskInfo{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID}
+	d.apply(a2a.NewStatusUpdateEvent(own, a2a.TaskStateCompleted, nil))
+	if got := d.Record().State; got != a2a.TaskStateCompleted {
+		t.Errorf("after its own task's end: %s", got)
+	}
+}
