@@ -871,6 +871,16 @@ func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 			pw.Close()
 		}
 	})
+	held3 := func() { // until both bodies hold their room
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); l.budget.TryAcquire(3); time.Sleep(time.Millisecond) {
+			l.budget.Release(3)
+			if time.Now().After(deadline) {
+				t.Fatal("the bodies took no budget")
+			}
+		}
+	}
+	held3()
 	third := post(strings.NewReader(`{}`), 2)
 	select {
 	case err := <-third:
@@ -898,6 +908,7 @@ func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 	if _, err := pw.Write([]byte(`{`)); err != nil {
 		t.Fatal(err)
 	}
+	held3()
 	resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":"req-9","method":"GetTask"}`))
 	if err != nil {
 		t.Fatal(err)

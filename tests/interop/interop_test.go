@@ -291,22 +291,25 @@ func artifactTexts(arts []*a2a.Artifact) []string {
 	return out
 }
 
-// checkStreamed checks a delegation to a stream peer: its three appended
-// chunks reach the delegation's events as they come, merged, between
-// WORKING and COMPLETED, and the record ends with the whole artifact.
+// checkStreamed checks a delegation to a stream peer: its three chunks
+// reach the delegation's events as they come, one event each, the later
+// two appended, between WORKING and COMPLETED, and the record ends with
+// the whole artifact.
 func checkStreamed(t *testing.T, base, id string) {
 	t.Helper()
 	var arts, states []string
+	var appends []bool
 	for _, ev := range events(t, base, id, nil) {
 		switch ev.Kind {
 		case "artifact":
 			arts = append(arts, artifactTexts([]*a2a.Artifact{ev.Artifact})...)
+			appends = append(appends, ev.Append)
 		case "state":
 			states = append(states, string(ev.State))
 		}
 	}
-	if want := []string{"part 1", "part 1part 2", "part 1part 2part 3"}; !slices.Equal(arts, want) {
-		t.Errorf("artifact events %q, want %q", arts, want)
+	if want := []string{"part 1", "part 2", "part 3"}; !slices.Equal(arts, want) || !slices.Equal(appends, []bool{false, true, true}) {
+		t.Errorf("artifact events %q, appending %v; want %q, the first whole and the others appended", arts, appends, want)
 	}
 	if len(states) == 0 || !slices.Contains(states, string(a2a.TaskStateWorking)) || states[len(states)-1] != string(a2a.TaskStateCompleted) {
 		t.Errorf("state events %q, want WORKING … COMPLETED", states)
