@@ -197,7 +197,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	mux.Handle("/", g.wrap(groupAPI, api))
 	// Outermost, so every request is logged: the mux's 404s, the gate's
 	// 401s and the browser guard's 403s too.
-	d.handler = access.wrap(guard.wrap(mux))
+	d.handler = access.wrap(guard.wrap(streamDeadlines(mux, time.Duration(cfg.HTTP.withDefaults().StreamWriteTimeout))))
 	return d, nil
 }
 

@@ -47,6 +47,10 @@ type HTTPConfig struct {
 	// IdleTimeout is how long a kept-alive connection may wait for its
 	// next request. Default 60s.
 	IdleTimeout Duration `yaml:"idleTimeout"`
+	// StreamWriteTimeout bounds one write of an event stream (the API's
+	// /events, A2A streaming): a client that reads nothing for that long
+	// is cut off (streamwrite.go). Default 30s.
+	StreamWriteTimeout Duration `yaml:"streamWriteTimeout"`
 	// TLS serves HTTPS with this certificate instead of HTTP; auth.mtls
 	// needs it.
 	TLS *TLSConfig `yaml:"tls"`
@@ -75,6 +79,7 @@ const (
 	defaultMaxBufferedBodyBytes = 64 << 20
 	defaultReadTimeout          = 30 * time.Second
 	defaultIdleTimeout          = 60 * time.Second
+	defaultStreamWriteTimeout   = 30 * time.Second
 	// readHeaderTimeout bounds the arrival of a request's headers.
 	readHeaderTimeout = 10 * time.Second
 )
@@ -99,6 +104,9 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = Duration(defaultIdleTimeout)
 	}
+	if c.StreamWriteTimeout == 0 {
+		c.StreamWriteTimeout = Duration(defaultStreamWriteTimeout)
+	}
 	return c
 }
 
@@ -111,6 +119,8 @@ func (c HTTPConfig) validate() error {
 		return fmt.Errorf("config: http.maxAPIBodyBytes %d: want a positive size in bytes", c.MaxAPIBodyBytes)
 	case c.MaxJSONDepth < 0:
 		return fmt.Errorf("config: http.maxJSONDepth %d: want a positive depth", c.MaxJSONDepth)
+	case c.StreamWriteTimeout < 0:
+		return fmt.Errorf("config: http.streamWriteTimeout %s: want a positive duration", time.Duration(c.StreamWriteTimeout))
 	case c.MaxBufferedBodyBytes < 0:
 		return fmt.Errorf("config: http.maxBufferedBodyBytes %d: want a positive size in bytes", c.MaxBufferedBodyBytes)
 	case c.MaxBufferedBodyBytes > 0 && c.MaxBufferedBodyBytes <= max(c.withDefaults().MaxBodyBytes, c.withDefaults().MaxAPIBodyBytes):

@@ -688,7 +688,7 @@ func BenchmarkBodyLimits(b *testing.B) {
 func TestHTTPConfig_Defaults(t *testing.T) {
 	t.Parallel()
 	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, MaxBufferedBodyBytes: 64 << 20,
-		ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute)}
+		ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute), StreamWriteTimeout: Duration(30 * time.Second)}
 	got := loadDefaults(t).HTTP
 	if len(got.AllowedHosts) != 0 {
 		t.Errorf("defaults.yaml http.allowedHosts = %q, want none", got.AllowedHosts)

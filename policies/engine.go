@@ -116,7 +116,8 @@ func (e *Engine) reload(onlyIfChanged bool) error {
 			e.status.Diagnostics = diags
 		}
 		if e.current.Load() != nil {
-			e.log.Error("policy reload failed; the previous policies stay in force", "error", err, "digest", e.status.Digest)
+			e.log.Error("policy reload failed; the previous policies stay in force, and orchd will not start again until the files compile",
+				"error", err, "digest", e.status.Digest)
 		}
 		return err
 	}
