@@ -127,8 +127,9 @@ func partsSize(parts a2a.ContentParts) int64 {
 	return n
 }
 
-// messageSize is about how many bytes a message takes in JSON.
-func messageSize(m *a2a.Message) int64 {
+// MessageSize is about how many bytes a message takes in JSON: its parts'
+// content and its own fields, text and raw bytes read by length.
+func MessageSize(m *a2a.Message) int64 {
 	if m == nil {
 		return 0
 	}

@@ -493,7 +493,7 @@ func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 // fits reports whether a message of the agent's fits in an event; one
 // that does not fails the delegation (overLimit). Callers hold mu.
 func (d *Delegation) fits(m *a2a.Message) bool {
-	if n := messageSize(m); n > d.engine.cfg.MaxEventBytes {
+	if n := MessageSize(m); n > d.engine.cfg.MaxEventBytes {
 		d.overLimit(fmt.Sprintf("the agent sent a message of about %d bytes, over the %d an event may hold (delegation.maxEventBytes)", n, d.engine.cfg.MaxEventBytes))
 		return false
 	}

@@ -90,14 +90,14 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) (*a2aServer, error) {
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, maxMessage int64, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) (*a2aServer, error) {
 	exec := newExecutor(engine, tasks, authz.gate, stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	// a2a-go derives a logger for every request, seldom written to:
 	// LazyHandler formats its attributes only for a record written.
 	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(log.Handler()))),
-		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, developmentUser{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, steer, earlyDelegation{x: exec}),
+		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, developmentUser{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, messageFit{max: maxMessage}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs), pusher.handlerOption()), tasks, exec.changes, stopping)
 	if err != nil {
 		return nil, fmt.Errorf("A2A server: %w", err)
@@ -343,6 +343,32 @@ func (versionCheck) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asr
 	}
 	return ctx, nil, nil
 }
+
+// messageFit refuses a message larger than orchd's task store can keep
+// in a task, before anything is delegated: the task that would hold it
+// could not be stored, and the caller would get an internal error after
+// the work had gone to an agent. max is 0 for a store with no bound (in
+// memory).
+type messageFit struct {
+	a2asrv.PassthroughCallInterceptor
+	max int64
+}
+
+func (f messageFit) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	smr, ok := req.Payload.(*a2a.SendMessageRequest)
+	if f.max <= 0 || !ok || smr.Message == nil {
+		return ctx, nil, nil
+	}
+	if n := delegation.MessageSize(smr.Message); n > f.max {
+		return ctx, nil, a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf(
+			"the message takes about %d bytes, more than the %d orchd keeps of a message in a task (its state store's largest task, less room for the work's answer)", n, f.max))
+	}
+	return ctx, nil, nil
+}
+
+// messageRoom is what a task needs besides the caller's message: the
+// status messages and metadata of the work.
+const messageRoom = 256 << 10
 
 // sameVersion compares A2A versions as a2a-go selects transports: equal
 // majors, and below 1.0 equal minors too.

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -59,4 +60,34 @@ func TestArtifacts_StreamedArtifactCostsLinearStorage(t *testing.T) {
 		t.Errorf("listed %+v, want the delegation without its artifacts", list.Delegations)
 	}
 	t.Logf("artifact %d bytes in %d chunks: the store grew by %d bytes, the events streamed %d bytes", artifact, chunks, after-before, streamed)
+}
+
+// TestA2A_MessageLargerThanATaskIsRefused sends, over A2A, a message
+// within http.maxBodyBytes but larger than the durable store keeps in a
+// task: it is refused as invalid, saying why, before any agent gets it;
+// a message that fits is delegated.
+func TestA2A_MessageLargerThanATaskIsRefused(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "echo"}, testagent.Reply("pong"))
+	cfg := loadDefaults(t)
+	cfg.StateDir = t.TempDir()
+	cfg.Agents = []registry.Spec{{ID: "echo", URL: agent.URL}}
+	base := startDaemon(t, cfg)
+	limit := nodeDaemon(base).state.maxTaskBytes - messageRoom
+	c := testagent.Client(t, base)
+	send := func(n int64) error {
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", int(n))))
+		msg.Metadata = map[string]any{SkillMetadataKey: "echo"}
+		_, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg})
+		return err
+	}
+	if err := send(limit + 1<<10); !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), "keeps of a message in a task") {
+		t.Errorf("a message of %d bytes: %v, want invalid params saying it does not fit a task", limit+1<<10, err)
+	}
+	if n := len(agent.Messages()); n != 0 {
+		t.Errorf("the agent got %d messages", n)
+	}
+	if err := send(1 << 20); err != nil {
+		t.Errorf("a message of 1 MiB: %v", err)
+	}
 }

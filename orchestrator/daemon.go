@@ -154,7 +154,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	authz := authorizer{gate: g, policies: engine}
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
-	agent, err := newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, authz, signer, stopCtx, log.With("component", "a2a"), pusher)
+	agent, err := newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, max(st.maxTaskBytes-messageRoom, 0), authz, signer, stopCtx, log.With("component", "a2a"), pusher)
 	if err != nil { // a2a-go changed under orchd: nothing runs yet
 		stopNow()
 		delegations.Close()

@@ -38,7 +38,7 @@ type HTTPConfig struct {
 	// MaxBufferedBodyBytes bounds the request body bytes orchd holds at
 	// once, across every request of every endpoint: a body waits for room
 	// before it is read, up to ReadTimeout, and is refused as busy (503)
-	// past that. Default 64 MiB.
+	// past that. Default 32 MiB.
 	MaxBufferedBodyBytes int64 `yaml:"maxBufferedBodyBytes"`
 	// ReadTimeout bounds reading one request, headers and body, from its
 	// first byte. It does not bound the answer: event streams stay open.
@@ -74,9 +74,9 @@ const (
 	defaultMaxBodyBytes    = 8 << 20
 	defaultMaxAPIBodyBytes = 64 << 10
 	defaultMaxJSONDepth    = 64
-	// defaultMaxBufferedBodyBytes holds eight bodies of the largest A2A
+	// defaultMaxBufferedBodyBytes holds four bodies of the largest A2A
 	// size at once, or thousands of ordinary ones.
-	defaultMaxBufferedBodyBytes = 64 << 20
+	defaultMaxBufferedBodyBytes = 32 << 20
 	defaultReadTimeout          = 30 * time.Second
 	defaultIdleTimeout          = 60 * time.Second
 	defaultStreamWriteTimeout   = 30 * time.Second
@@ -332,9 +332,37 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 		}
 		body.rd.Reset(body.buf)
 		r.Body, r.ContentLength = body, n
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(&answerWriter{ResponseWriter: w, body: body}, r)
 	})
 }
+
+// answerWriter gives a body's budget back once the endpoint starts its
+// answer: by then it has read and decoded the body (the decoding, which
+// holds copies of it, is what the budget must also cover), and an answer
+// that streams may last far longer than the body is needed.
+type answerWriter struct {
+	http.ResponseWriter
+	body *pooledBody
+}
+
+func (a *answerWriter) WriteHeader(code int) {
+	a.body.giveBack()
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	a.body.giveBack()
+	return a.ResponseWriter.Write(p)
+}
+
+// Flush passes a flush on, as a2a-go's event streams ask for one.
+func (a *answerWriter) Flush() {
+	a.body.giveBack()
+	_ = http.NewResponseController(a.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *answerWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // standIn passes r on with stand's body in place of its own, which is not
 // read; the connection closes after the answer.
@@ -440,14 +468,14 @@ func (b *pooledBody) readFrom(src io.Reader, limit, declared int64, reserve func
 const firstRead = 64 << 10
 
 // Read reads the body. Once its last byte is read, a buffer too large to
-// be pooled is let go and its budget given back, so a request that goes
-// on long after its body was decoded (an event stream) holds neither.
+// be pooled is let go (the reader has its own copy), so a request that
+// goes on long after its body was decoded (an event stream) does not hold
+// it; its budget is given back with the answer (answerWriter).
 func (b *pooledBody) Read(p []byte) (int, error) {
 	n, err := b.rd.Read(p)
 	if b.rd.Len() == 0 && cap(b.buf) > maxPooledBody {
 		b.buf = nil
 		b.rd.Reset(nil)
-		b.giveBack()
 	}
 	return n, err
 }

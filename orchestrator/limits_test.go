@@ -687,7 +687,7 @@ func BenchmarkBodyLimits(b *testing.B) {
 
 func TestHTTPConfig_Defaults(t *testing.T) {
 	t.Parallel()
-	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, MaxBufferedBodyBytes: 64 << 20,
+	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, MaxBufferedBodyBytes: 32 << 20,
 		ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute), StreamWriteTimeout: Duration(30 * time.Second)}
 	got := loadDefaults(t).HTTP
 	if len(got.AllowedHosts) != 0 {
@@ -926,25 +926,33 @@ func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 	}
 }
 
-// TestBodyLimits_LargeBodyLetGoOnceRead: a body too large to pool gives its
-// budget back once the endpoint has read it, before the endpoint returns
-// (as an event stream's may be much later).
-func TestBodyLimits_LargeBodyLetGoOnceRead(t *testing.T) {
+// TestBodyLimits_BudgetHeldUntilTheAnswer: a body's budget is held while
+// the endpoint reads and decodes it, and given back once the endpoint
+// starts its answer, before it returns (as an event stream's may be much
+// later).
+func TestBodyLimits_BudgetHeldUntilTheAnswer(t *testing.T) {
 	t.Parallel()
 	const budget = 4 * maxPooledBody
 	l := newBodyLimits(HTTPConfig{MaxBodyBytes: 2 * maxPooledBody, MaxBufferedBodyBytes: budget}, testLogger(t))
-	var whole atomic.Bool
+	var heldWhileRead, freeOnceAnswered atomic.Bool
 	h := l.jsonRPC(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if !l.budget.TryAcquire(budget) {
+			heldWhileRead.Store(true)
+		} else {
+			l.budget.Release(budget)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
 		if l.budget.TryAcquire(budget) {
-			whole.Store(true)
+			freeOnceAnswered.Store(true)
 			l.budget.Release(budget)
 		}
 	}))
 	req := httptest.NewRequest("POST", pathJSONRPC, strings.NewReader(strings.Repeat(" ", 2*maxPooledBody)))
 	h.ServeHTTP(httptest.NewRecorder(), req)
-	if !whole.Load() {
-		t.Error("the body's budget was held after it was read")
+	if !heldWhileRead.Load() || !freeOnceAnswered.Load() {
+		t.Errorf("budget held while the body was decoded: %v; given back at the answer: %v", heldWhileRead.Load(), freeOnceAnswered.Load())
 	}
 	if !l.budget.TryAcquire(budget) {
 		t.Error("budget not given back")

@@ -130,6 +130,10 @@ type orchdSpec struct {
 	skills []string
 	agents [][2]string
 	memory bool // store: memory, instead of the embedded durable store
+	// extra is more of the config file, YAML added at its end; token is
+	// the bearer token the readiness checks send, when extra configures
+	// authentication; grpc is agent.grpc.listen, "" for none.
+	extra, token, grpc string
 }
 
 // daemon runs `orchd serve --config` on a config file for spec: a free
@@ -145,6 +149,9 @@ func (h *harness) daemon(ctx context.Context, spec orchdSpec) (*proc, string, er
 	state := filepath.Join(h.dir, spec.name+"-state")
 	var y strings.Builder
 	fmt.Fprintf(&y, "listen: %s\nstateDir: %s\nagent:\n  name: %s\n", addr, state, spec.name)
+	if spec.grpc != "" {
+		fmt.Fprintf(&y, "  grpc:\n    listen: %s\n", spec.grpc)
+	}
 	if len(spec.skills) > 0 {
 		y.WriteString("  skills:\n")
 		for _, s := range spec.skills {
@@ -158,6 +165,7 @@ func (h *harness) daemon(ctx context.Context, spec orchdSpec) (*proc, string, er
 	for _, a := range spec.agents {
 		fmt.Fprintf(&y, "  - {id: %s, url: %q}\n", a[0], a[1])
 	}
+	y.WriteString(spec.extra)
 	cfg := filepath.Join(h.dir, spec.name+".yaml")
 	if err := os.WriteFile(cfg, []byte(y.String()), 0o600); err != nil {
 		return nil, "", fmt.Errorf("write %s's config: %w", spec.name, err)
@@ -172,7 +180,7 @@ func (h *harness) daemon(ctx context.Context, spec orchdSpec) (*proc, string, er
 		var page struct {
 			Agents []json.RawMessage `json:"agents"`
 		}
-		if getJSON(ctx, base+"/readyz", nil) == nil && getJSON(ctx, base+"/v1/agents", &page) == nil && len(page.Agents) == len(spec.agents) {
+		if getJSON(ctx, base+"/readyz", nil) == nil && getJSONAs(ctx, base+"/v1/agents", spec.token, &page) == nil && len(page.Agents) == len(spec.agents) {
 			p.resetCounts() // what it says starting up is not what it does measured
 			return p, base, nil
 		}
@@ -484,11 +492,19 @@ const maxJSON = 16 << 20
 // getJSON GETs url (within 5 seconds) into out, which may be nil; any
 // status but 200 is an error.
 func getJSON(ctx context.Context, url string, out any) error {
+	return getJSONAs(ctx, url, "", out)
+}
+
+// getJSONAs is getJSON sending token as a bearer token, when not empty.
+func getJSONAs(ctx context.Context, url, token string, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -524,6 +540,8 @@ func processRun(bench string) func(context.Context, io.Writer, *slog.Logger) err
 		return runHops
 	case loadBench:
 		return runLoad
+	case hostileBench:
+		return runHostile
 	}
 	return func(context.Context, io.Writer, *slog.Logger) error {
 		return fmt.Errorf("no out-of-process run is named %s", bench)

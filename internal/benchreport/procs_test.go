@@ -23,11 +23,13 @@ func TestMain(m *testing.M) {
 // The out-of-process runs in their smallest form: every path, kind and
 // number of callers of the report, each measured briefly.
 var (
-	tinyHops = hopConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
-	tinyLoad = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond, rounds: 2}
+	tinyHops    = hopConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
+	tinyLoad    = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond, rounds: 2}
+	tinyHostile = hostileConfig{clients: 10, httpBytes: 1 << 20, grpcBytes: 256 << 10}
 )
 
-// TestProcessRuns_Tiny runs the hop matrix and the load run against the
+// TestProcessRuns_Tiny runs the hop matrix, the load run and the hostile
+// clients against the
 // real processes (the agents, the proxy, the floor hop, two orchds built
 // from ./cmd/orchd), in their smallest form: every call of every path
 // must have been answered correctly, and the output must render the
@@ -42,6 +44,9 @@ func TestProcessRuns_Tiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := loadRun(t.Context(), &out, log, tinyLoad); err != nil {
+		t.Fatal(err)
+	}
+	if err := hostileRun(t.Context(), &out, log, tinyHostile); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(out.String())
@@ -109,8 +114,14 @@ func TestProcessRuns_Tiny(t *testing.T) {
 			t.Errorf("section %q lacks a figure:\n%s", heading(s), s)
 		}
 	}
-	if found != 2 {
-		t.Errorf("%d out-of-process sections rendered, want 2", found)
+	if found != 3 {
+		t.Errorf("%d out-of-process sections rendered, want 3", found)
+	}
+	for _, phase := range []string{"unauthenticated-http", "unauthenticated-grpc", "authenticated-http"} {
+		name := hostileBench + "/" + phase
+		if n, err := res.Med(name, "refused"); err != nil || n != float64(tinyHostile.clients) {
+			t.Errorf("%s: %v refused, %v; want every one of %d", name, n, err, tinyHostile.clients)
+		}
 	}
 }
 
