@@ -163,9 +163,11 @@ type bodyLimits struct {
 	// readTimeout is the server's, named in the refusal of a body that
 	// did not arrive within it; it also bounds a wait for budget.
 	readTimeout time.Duration
-	// budget holds budgetBytes, taken by the bodies being held.
+	// budget holds budgetBytes, taken by the bodies being held;
+	// refusedRoom, maxRefusedBodies bytes, the bodies of refused callers.
 	budget      *semaphore.Weighted
 	budgetBytes int64
+	refusedRoom *semaphore.Weighted
 	log         *slog.Logger
 }
 
@@ -175,7 +177,8 @@ func newBodyLimits(c HTTPConfig, log *slog.Logger) *bodyLimits {
 	}
 	c = c.withDefaults()
 	return &bodyLimits{maxBytes: c.MaxBodyBytes, maxAPIBytes: c.MaxAPIBodyBytes, maxDepth: c.MaxJSONDepth,
-		readTimeout: time.Duration(c.ReadTimeout), budget: semaphore.NewWeighted(c.MaxBufferedBodyBytes), budgetBytes: c.MaxBufferedBodyBytes, log: log}
+		readTimeout: time.Duration(c.ReadTimeout), budget: semaphore.NewWeighted(c.MaxBufferedBodyBytes), budgetBytes: c.MaxBufferedBodyBytes,
+		refusedRoom: semaphore.NewWeighted(maxRefusedBodies), log: log}
 }
 
 // jsonRPC bounds the bodies of an A2A 1.0 JSON-RPC endpoint, refusing with
@@ -234,6 +237,10 @@ type refusalWriter func(w http.ResponseWriter, rf *refusal)
 // answer then names; a larger body is never read (standIn).
 const maxRefusedBodyBytes = 16 << 10
 
+// maxRefusedBodies bounds the bytes of refused callers' bodies read at
+// once: 64 of the largest. Past it, their bodies are not read.
+const maxRefusedBodies = 64 * (maxRefusedBodyBytes + 1)
+
 // standIn is what an A2A endpoint reads in place of the body of a caller
 // the gate refused, when that body is too large to read: the smallest
 // request a2a-go decodes and passes to the interceptors, where
@@ -246,10 +253,11 @@ type standIn func(r *http.Request) []byte
 // which is not read.
 func jsonRPCStandIn(method, stream string) standIn {
 	return func(r *http.Request) []byte {
+		m := method
 		if acceptsEventStream(r) {
-			method = stream
+			m = stream
 		}
-		return []byte(`{"jsonrpc":"2.0","id":null,"method":"` + method + `","params":{}}`)
+		return []byte(`{"jsonrpc":"2.0","id":null,"method":"` + m + `","params":{}}`)
 	}
 }
 
@@ -260,12 +268,16 @@ func restStandIn(*http.Request) []byte { return []byte("{}") }
 // acceptsEventStream reports whether r asks for server-sent events.
 func acceptsEventStream(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
-		if strings.Contains(v, "text/event-stream") {
+		if acceptsEventStreamHeader(v) {
 			return true
 		}
 	}
 	return false
 }
+
+// acceptsEventStreamHeader reports whether an Accept or Content-Type
+// value names server-sent events.
+func acceptsEventStreamHeader(v string) bool { return strings.Contains(v, "text/event-stream") }
 
 // wrap reads r's body into a pooled buffer, at most limit+1 bytes of it,
 // and passes the checked copy on. A declared Content-Length over limit is
@@ -282,14 +294,20 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 		}
 		limit := limit
 		refused := stand != nil && callerRefused(r.Context())
+		var reserve func(total int64) error // nil: from the budget
 		if refused {
+			// Refused callers read within room of their own, never waiting
+			// for it, so they cannot hold the budget authenticated bodies
+			// need; with none left, their bodies are not read at all.
 			limit = min(limit, maxRefusedBodyBytes)
-		}
-		if r.ContentLength > limit {
-			if refused {
+			if r.ContentLength > limit || !l.refusedRoom.TryAcquire(limit+1) {
 				l.standIn(w, r, next, stand)
 				return
 			}
+			defer l.refusedRoom.Release(limit + 1)
+			reserve = func(int64) error { return nil }
+		}
+		if r.ContentLength > limit {
 			l.refuse(w, r, write, &refusal{status: http.StatusRequestEntityTooLarge, code: "invalid_argument",
 				msg:   fmt.Sprintf("request body of %d bytes is over the limit of %d bytes (%s)", r.ContentLength, limit, setting),
 				limit: strconv.FormatInt(limit, 10), setting: setting})
@@ -297,7 +315,10 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 		}
 		body := bodyPool.Get().(*pooledBody)
 		defer body.release()
-		err := body.readFrom(r.Body, limit, r.ContentLength, l.reserver(r.Context(), body))
+		if reserve == nil {
+			reserve = l.reserver(r.Context(), body)
+		}
+		err := body.readFrom(r.Body, limit, r.ContentLength, reserve)
 		n := int64(len(body.buf))
 		switch {
 		case errors.Is(err, errBusy):
@@ -338,27 +359,45 @@ func (l *bodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 
 // answerWriter gives a body's budget back once the endpoint starts its
 // answer: by then it has read and decoded the body (the decoding, which
-// holds copies of it, is what the budget must also cover), and an answer
-// that streams may last far longer than the body is needed.
+// holds copies of it, is what the budget must also cover; a2a-go reads a
+// streamed call's parameters from the decoded request after it starts
+// the stream, so that last copy is not), and an answer that streams may
+// last far longer than the body is needed, so a stream read to its end
+// lets its buffer go too rather than holding it until the stream ends.
 type answerWriter struct {
 	http.ResponseWriter
 	body *pooledBody
+	done bool
 }
 
 func (a *answerWriter) WriteHeader(code int) {
-	a.body.giveBack()
+	a.answered()
 	a.ResponseWriter.WriteHeader(code)
 }
 
 func (a *answerWriter) Write(p []byte) (int, error) {
-	a.body.giveBack()
+	a.answered()
 	return a.ResponseWriter.Write(p)
 }
 
 // Flush passes a flush on, as a2a-go's event streams ask for one.
 func (a *answerWriter) Flush() {
-	a.body.giveBack()
+	a.answered()
 	_ = http.NewResponseController(a.ResponseWriter).Flush()
+}
+
+// answered gives the body's budget back, and its buffer too when the
+// answer is an event stream and the body was read to its end.
+func (a *answerWriter) answered() {
+	if a.done {
+		return
+	}
+	a.done = true
+	a.body.giveBack()
+	if acceptsEventStreamHeader(a.Header().Get("Content-Type")) && a.body.rd.Len() == 0 {
+		a.body.buf = nil
+		a.body.rd.Reset(nil)
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -957,4 +958,61 @@ func TestBodyLimits_BudgetHeldUntilTheAnswer(t *testing.T) {
 	if !l.budget.TryAcquire(budget) {
 		t.Error("budget not given back")
 	}
+}
+
+// TestBodyLimits_RefusedCallersTakeNoBudget holds many bodies of callers
+// the gate refused, each arriving slowly: they take room of their own, so
+// an authenticated body is read at once; once that room is full, a
+// refused caller's body is not read at all.
+func TestBodyLimits_RefusedCallersTakeNoBudget(t *testing.T) {
+	t.Parallel()
+	const maxBody = 1 << 10
+	l := newBodyLimits(HTTPConfig{MaxBodyBytes: maxBody, MaxBufferedBodyBytes: 2*(maxBody+1) + 1}, testLogger(t))
+	l.readTimeout = time.Hour
+	var standIns atomic.Int64
+	inner := l.jsonRPC(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"id":null`) {
+			standIns.Add(1)
+		}
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Refused") != "" {
+			r = r.WithContext(context.WithValue(r.Context(), refusalKey{}, "no credentials"))
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	post := func(body io.Reader, n int64, refused bool) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequest("POST", srv.URL, body)
+			req.ContentLength = n
+			if refused {
+				req.Header.Set("X-Refused", "1")
+			}
+			resp, err := srv.Client().Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		return done
+	}
+	const stalled = maxRefusedBodies/(maxBody+1) + 8 // more than the refused room holds
+	for range stalled {
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { pw.Close() })
+		post(pr, maxBody, true)
+		go func() { _, _ = pw.Write([]byte("{")) }()
+	}
+	select {
+	case err := <-post(strings.NewReader(strings.Repeat(" ", maxBody)), maxBody, false):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an authenticated body waited behind refused callers' bodies")
+	}
+	waitUntil(t, "refused bodies past the room answered unread", func() bool { return standIns.Load() > 0 })
 }
