@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
@@ -115,11 +116,11 @@ func partsSize(parts a2a.ContentParts) int64 {
 		n += 16 + int64(len(p.Filename)+len(p.MediaType)) + jsonSize(p.Metadata)
 		switch c := p.Content.(type) {
 		case a2a.Text:
-			n += int64(len(c))
+			n += jsonStringSize(string(c))
 		case a2a.Raw:
 			n += int64(len(c)+2) / 3 * 4 // base64
 		case a2a.URL:
-			n += int64(len(c))
+			n += jsonStringSize(string(c))
 		case a2a.Data:
 			n += jsonSize(c.Value)
 		}
@@ -134,6 +135,38 @@ func MessageSize(m *a2a.Message) int64 {
 		return 0
 	}
 	return int64(len(m.ID)+len(m.TaskID)+len(m.ContextID)+64) + jsonSize(m.Metadata) + partsSize(m.Parts)
+}
+
+// jsonStringSize is the length of s as encoding/json writes it, quotes
+// included, or a little more: <, >, & and control bytes, U+2028 and
+// U+2029 escaped as \uXXXX, invalid UTF-8 as \ufffd. A text of escapes
+// (an agent's, or a caller's) takes up to six times its length.
+func jsonStringSize(s string) int64 {
+	n := int64(2)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += int64(size)
+		}
+		i += size
+	}
+	return n
 }
 
 // jsonSize is the length of v in JSON; 0 for nil or what does not encode.

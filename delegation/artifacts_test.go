@@ -179,3 +179,21 @@ func TestPoll_AnswerTooLargeFailsTheWork(t *testing.T) {
 	}
 	waitFor(t, "the agent's task canceled", func() bool { return agent.Cancels() > 0 })
 }
+
+// TestJSONStringSize compares jsonStringSize with encoding/json on texts
+// an agent may send: plain, HTML-escaped, control bytes, line separators
+// and invalid UTF-8. It must never count less than encoding/json writes,
+// or an event the bound let through could be larger than the store takes.
+func TestJSONStringSize(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "plain text", "<b>a & b</b>", "line\nbreak\ttab\r\"quoted\" \\", "\x00\x01\x1f\b\f",
+		"\u2028\u2029", "héllo wörld 日本", "\xff\xfe bad", strings.Repeat("<", 1000)} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonStringSize(s); got < int64(len(b)) || got > int64(len(b))+int64(4*strings.Count(s, "\b")+4*strings.Count(s, "\f")) {
+			t.Errorf("jsonStringSize(%q) = %d, encoding/json writes %d", s, got, len(b))
+		}
+	}
+}

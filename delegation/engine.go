@@ -408,8 +408,21 @@ func (e *Engine) Get(id string) (*Delegation, bool) {
 	return d, ok
 }
 
-// Lookup returns a delegation's record, live or stored.
+// Lookup returns a delegation's record, live or stored, with its
+// artifacts: a stored one's are folded from its log (artifacts.go).
 func (e *Engine) Lookup(ctx context.Context, id string) (Record, error) {
+	return e.lookup(ctx, id, true)
+}
+
+// LookupHead returns a delegation's record as Lookup does, but without
+// reading the artifacts of one that is not live here (a live one's are at
+// hand): what deciding whether a caller may act on it needs, before
+// reading more.
+func (e *Engine) LookupHead(ctx context.Context, id string) (Record, error) {
+	return e.lookup(ctx, id, false)
+}
+
+func (e *Engine) lookup(ctx context.Context, id string, artifacts bool) (Record, error) {
 	if d, ok := e.Get(id); ok {
 		return d.Record(), nil
 	}
@@ -417,8 +430,10 @@ func (e *Engine) Lookup(ctx context.Context, id string) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %q", err, id)
 	}
-	if r.Artifacts, _, err = e.rebuildArtifacts(ctx, r); err != nil {
-		return Record{}, err
+	if artifacts {
+		if r.Artifacts, _, err = e.rebuildArtifacts(ctx, r); err != nil {
+			return Record{}, err
+		}
 	}
 	r.Progress = nil
 	return r, nil
@@ -772,6 +787,15 @@ func (d *Delegation) getTask(ctx context.Context, taskID a2a.TaskID) (*a2a.Task,
 	task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
 	err = callErr(callCtx, err)
 	e.in.called(ctx, d.rec.Downstream.Agent, "GetTask", start, err)
+	if errors.Is(err, ErrAnswerTooLarge) {
+		// Reading it again would bring the same: every path that reads
+		// the task (a poll, a push notification, a resume) gives it up.
+		d.mu.Lock()
+		if !d.rec.State.Terminal() {
+			d.overLimit(fmt.Sprintf("its task is larger than orchd reads: %v", err))
+		}
+		d.mu.Unlock()
+	}
 	return task, err
 }
 
@@ -865,7 +889,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Record, error) {
 	d, owner, err := e.route(ctx, id)
 	switch {
 	case errors.Is(err, ErrEnded):
-		r, lerr := e.Lookup(ctx, id)
+		r, lerr := e.LookupHead(ctx, id)
 		if lerr != nil {
 			return Record{}, lerr
 		}
@@ -975,6 +999,9 @@ func (d *Delegation) stop() {
 // side, its breaker is open, it does not speak the version the client
 // chose, it refused orchd's credentials, or orchd could not get them.
 func retryable(err error) bool {
+	if errors.Is(err, ErrAnswerTooLarge) {
+		return false // the agent answered: too much, and the next would too
+	}
 	return errors.Is(err, a2a.ErrVersionNotSupported) ||
 		errors.Is(err, a2a.ErrUnauthenticated) || errors.Is(err, a2a.ErrUnauthorized) ||
 		errors.Is(err, credentials.ErrUnavailable) ||
@@ -989,6 +1016,9 @@ func retryable(err error) bool {
 // did not answer: the connection was refused or broke, the network or a
 // timeout failed the call, or it answered with an HTTP 5xx status.
 func unreachable(err error) bool {
+	if errors.Is(err, ErrAnswerTooLarge) {
+		return false // it answered, too much (a *url.Error wraps it)
+	}
 	var netErr net.Error
 	return errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) ||

@@ -150,13 +150,7 @@ func (d *Delegation) poll(ctx context.Context) bool {
 		}
 		task, err := d.getTask(ctx, taskID)
 		if errors.Is(err, ErrAnswerTooLarge) {
-			// Reading it again brings the same: give the task up.
-			d.mu.Lock()
-			if !d.rec.State.Terminal() {
-				d.overLimit(fmt.Sprintf("its task is larger than orchd reads: %v", err))
-			}
-			d.mu.Unlock()
-			return true
+			return true // getTask gave the task up
 		}
 		if err != nil {
 			if ctx.Err() != nil {

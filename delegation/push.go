@@ -462,7 +462,7 @@ func (f *pushFollower) run() {
 		taskID := d.rec.Downstream.TaskID
 		d.mu.Unlock()
 		task, err := d.getTask(f.ctx, taskID)
-		settled := false
+		settled := errors.Is(err, ErrAnswerTooLarge) // getTask gave the task up
 		if err == nil {
 			settled = d.apply(task)
 		}

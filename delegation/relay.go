@@ -175,7 +175,9 @@ func (e *Engine) takeOver(ctx context.Context, id string) (*Delegation, error) {
 		release(lease)
 		return nil, fmt.Errorf("%w: %q", err, id)
 	}
-	e.resume(ctx, rec, lease)
+	if err := e.resume(ctx, rec, lease); err != nil {
+		return nil, fmt.Errorf("take delegation %s over: %w", id, err)
+	}
 	d, _ := e.Get(id)
 	return d, nil
 }

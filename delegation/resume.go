@@ -129,7 +129,7 @@ func (e *Engine) adoptOne(ctx context.Context, id string) {
 		release(lease)
 		return
 	}
-	e.resume(ctx, rec, lease)
+	_ = e.resume(ctx, rec, lease) // logged; tried again at the next look
 }
 
 // lockTakeOver serializes taking delegation id over within this engine:
@@ -160,15 +160,21 @@ func (e *Engine) lockTakeOver(id string) (unlock func()) {
 }
 
 // resume rebuilds a delegation from its stored record and follows its
-// downstream task from where the log stopped.
-func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
+// downstream task from where the log stopped. A delegation whose
+// artifacts cannot be read back from its log is not carried on (its lease
+// is released, so a later look, or start, tries again): carried on
+// without them, its next chunk would replace what the agent had made.
+func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) error {
+	arts, size, err := e.rebuildArtifacts(ctx, rec)
+	if err != nil {
+		release(lease)
+		e.log.Error("cannot carry on a delegation: its artifacts cannot be read back from its log; it is tried again later",
+			"delegation", rec.ID, "error", err)
+		return err
+	}
 	d := &Delegation{engine: e, chain: rec.Chain, lease: lease}
 	if rec.Progress != nil {
 		d.prog = *rec.Progress
-	}
-	arts, size, err := e.rebuildArtifacts(ctx, rec)
-	if err != nil {
-		e.log.Warn("carry on a delegation without its artifacts so far", "delegation", rec.ID, "error", err)
 	}
 	rec.Progress = nil
 	d.rec = rec
@@ -206,17 +212,17 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 	case rec.Downstream.TaskID == "":
 		d.fail("orchd stopped before the agent answered, so the work cannot be followed")
 		d.settled()
-		return
+		return nil
 	case !ok:
 		d.fail(fmt.Sprintf("the agent is no longer registered, so its task %s cannot be followed", rec.Downstream.TaskID))
 		d.settled()
-		return
+		return nil
 	}
 	c, _, err := e.client(ctx, a)
 	if err != nil {
 		d.fail(fmt.Sprintf("cannot talk to the agent again: %v", err))
 		d.settled()
-		return
+		return nil
 	}
 	if a.Digest != rec.Downstream.CardDigest {
 		e.log.Warn("the agent's card changed since the delegation started; following its task with the new card",
@@ -226,12 +232,12 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 	d.chained = readsChain(a)
 	if waiting(d.rec.State) {
 		d.settled() // the task waits for the caller's input: nothing to follow
-		return
+		return nil
 	}
 	// Reading the task again waits on the agent: in its own goroutine, so
 	// a slow or absent agent does not hold up the start.
 	if !e.track() {
-		return // closed meanwhile: nothing follows the task, as after Close
+		return nil // closed meanwhile: nothing follows the task, as after Close
 	}
 	go func() {
 		defer e.wg.Done()
@@ -247,6 +253,7 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) {
 		}
 		d.follow(s)
 	}()
+	return nil
 }
 
 // reopen reads the downstream task again and, when the agent streams and

@@ -94,9 +94,12 @@ func (a *api) delegationFor(w http.ResponseWriter, r *http.Request, id, action s
 
 // lookup reads the delegation id for action by the caller of ctx. A
 // delegation the caller may not act on is not found (ErrNotFound), as
-// one that does not exist: callers learn nothing of others' work.
+// one that does not exist: callers learn nothing of others' work. It is
+// decided on the record without the artifacts a stored one keeps in its
+// log (LookupHead); read them, with Lookup, once the caller may read the
+// delegation.
 func (z authorizer) lookup(ctx context.Context, engine *delegation.Engine, id, action string) (delegation.Record, error) {
-	rec, err := engine.Lookup(ctx, id)
+	rec, err := engine.LookupHead(ctx, id)
 	if err == nil && !z.decide(ctx, action, delegationResource(rec)).Allowed {
 		err = fmt.Errorf("%w: %q", delegation.ErrNotFound, id)
 	}
@@ -104,6 +107,14 @@ func (z authorizer) lookup(ctx context.Context, engine *delegation.Engine, id, a
 		return delegation.Record{}, err
 	}
 	return rec, nil
+}
+
+// read is lookup for delegations.read, with the delegation's artifacts.
+func (z authorizer) read(ctx context.Context, engine *delegation.Engine, id string) (delegation.Record, error) {
+	if _, err := z.lookup(ctx, engine, id, policies.ActionDelegationsRead); err != nil {
+		return delegation.Record{}, err
+	}
+	return engine.Lookup(ctx, id)
 }
 
 // authorizeA2A refuses an A2A call its caller may not make, with A2A's

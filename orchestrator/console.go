@@ -180,11 +180,11 @@ func (s consoleSource) Delegations(ctx context.Context, q delegation.Query) (del
 }
 
 func (s consoleSource) Delegation(ctx context.Context, id string) (delegation.Record, error) {
-	return s.a.authz.lookup(ctx, s.a.delegations, id, policies.ActionDelegationsRead)
+	return s.a.authz.read(ctx, s.a.delegations, id)
 }
 
 func (s consoleSource) Events(ctx context.Context, id string, after int64, limit int) ([]delegation.Event, bool, error) {
-	if _, err := s.Delegation(ctx, id); err != nil {
+	if _, err := s.a.authz.lookup(ctx, s.a.delegations, id, policies.ActionDelegationsRead); err != nil {
 		return nil, false, err
 	}
 	return s.a.delegations.Events(ctx, id, after, limit)

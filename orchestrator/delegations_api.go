@@ -105,9 +105,12 @@ func parseState(s string) (a2a.TaskState, error) {
 }
 
 func (a *api) getDelegation(w http.ResponseWriter, r *http.Request) {
-	if rec, ok := a.delegationFor(w, r, r.PathValue("id"), policies.ActionDelegationsRead); ok {
-		a.reply(w, http.StatusOK, rec)
+	rec, err := a.authz.read(r.Context(), a.delegations, r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
+	a.reply(w, http.StatusOK, rec)
 }
 
 func (a *api) delegationInput(w http.ResponseWriter, r *http.Request) {

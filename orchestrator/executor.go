@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/steering"
 )
 
 // SkillMetadataKey is the message metadata key naming the skill to route
@@ -86,14 +87,14 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			yield(status(ec, a2a.TaskStateRejected, "this task has no delegation to continue"), nil)
 			return
 		}
-		rec, err := x.engine.Lookup(ctx, id)
+		rec, err := x.engine.LookupHead(ctx, id)
 		if err != nil {
 			yield(status(ec, a2a.TaskStateFailed, "the delegation of this task is no longer kept: "+err.Error()), nil)
 			return
 		}
 		after := rec.LastEvent
 		if _, err := x.engine.Send(ctx, id, inputFrom(ec.Message)); err != nil {
-			if rec, lerr := x.engine.Lookup(ctx, id); lerr == nil && rec.State.Terminal() {
+			if rec, lerr := x.engine.LookupHead(ctx, id); lerr == nil && rec.State.Terminal() {
 				// It ended while the task waited (its deadline passed).
 				x.mu.Lock()
 				delete(x.byTask, ec.TaskID)
@@ -115,15 +116,6 @@ func (x *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 type taskRoute struct {
 	delegation string
 	owner      string
-}
-
-// userName is the task store's name for a call's user ("" for none), as
-// a2asrv.NewTaskStoreAuthenticator reads it.
-func userName(u *a2asrv.User) string {
-	if u == nil {
-		return ""
-	}
-	return u.Name
 }
 
 // delegationOf returns the id of the delegation behind an upstream task:
@@ -184,7 +176,7 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		}
 		return
 	}
-	up := delegation.Upstream{TaskID: ec.TaskID, ContextID: ec.ContextID, User: userName(ec.User)}
+	up := delegation.Upstream{TaskID: ec.TaskID, ContextID: ec.ContextID, User: steering.UserName(ec.User)}
 	x.mu.Lock()
 	x.byTask[ec.TaskID] = taskRoute{delegation: d.ID(), owner: up.User}
 	x.mu.Unlock()
@@ -345,7 +337,7 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 		}
 		if ended && len(evs) == 0 {
 			// It ended in events before these: say how, once.
-			if rec, err := x.engine.Lookup(ctx, id); err == nil {
+			if rec, err := x.engine.LookupHead(ctx, id); err == nil {
 				yield(a2a.NewStatusUpdateEvent(ec, rec.State, endMessage(ec, rec)), nil)
 			}
 			return
@@ -386,7 +378,7 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 		}
 		// The daemon no longer follows the delegation, so the task cannot
 		// go on through it; the execution ends only on a final event.
-		rec, _ := x.engine.Lookup(context.WithoutCancel(ctx), id)
+		rec, _ := x.engine.LookupHead(context.WithoutCancel(ctx), id)
 		yield(status(ec, a2a.TaskStateFailed, fmt.Sprintf("orchd stopped while the task was in flight; task %s at %s was left as it was",
 			rec.Downstream.TaskID, rec.Downstream.Agent)), nil)
 		return

@@ -52,8 +52,8 @@ func (s steerRoute) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	s.x.mu.Lock()
 	r, known := s.x.byTask[msg.TaskID]
 	s.x.mu.Unlock()
-	if known && r.owner != userName(cc.User) {
-		return ctx, nil, taskNotFound(msg.TaskID)
+	if known && r.owner != steering.UserName(cc.User) {
+		return ctx, nil, steering.TaskNotFound(msg.TaskID)
 	}
 	id := r.delegation
 	if !known {
@@ -125,16 +125,10 @@ type storedTask struct {
 func (s steerRoute) noDelegation(ctx context.Context, id a2a.TaskID) error {
 	st, err := s.tasks.Get(ctx, id)
 	if err != nil {
-		return taskNotFound(id)
+		return steering.TaskNotFound(id)
 	}
 	return a2a.NewError(a2a.ErrUnsupportedOperation,
 		fmt.Sprintf("task %s is %s and has no delegation in progress to steer or interrupt", id, st.Task.Status.State))
-}
-
-// taskNotFound is the answer to a caller about a task it cannot see: the
-// same whether no task has the id or another caller owns it.
-func taskNotFound(id a2a.TaskID) error {
-	return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
 }
 
 // settled reports whether the delegation stopped WORKING, as it does when

@@ -201,7 +201,7 @@ func Echo(next http.Handler) http.Handler {
 // Open opens the inbox of the execution's task. The executor must Close it
 // before it yields its final event.
 func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
-	in := &Inbox{s: s, task: ec.TaskID, owner: userName(ec.User), ready: make(chan struct{}, 1), done: make(chan struct{}), seen: map[string]Receipt{}}
+	in := &Inbox{s: s, task: ec.TaskID, owner: UserName(ec.User), ready: make(chan struct{}, 1), done: make(chan struct{}), seen: map[string]Receipt{}}
 	if prev, ok := s.numbering.Get(ec.TaskID); ok && prev.owner == in.owner {
 		in.seq, in.base, in.seen = prev.seq, prev.seq, maps.Clone(prev.seen)
 	}
@@ -320,17 +320,17 @@ func (s *Steering) Accept(ctx context.Context, cc *a2asrv.CallContext, m *a2a.Me
 	// Only the user whose call started the task's execution reaches it:
 	// another user hears what it would of a task that does not exist,
 	// before anything is delivered.
-	caller := userName(cc.User)
+	caller := UserName(cc.User)
 	in := s.inbox(m.TaskID)
 	if in != nil && in.owner != caller {
-		return nil, taskNotFound(m.TaskID)
+		return nil, TaskNotFound(m.TaskID)
 	}
 	receipt, err := in.deliver(c, m)
 	switch {
 	case errors.Is(err, errNotRunning):
 		prev, ok := s.retried(m)
 		if ok && prev.owner != caller {
-			return nil, taskNotFound(m.TaskID)
+			return nil, TaskNotFound(m.TaskID)
 		}
 		if !ok {
 			return nil, s.notRunning(ctx, m.TaskID)
@@ -411,7 +411,7 @@ func (s *Steering) notRunning(ctx context.Context, id a2a.TaskID) error {
 	st, err := s.cfg.Tasks.Get(ctx, id)
 	if err != nil {
 		if errors.Is(err, a2a.ErrTaskNotFound) {
-			return taskNotFound(id)
+			return TaskNotFound(id)
 		}
 		return fmt.Errorf("read task %s: %w", id, err)
 	}
@@ -423,15 +423,16 @@ func (s *Steering) notRunning(ctx context.Context, id a2a.TaskID) error {
 		fmt.Sprintf("task %s is WORKING but its executor is not taking steering signals now (it is finishing, or it reads no inbox)", id))
 }
 
-// taskNotFound answers a signal to a task the caller cannot see: the same
-// whether no task has the id or another user's execution runs it.
-func taskNotFound(id a2a.TaskID) error {
+// TaskNotFound answers a signal to a task the caller cannot see: the same
+// whether no task has the id or another user's execution runs it, so the
+// answer tells the caller nothing of others' tasks.
+func TaskNotFound(id a2a.TaskID) error {
 	return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
 }
 
-// userName is the name of a call's user, as a2asrv.NewTaskStoreAuthenticator
-// reads it; "" for none.
-func userName(u *a2asrv.User) string {
+// UserName is the name of a call's user, as a2asrv.NewTaskStoreAuthenticator
+// reads it: the owner of the tasks its calls create; "" for none.
+func UserName(u *a2asrv.User) string {
 	if u == nil {
 		return ""
 	}
