@@ -197,3 +197,21 @@ func TestJSONStringSize(t *testing.T) {
 		}
 	}
 }
+
+// FuzzJSONStringSize checks jsonStringSize against encoding/json on any
+// text: never less, and more only by the short escapes it counts long.
+func FuzzJSONStringSize(f *testing.F) {
+	for _, seed := range []string{"", "plain", "<&>", "\x00\b\f\n", "\u2028", "\xff", "日本"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Skip()
+		}
+		got, want := jsonStringSize(s), int64(len(b))
+		if got < want || got > want+int64(4*(strings.Count(s, "\b")+strings.Count(s, "\f"))) {
+			t.Errorf("jsonStringSize(%q) = %d, encoding/json writes %d", s, got, want)
+		}
+	})
+}

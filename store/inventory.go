@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/orchd/orchd/internal/limitedfile"
 )
 
 // What the embedded store held, recorded so that a start notices what
@@ -125,7 +127,7 @@ func recordStopped(natsDir string) error {
 // record to compare with: one voided by another program's start is not.
 func checkStopped(natsDir string) (problems []string, found bool, err error) {
 	path := filepath.Join(natsDir, stoppedFile)
-	b, err := os.ReadFile(path)
+	b, err := limitedfile.Read(path, maxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -204,19 +206,33 @@ func writeSequences(natsDir string, seqs map[string]uint64) error {
 // readSequences reads SEQUENCES; none is an empty record.
 func readSequences(natsDir string) (map[string]uint64, error) {
 	path := filepath.Join(natsDir, sequencesFile)
-	b, err := os.ReadFile(path)
+	b, err := limitedfile.Read(path, maxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("state store %s: %w", natsDir, err)
 	}
+	seqs, err := parseSequences(b)
+	if err != nil {
+		return nil, fmt.Errorf("state store %s: %s: %w; remove it to go on", natsDir, path, err)
+	}
+	return seqs, nil
+}
+
+// maxRecordBytes bounds STOPPED and SEQUENCES as they are read: far more
+// than the lines of every block of a full store.
+const maxRecordBytes = 16 << 20
+
+// parseSequences reads the lines of SEQUENCES: a stream's name, a space
+// and its last sequence.
+func parseSequences(b []byte) (map[string]uint64, error) {
 	seqs := map[string]uint64{}
 	for line := range strings.Lines(string(b)) {
 		name, seqText, ok := strings.Cut(strings.TrimSpace(line), " ")
 		seq, err := strconv.ParseUint(seqText, 10, 64)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("state store %s: %s: bad line %q; remove it to go on", natsDir, path, strings.TrimSpace(line))
+		if !ok || err != nil || name == "" {
+			return nil, fmt.Errorf("bad line %q", strings.TrimSpace(line))
 		}
 		seqs[name] = seq
 	}

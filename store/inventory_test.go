@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,4 +200,26 @@ func seqChild(dir string) {
 		fmt.Println("acked", id)
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// FuzzParseSequences reads any SEQUENCES text without panicking; what it
+// accepts, written again as writeSequences writes it, reads back the same.
+func FuzzParseSequences(f *testing.F) {
+	for _, seed := range []string{"", "orchd_EVENTS 42\n", "KV_orchd-delegations 7\norchd_EVENTS 18446744073709551615\n", "a b\n", " x 1", "x -1\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		seqs, err := parseSequences(b)
+		if err != nil {
+			return
+		}
+		var out strings.Builder
+		for name, seq := range seqs {
+			fmt.Fprintf(&out, "%s %d\n", name, seq)
+		}
+		again, err := parseSequences([]byte(out.String()))
+		if err != nil || !maps.Equal(seqs, again) {
+			t.Errorf("%q read as %v, written as %q, read again as %v, %v", b, seqs, out.String(), again, err)
+		}
+	})
 }
