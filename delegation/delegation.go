@@ -339,17 +339,7 @@ func (d *Delegation) foreign(ev a2a.Event) bool {
 	if own == "" {
 		return false
 	}
-	var named a2a.TaskID
-	switch e := ev.(type) {
-	case *a2a.Task:
-		named = e.ID
-	case *a2a.TaskStatusUpdateEvent:
-		named = e.TaskID
-	case *a2a.TaskArtifactUpdateEvent:
-		named = e.TaskID
-	case *a2a.Message:
-		named = e.TaskID
-	}
+	named := ev.TaskInfo().TaskID
 	if named == "" || named == own {
 		return false
 	}
