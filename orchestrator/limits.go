@@ -268,16 +268,12 @@ func restStandIn(*http.Request) []byte { return []byte("{}") }
 // acceptsEventStream reports whether r asks for server-sent events.
 func acceptsEventStream(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
-		if acceptsEventStreamHeader(v) {
+		if strings.Contains(v, "text/event-stream") {
 			return true
 		}
 	}
 	return false
 }
-
-// acceptsEventStreamHeader reports whether an Accept or Content-Type
-// value names server-sent events.
-func acceptsEventStreamHeader(v string) bool { return strings.Contains(v, "text/event-stream") }
 
 // wrap reads r's body into a pooled buffer, at most limit+1 bytes of it,
 // and passes the checked copy on. A declared Content-Length over limit is
@@ -394,7 +390,7 @@ func (a *answerWriter) answered() {
 	}
 	a.done = true
 	a.body.giveBack()
-	if acceptsEventStreamHeader(a.Header().Get("Content-Type")) && a.body.rd.Len() == 0 {
+	if eventStream(a.Header()) && a.body.rd.Len() == 0 {
 		a.body.buf = nil
 		a.body.rd.Reset(nil)
 	}

@@ -64,8 +64,14 @@ func (s *streamWriter) decide() {
 		return
 	}
 	s.decided = true
-	mt, _, err := mime.ParseMediaType(s.Header().Get("Content-Type"))
-	s.stream = err == nil && mt == "text/event-stream"
+	s.stream = eventStream(s.Header())
+}
+
+// eventStream reports whether an answer's header says it is an event
+// stream.
+func eventStream(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "text/event-stream"
 }
 
 // deadline gives an event stream's next write until timeout from now.

@@ -50,7 +50,8 @@ func runHostile(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //   - unauthenticated-grpc: without credentials, SendMessage over gRPC;
 //   - authenticated-http: with the token, each a SendMessage whose text
 //     fills the body, for a skill no agent has, so orchd reads and decodes
-//     every body, within http.maxBufferedBodyBytes, and refuses the work.
+//     every body, within http.maxBufferedBodyBytes, and refuses it: the
+//     message, too large for a task, or the work.
 //
 // It writes one line per phase:
 //
