@@ -332,11 +332,46 @@ func keyFits(key jwk.Key, alg jwa.SignatureAlgorithm) string {
 	if ops, ok := key.KeyOps(); ok && len(ops) > 0 && !slices.Contains(ops, jwk.KeyOpVerify) {
 		return fmt.Sprintf("key %s may not verify (key_ops %v)", name, ops)
 	}
-	algs, err := jws.AlgorithmsForKey(key)
-	if err != nil || !slices.ContainsFunc(algs, func(a jwa.SignatureAlgorithm) bool { return a.String() == alg.String() }) {
+	if !slices.Contains(keyAlgorithms(key), alg.String()) {
 		return fmt.Sprintf("key %s (%s) cannot verify %s", name, key.KeyType(), alg)
 	}
 	return ""
+}
+
+// keyAlgorithms lists the card signature algorithms a key may be used
+// with, by its type and curve (RFC 7518 §3.3–3.5, RFC 8037 §3.1): RSA keys
+// for RS* and PS*, an EC key for the one ES* its curve is defined for, an
+// Ed25519 key for EdDSA. Any other key gets none. The first is the one a
+// signer without an "alg" uses.
+func keyAlgorithms(key jwk.Key) []string {
+	crv := func() string {
+		c, ok := key.(interface {
+			Crv() (jwa.EllipticCurveAlgorithm, bool)
+		})
+		if !ok {
+			return ""
+		}
+		v, _ := c.Crv()
+		return v.String()
+	}
+	switch key.KeyType() {
+	case jwa.RSA():
+		return []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+	case jwa.EC():
+		switch crv() {
+		case jwa.P256().String():
+			return []string{"ES256"}
+		case jwa.P384().String():
+			return []string{"ES384"}
+		case jwa.P521().String():
+			return []string{"ES512"}
+		}
+	case jwa.OKP():
+		if crv() == jwa.Ed25519().String() {
+			return []string{"EdDSA", "Ed25519"}
+		}
+	}
+	return nil
 }
 
 // keyName names a key in errors by its kid, or says it has none.
@@ -503,20 +538,15 @@ func signingAlgorithm(key jwk.Key) (jwa.SignatureAlgorithm, error) {
 		}
 		return alg, nil
 	}
-	algs, err := jws.AlgorithmsForKey(key)
-	if err != nil {
-		return jwa.SignatureAlgorithm{}, fmt.Errorf("key type %s cannot sign: %w", key.KeyType(), err)
+	algs := keyAlgorithms(key)
+	if len(algs) == 0 {
+		return jwa.SignatureAlgorithm{}, fmt.Errorf("key type %s has no accepted card signature algorithm", key.KeyType())
 	}
-	// The preferred algorithm per key type, in the order jwx does not
-	// guarantee: RS256 over PS*, EdDSA over Ed25519.
-	for _, want := range []string{"RS256", "ES256", "ES384", "ES512", "EdDSA"} {
-		for _, a := range algs {
-			if a.String() == want {
-				return a, nil
-			}
-		}
+	alg, ok := jwa.LookupSignatureAlgorithm(algs[0])
+	if !ok {
+		return alg, fmt.Errorf("signature algorithm %s is not known to jwx", algs[0])
 	}
-	return jwa.SignatureAlgorithm{}, fmt.Errorf("key type %s has no accepted card signature algorithm", key.KeyType())
+	return alg, nil
 }
 
 // splitDetached splits a compact JWS with a detached payload,

@@ -12,12 +12,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/go-cmp/cmp"
 	"github.com/gowebpki/jcs"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -485,5 +487,66 @@ func TestDrift_Empty_signature(t *testing.T) {
 	t.Parallel()
 	if d := (Drift{From: "a", To: "a", Signature: "signature no longer verifies: x"}); d.Empty() {
 		t.Fatal("a drift with a signature note is empty")
+	}
+}
+
+// TestKeyAlgorithms_ByTypeAndCurve: an EC key verifies only the ES* its
+// curve is defined for (RFC 7518 §3.4), so a P-256 key is no ES384 key,
+// and a key with no accepted algorithm is refused rather than guessed at.
+func TestKeyAlgorithms_ByTypeAndCurve(t *testing.T) {
+	t.Parallel()
+	ec := func(c elliptic.Curve) testKey {
+		k, err := ecdsa.GenerateKey(c, rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return importKey(t, k, &k.PublicKey, "k")
+	}
+	edPub, edPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		key  testKey
+		want []string
+	}{
+		{name: "RSA", key: newRSAKey(t, "k"), want: []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}},
+		{name: "P-256", key: ec(elliptic.P256()), want: []string{"ES256"}},
+		{name: "P-384", key: ec(elliptic.P384()), want: []string{"ES384"}},
+		{name: "P-521", key: ec(elliptic.P521()), want: []string{"ES512"}},
+		{name: "Ed25519", key: importKey(t, edPriv, edPub, "k"), want: []string{"EdDSA", "Ed25519"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, keyAlgorithms(tt.key.public)); diff != "" {
+				t.Errorf("keyAlgorithms (-want +got):\n%s", diff)
+			}
+			for _, alg := range signatureAlgorithms {
+				a, ok := jwa.LookupSignatureAlgorithm(alg)
+				if !ok {
+					t.Fatalf("jwx does not know %s", alg)
+				}
+				refusal := keyFits(tt.key.public, a)
+				if fits := slices.Contains(tt.want, alg); fits != (refusal == "") {
+					t.Errorf("keyFits(%s key, %s) = %q, want fits=%v", tt.name, alg, refusal, fits)
+				}
+			}
+			alg, err := signingAlgorithm(tt.key.private)
+			if err != nil || alg.String() != tt.want[0] {
+				t.Errorf("signingAlgorithm = %v, %v; want %s", alg, err, tt.want[0])
+			}
+		})
+	}
+	sym, err := jwk.Import([]byte("a shared secret is no signing key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if algs := keyAlgorithms(sym); algs != nil {
+		t.Errorf("keyAlgorithms(oct key) = %v, want none", algs)
+	}
+	if _, err := signingAlgorithm(sym); err == nil {
+		t.Error("signingAlgorithm(oct key) = nil error, want a refusal")
 	}
 }
