@@ -52,10 +52,10 @@ func (e *Error) Error() string {
 
 // Unwrap returns the sentinels the error matches.
 func (e *Error) Unwrap() []error {
-	switch e.kind {
-	case ErrMalformed, ErrExpired:
+	switch {
+	case errors.Is(e.kind, ErrMalformed), errors.Is(e.kind, ErrExpired):
 		return []error{ErrInvalidCredentials, e.kind}
-	case nil:
+	case e.kind == nil:
 		return []error{ErrInvalidCredentials}
 	default:
 		return []error{e.kind}
@@ -65,7 +65,7 @@ func (e *Error) Unwrap() []error {
 // HTTPStatus is the status to answer: 503 when authentication is
 // unavailable, 401 otherwise.
 func (e *Error) HTTPStatus() int {
-	if e.kind == ErrUnavailable {
+	if errors.Is(e.kind, ErrUnavailable) {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusUnauthorized
@@ -76,10 +76,10 @@ func (e *Error) HTTPStatus() int {
 // "temporarily_unavailable") and the reason as error_description.
 func (e *Error) Challenge() string {
 	code := "invalid_token"
-	if e.kind == ErrMalformed {
+	if errors.Is(e.kind, ErrMalformed) {
 		code = "invalid_request"
 	}
-	if e.kind == ErrUnavailable {
+	if errors.Is(e.kind, ErrUnavailable) {
 		code = "temporarily_unavailable"
 	}
 	desc := strings.Map(func(r rune) rune {

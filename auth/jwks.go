@@ -172,7 +172,7 @@ func (ks *keySource) setup(ctx context.Context) error {
 	}()
 	select {
 	case <-ready:
-	case <-ks.fetchErr:
+	case <-ks.fetchErr: //nolint:errcheck // the sink logged it; a lookup says what is missing
 	}
 	cancel()
 	<-ready

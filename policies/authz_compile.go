@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/checker"
 	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/ext"
@@ -149,7 +149,7 @@ func (c *compiler) authorization(d *document) {
 		}
 		seen[rd.name] = true
 		r := &authzRule{policy: p, name: rd.name, deny: rd.deny != nil, reason: rd.reason}
-		whenMask, bodyMask := allActions, allActions
+		whenMask, bodyMask := allActions, uint64(0)
 		if rd.when != nil {
 			r.when, whenMask = c.authzExpr(d.file, rd.when, "when", cel.BoolType)
 		}
@@ -333,18 +333,18 @@ const (
 // authzSizes gives the cost estimator the bounds Authorize enforces.
 type authzSizes struct{}
 
-func (authzSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+func (authzSizes) EstimateSize(n cost.AstNode) *cost.SizeEstimate {
 	switch strings.Join(n.Path(), ".") {
 	case "action", "caller.principal", "caller.tenant", "caller.method", "caller.issuer", "caller.roles.@items",
 		"resource.kind", "resource.id", "resource.owner", "resource.tenant", "resource.ownerMethod", "resource.ownerIssuer":
-		return &checker.SizeEstimate{Min: 0, Max: AuthzMaxString}
+		return &cost.SizeEstimate{Min: 0, Max: AuthzMaxString}
 	case "caller.roles":
-		return &checker.SizeEstimate{Min: 0, Max: AuthzMaxRoles}
+		return &cost.SizeEstimate{Min: 0, Max: AuthzMaxRoles}
 	}
 	return nil
 }
 
-func (authzSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+func (authzSizes) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
 	return nil
 }
 

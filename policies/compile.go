@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/checker"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"go.yaml.in/yaml/v3"
 )
@@ -396,7 +396,7 @@ const untrackedCostCeiling = 1000
 // unbounded and runs with cost tracking.
 type noSizeHints struct{}
 
-func (noSizeHints) EstimateSize(checker.AstNode) *checker.SizeEstimate { return nil }
-func (noSizeHints) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+func (noSizeHints) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
+func (noSizeHints) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
 	return nil
 }

@@ -32,7 +32,7 @@ func (d Diagnostic) String() string {
 
 // Diagnostics is every problem found in a set of policy files, sorted by
 // file and position. It is the error Compile returns.
-type Diagnostics []Diagnostic
+type Diagnostics []Diagnostic //nolint:errname // a list of problems, named for what it holds; renaming would break callers
 
 // Error lists the diagnostics one per line.
 func (ds Diagnostics) Error() string {

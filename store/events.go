@@ -74,7 +74,6 @@ func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byt
 			if t, err = d.tail(ctx, subject); err != nil {
 				return err
 			}
-			known = true
 		}
 		if seq <= t.seq {
 			return nil // already in the log
@@ -251,7 +250,7 @@ func (d *Delegations) Wait(ctx context.Context, id string, after int64) error {
 	if err != nil {
 		return fmt.Errorf("wait for delegation %s: %w", id, d.s.unavailable(ctx, err))
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }() // the connection drops it anyway when it closes
 	if err := sub.SetPendingLimits(1024, 16<<20); err != nil {
 		return fmt.Errorf("wait for delegation %s: %w", id, err)
 	}

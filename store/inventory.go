@@ -143,7 +143,7 @@ func checkStopped(natsDir string) (problems []string, found bool, err error) {
 		return nil, false, fmt.Errorf("state store %s: %s: %w", natsDir, path, err)
 	}
 	if now, err := manifestStamp(natsDir); err != nil || now != stamp {
-		return nil, false, nil // something else started on the store since
+		return nil, false, nil //nolint:nilerr // unreadable or changed: something else started on the store since
 	}
 	blocks, err := messageBlocks(natsDir)
 	if err != nil {

@@ -784,8 +784,8 @@ func writeFileAtomic(path string, b []byte) error {
 		return fmt.Errorf("state store: write %s: %w", path, err)
 	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
+		_ = d.Sync() // best effort: not every file system syncs a directory
+		_ = d.Close()
 	}
 	return nil
 }

@@ -185,7 +185,7 @@ func startOrchd(self string, skills []string, policyDir string, agents ...regist
 	if policyDir != "" {
 		cfg.Policies.Paths = []string{policyDir}
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	d, err := orchestrator.New(cfg, log)
 	if err != nil {
 		return nil, err
@@ -201,7 +201,8 @@ func startOrchd(self string, skills []string, policyDir string, agents ...regist
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return &node{url: "http://" + d.Addr().String(), stop: func() { cancel(); <-done }}, nil
+	stop := func() { cancel(); <-done } //nolint:errcheck // Run ends with the cancellation it was asked for
+	return &node{url: "http://" + d.Addr().String(), stop: stop}, nil
 }
 
 func run() error {
@@ -345,8 +346,11 @@ func steer(a string) error {
 	if err := post(a+"/v1/delegations/"+rec.ID+":interrupt", map[string]string{"text": "stop: the premise changed"}, &r); err != nil {
 		return fmt.Errorf("step 7: %w", err)
 	}
-	if err := get(a+"/v1/delegations/"+rec.ID, &rec); err != nil || rec.State != a2a.TaskStateInputRequired {
-		return fmt.Errorf("step 7: after the interrupt A's delegation is %s (%v)", rec.State, err)
+	if err := get(a+"/v1/delegations/"+rec.ID, &rec); err != nil {
+		return fmt.Errorf("step 7: %w", err)
+	}
+	if rec.State != a2a.TaskStateInputRequired {
+		return fmt.Errorf("step 7: after the interrupt A's delegation is %s", rec.State)
 	}
 	fmt.Printf("   interrupt %d accepted by %s; A's delegation is %s\n", r.Seq, hops(r), rec.State)
 	if err := post(a+"/v1/delegations/"+rec.ID+"/messages", map[string]string{"text": "the premise is now 2026"}, nil); err != nil {
@@ -371,8 +375,11 @@ func steer(a string) error {
 	err = post(a+"/v1/delegations/"+rec.ID+":steer", map[string]string{"text": "shorter"}, &r)
 	fmt.Printf("   %v\n\n", err)
 	_ = post(a+"/v1/delegations/"+rec.ID+":cancel", nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "hop d does not advertise the steerable mode") {
-		return fmt.Errorf("step 8: want B to refuse naming d, got %v", err)
+	if err == nil {
+		return errors.New("step 8: want B to refuse naming d, got no error")
+	}
+	if !strings.Contains(err.Error(), "hop d does not advertise the steerable mode") {
+		return fmt.Errorf("step 8: want B to refuse naming d, got: %w", err)
 	}
 	return nil
 }

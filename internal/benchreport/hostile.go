@@ -215,7 +215,7 @@ func hostileGRPC(ctx context.Context, addr string, n int) hostileOutcome {
 	if err != nil {
 		return hostileOutcome{errors: 1, first: err.Error()}
 	}
-	defer c.Destroy()
+	defer func() { _ = c.Destroy() }()
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", n)))
 	_, err = c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg})
 	if errors.Is(err, a2a.ErrUnauthenticated) {

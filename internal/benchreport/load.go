@@ -336,8 +336,11 @@ func apiCall(ctx context.Context, hc *http.Client, base string) error {
 	}
 	err = json.NewDecoder(io.LimitReader(resp.Body, maxJSON)).Decode(&rec)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated || err != nil || rec.ID == "" {
-		return fmt.Errorf("POST /v1/delegations: HTTP %d, id %q, %v", resp.StatusCode, rec.ID, err)
+	if err != nil {
+		return fmt.Errorf("POST /v1/delegations: HTTP %d: %w", resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusCreated || rec.ID == "" {
+		return fmt.Errorf("POST /v1/delegations: HTTP %d, id %q", resp.StatusCode, rec.ID)
 	}
 	req, err = http.NewRequestWithContext(ctx, "GET", base+"/v1/delegations/"+rec.ID+"/events", nil)
 	if err != nil {

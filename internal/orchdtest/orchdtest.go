@@ -26,7 +26,7 @@ func Start(t testing.TB, cfg orchestrator.Config) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); <-done }) //nolint:errcheck // Run ends with the cancellation it was asked for
 	deadline := time.Now().Add(10 * time.Second)
 	for d.Addr() == nil || d.Registry().Len() < len(cfg.Agents) {
 		if time.Now().After(deadline) {
