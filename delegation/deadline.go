@@ -58,30 +58,6 @@ func (e *Engine) capped(deadline time.Time) time.Time {
 	return deadline
 }
 
-// track counts a goroutine about to run among those Close waits for, and
-// reports whether it may run: not once the engine is closed, since Close
-// may be waiting already. A counted goroutine calls e.wg.Done when it ends.
-func (e *Engine) track() bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.ctx.Err() != nil {
-		return false
-	}
-	e.wg.Add(1)
-	return true
-}
-
-// owned runs f as a goroutine Close waits for, unless the engine is
-// closed. Timer callbacks run through it: they may start while Close is
-// waiting.
-func (e *Engine) owned(f func()) {
-	if !e.track() {
-		return
-	}
-	defer e.wg.Done()
-	f()
-}
-
 // arm starts a delegation's lifetime: the deadline timer, when the
 // delegation has a deadline. It runs before the delegation is shared.
 func (d *Delegation) arm() {

@@ -2,6 +2,9 @@ package delegation
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
@@ -64,4 +67,37 @@ func (f *follower) finish() {
 	}
 	f.cancel()
 	close(f.done)
+}
+
+// getTask asks the agent for the downstream task, bounded by CallTimeout;
+// ctx is the follower's, which the deadline's expiry ends.
+func (d *Delegation) getTask(ctx context.Context, taskID a2a.TaskID) (*a2a.Task, error) {
+	e := d.engine
+	callCtx, cancel := context.WithTimeoutCause(ctx, e.cfg.CallTimeout, &callTimeoutError{agent: d.rec.Downstream.Agent, limit: e.cfg.CallTimeout})
+	defer cancel()
+	start := time.Now()
+	task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
+	err = callErr(callCtx, err)
+	e.in.called(ctx, d.rec.Downstream.Agent, "GetTask", start, err)
+	if errors.Is(err, ErrAnswerTooLarge) {
+		// Reading it again would bring the same: every path that reads
+		// the task (a poll, a push notification, a resume) gives it up.
+		d.mu.Lock()
+		if !d.rec.State.Terminal() {
+			d.overLimit(fmt.Sprintf("its task is larger than orchd reads: %v", err))
+		}
+		d.mu.Unlock()
+	}
+	return task, err
+}
+
+// stop ends the goroutine following the downstream task and waits for it.
+func (d *Delegation) stop() {
+	d.mu.Lock()
+	stop, done := d.stopFollow, d.followDone
+	d.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
 }

@@ -329,13 +329,6 @@ func (e *Engine) renew() {
 	}
 }
 
-// forget drops a delegation from the live set.
-func (e *Engine) forget(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.live, id)
-}
-
 // releaseAll gives up the leases of the live delegations, at Close, so
 // another process takes them over at once rather than after the TTL.
 func (e *Engine) releaseAll() {
