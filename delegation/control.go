@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -89,8 +88,8 @@ func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message)
 	return d.Record(), nil
 }
 
-// inputRetryFor bounds how long input refused with executionEnding is sent
-// again.
+// inputRetryFor bounds how long input refused because the execution that
+// asked for it is still ending (executionStillEnding) is sent again.
 const inputRetryFor = time.Second
 
 // sendInput sends the caller's input to the task waiting for it. An agent
@@ -101,7 +100,7 @@ func (d *Delegation) sendInput(ctx context.Context, msg *a2a.Message) (*session,
 	deadline := time.Now().Add(inputRetryFor)
 	for wait := 5 * time.Millisecond; ; wait *= 2 {
 		s, err := d.send(ctx, msg)
-		if err == nil || !errors.Is(err, a2a.ErrInternalError) || !strings.Contains(err.Error(), executionEnding) || time.Now().Add(wait).After(deadline) {
+		if err == nil || !executionStillEnding(err) || time.Now().Add(wait).After(deadline) {
 			return s, err
 		}
 		t := time.NewTimer(wait)
@@ -113,12 +112,6 @@ func (d *Delegation) sendInput(ctx context.Context, msg *a2a.Message) (*session,
 		}
 	}
 }
-
-// executionEnding is what an a2a-go v2.4.0 agent answers (as an internal
-// error) to a message for a task whose previous execution has said it
-// waits for input but is still ending: its push notification, and a read
-// of the task, can come before the execution is gone.
-const executionEnding = "task execution is already in progress"
 
 // Cancel cancels the downstream task. The delegation ends CANCELED when the
 // agent confirms, or FAILED, with the reason, when it does not within

@@ -84,7 +84,7 @@ type rpcResponse struct {
 
 // stream calls method with payload and yields the events of the SSE
 // stream that answers, ending with the first error. Its errors read as
-// a2a-go's transport words them, which unreachable relies on.
+// a2a-go's transport words them, which unreachable relies on (classify.go).
 func (t *jsonrpcStreams) stream(ctx context.Context, method string, params a2aclient.ServiceParams, payload any) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", Method: method, Params: payload, ID: rand.Text()})
@@ -111,7 +111,7 @@ func (t *jsonrpcStreams) stream(ctx context.Context, method string, params a2acl
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			yield(nil, fmt.Errorf("unexpected HTTP status: %s", resp.Status))
+			yield(nil, fmt.Errorf(httpStatusText+"%s", resp.Status)) // as a2a-go words it (classify.go)
 			return
 		}
 		for data, err := range sseData(resp.Body, maxStreamEvent) {
