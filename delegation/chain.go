@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/registry"
 )
 
 // ExtensionURI identifies orchd's delegation extension, version 1. Its data
@@ -244,6 +246,20 @@ func anyList(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// readsChain reports whether an agent's card declares the delegation
+// extension, so messages to it carry the chain context. Other agents get
+// none: the extension's data, whom the work is for among it, goes only to
+// agents that say they read it, as its activation header does
+// (a2aext.NewActivator sends only the extensions the card declares).
+func readsChain(a *registry.Agent) bool {
+	for i := range a.Extensions {
+		if a.Extensions[i].URI == ExtensionURI {
+			return true
+		}
+	}
+	return false
 }
 
 // Enter checks that the orchestrator with identity self (and display name

@@ -27,20 +27,6 @@ func CardExtension(self, name string) a2a.AgentExtension {
 	}
 }
 
-// readsChain reports whether an agent's card declares the delegation
-// extension, so messages to it carry the chain context. Other agents get
-// none: the extension's data, whom the work is for among it, goes only to
-// agents that say they read it, as its activation header does
-// (a2aext.NewActivator sends only the extensions the card declares).
-func readsChain(a *registry.Agent) bool {
-	for i := range a.Extensions {
-		if a.Extensions[i].URI == ExtensionURI {
-			return true
-		}
-	}
-	return false
-}
-
 // advertisedIdentity returns the identity and display name an agent's card
 // advertises in the delegation extension's params: empty for agents that
 // are not orchestrators, or that advertise none.

@@ -41,3 +41,71 @@ var (
 	// ErrLeaseLost means the lease expired or another owner took it.
 	ErrLeaseLost = errors.New("lease lost")
 )
+
+// renew renews the leases of the live delegations. A delegation whose
+// lease was lost is no longer followed here: another process owns it.
+func (e *Engine) renew() {
+	type held struct {
+		d     *Delegation
+		lease Lease
+	}
+	var leases []held
+	e.mu.RLock()
+	for _, d := range e.live {
+		d.mu.Lock()
+		if d.lease != nil {
+			leases = append(leases, held{d, d.lease})
+		}
+		d.mu.Unlock()
+	}
+	e.mu.RUnlock()
+	for _, h := range leases {
+		d := h.d
+		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Leases.TTL()/3)
+		err := h.lease.Renew(ctx)
+		cancel()
+		if err == nil || e.ctx.Err() != nil {
+			continue
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			e.log.Warn("lost the lease of a delegation; another process follows it now", "delegation", d.rec.ID)
+			d.stop()
+			d.mu.Lock()
+			if d.life.timer != nil {
+				d.life.timer.Stop() // its new owner keeps the deadline
+			}
+			d.mu.Unlock()
+			e.forget(d.rec.ID)
+			continue
+		}
+		e.log.Warn("renew the lease of a delegation", "delegation", d.rec.ID, "error", err)
+	}
+}
+
+// releaseAll gives up the leases of the live delegations, at Close, so
+// another process takes them over at once rather than after the TTL.
+func (e *Engine) releaseAll() {
+	e.mu.RLock()
+	var leases []Lease
+	for _, d := range e.live {
+		d.mu.Lock()
+		if d.lease != nil {
+			leases = append(leases, d.lease)
+		}
+		d.mu.Unlock()
+	}
+	e.mu.RUnlock()
+	for _, l := range leases {
+		release(l)
+	}
+}
+
+// release gives a lease up, if there is one, bounded in time.
+func release(l Lease) {
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = l.Release(ctx)
+}
