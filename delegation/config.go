@@ -93,7 +93,7 @@ type Config struct {
 	// Instance names this process among those sharing the store, as the
 	// holder of leases and the address of its relay. Default a random id.
 	Instance string
-	// Follow is how a task an agent accepted is followed (push.go):
+	// Follow is how a task an agent accepted is followed (follow.go):
 	// FollowAuto (default) streams when the agent streams, else pushes
 	// when the agent declares push notifications and PushURL is one it can
 	// reach, else polls. FollowPush pushes even to an agent that streams

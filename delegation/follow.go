@@ -7,7 +7,69 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/registry"
 )
+
+// Following the task of an agent that accepted the work.
+//
+// How is chosen once, as the work is sent (chooseFollow), and kept in the
+// record's Progress, so a process carrying the delegation on follows it
+// the same way: by the agent's push notifications (push.go), on the stream
+// the agent answered with (stream.go), or by polling the task (poll.go).
+// A follower reads the stream and polls once the stream ends before the
+// task settles. Every way reads the task with getTask; stop ends the one
+// that runs.
+
+// Ways of following a task, as Config.Follow names them.
+const (
+	// FollowAuto streams when the agent streams, else pushes when the
+	// agent declares push notifications and the webhook is one it can
+	// reach, else polls.
+	FollowAuto = "auto"
+	// FollowPush asks for push notifications.
+	FollowPush = "push"
+	// FollowStream asks for a stream.
+	FollowStream = "stream"
+	// FollowPoll polls the task, whatever the agent offers.
+	FollowPoll = "poll"
+)
+
+// ValidFollow reports whether s is a value Config.Follow takes ("" is
+// FollowAuto).
+func ValidFollow(s string) bool {
+	switch s {
+	case "", FollowAuto, FollowPush, FollowStream, FollowPoll:
+		return true
+	}
+	return false
+}
+
+// chooseFollow decides once, as the work is sent, how the hop is followed,
+// and records it in the delegation's Progress.
+func (d *Delegation) chooseFollow(a *registry.Agent, card *a2a.AgentCard) {
+	e := d.engine
+	streams := card.Capabilities.Streaming
+	pushes := card.Capabilities.PushNotifications && reachable(e.pushURL(), card)
+	mode := FollowPoll
+	// A stream brings each change as it happens; push costs a read of
+	// the task per notification, so it is chosen over a stream only when
+	// asked for (to hold no connection per delegation).
+	switch want := e.cfg.Follow; {
+	case want == FollowPoll:
+	case want == FollowPush && pushes:
+		mode = FollowPush
+	case streams:
+		mode = FollowStream
+	case pushes:
+		mode = FollowPush
+	}
+	if e.cfg.Follow == FollowPush && mode != FollowPush {
+		e.log.Info("agent cannot be followed by push; following it another way", "agent", a.ID, "follow", mode,
+			"declaresPush", card.Capabilities.PushNotifications, "webhook", e.pushURL() != "")
+	}
+	d.prog.Follow, d.prog.Streaming = mode, mode == FollowStream
+}
 
 // follower follows a delegation's downstream task until it settles or
 // following stops: on the rest of the task's stream, when there is one,

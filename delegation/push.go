@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-
-	"github.com/orchd/orchd/registry"
 )
 
 // Following by push.
@@ -39,30 +37,6 @@ import (
 // more read. A notification that was lost is made up for by the safety
 // read: SilenceTimeout after the last read, the task is read anyway, and
 // read failures back off and give the task up as polling does.
-
-// Ways of following a task, as Config.Follow names them.
-const (
-	// FollowAuto pushes when the agent declares push notifications and
-	// the webhook is one it can reach, else streams when it streams, else
-	// polls.
-	FollowAuto = "auto"
-	// FollowPush asks for push notifications.
-	FollowPush = "push"
-	// FollowStream asks for a stream.
-	FollowStream = "stream"
-	// FollowPoll polls the task, whatever the agent offers.
-	FollowPoll = "poll"
-)
-
-// ValidFollow reports whether s is a value Config.Follow takes ("" is
-// FollowAuto).
-func ValidFollow(s string) bool {
-	switch s {
-	case "", FollowAuto, FollowPush, FollowStream, FollowPoll:
-		return true
-	}
-	return false
-}
 
 // Errors of Engine.Notify.
 var (
@@ -164,32 +138,6 @@ func (e *Engine) pushURL() string {
 		return e.push.url
 	}
 	return e.cfg.PushURL
-}
-
-// chooseFollow decides once, as the work is sent, how the hop is followed,
-// and records it in the delegation's Progress.
-func (d *Delegation) chooseFollow(a *registry.Agent, card *a2a.AgentCard) {
-	e := d.engine
-	streams := card.Capabilities.Streaming
-	pushes := card.Capabilities.PushNotifications && reachable(e.pushURL(), card)
-	mode := FollowPoll
-	// A stream brings each change as it happens; push costs a read of
-	// the task per notification, so it is chosen over a stream only when
-	// asked for (to hold no connection per delegation).
-	switch want := e.cfg.Follow; {
-	case want == FollowPoll:
-	case want == FollowPush && pushes:
-		mode = FollowPush
-	case streams:
-		mode = FollowStream
-	case pushes:
-		mode = FollowPush
-	}
-	if e.cfg.Follow == FollowPush && mode != FollowPush {
-		e.log.Info("agent cannot be followed by push; following it another way", "agent", a.ID, "follow", mode,
-			"declaresPush", card.Capabilities.PushNotifications, "webhook", e.pushURL() != "")
-	}
-	d.prog.Follow, d.prog.Streaming = mode, mode == FollowStream
 }
 
 // reachable reports whether an agent of card can reach the webhook at
