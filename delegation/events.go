@@ -3,7 +3,6 @@ package delegation
 import (
 	"context"
 	"fmt"
-	"slices"
 )
 
 // Reading a delegation's event log, wherever the delegation is followed.
@@ -89,18 +88,4 @@ func (e *Engine) WaitEvents(ctx context.Context, id string, after int64) error {
 			return context.Cause(ctx)
 		}
 	}
-}
-
-// window returns the events kept in memory after seq, the channel closed
-// at the next change, whether the delegation has ended, and the Seq the
-// memory window starts at.
-func (d *Delegation) window(after int64) ([]Event, <-chan struct{}, bool, int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	start := max(after+1-d.first, 0)
-	var out []Event
-	if start < int64(len(d.events)) {
-		out = slices.Clone(d.events[start:])
-	}
-	return out, d.changedLocked(), d.rec.State.Terminal(), d.first
 }

@@ -1,0 +1,232 @@
+package delegation
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/steering"
+)
+
+// Folding what the agent says into the delegation.
+//
+// Every way of following a task (a stream, a poll, a push notification's
+// read, a resume's catch-up, a cancel's or an interrupt's answer) hands
+// what it got to apply, which turns it into the delegation's events
+// (emit, delegation.go) in the order a stream would have brought them,
+// within the bounds on what an agent may send (fits; artifacts.go).
+
+// apply folds one downstream event into the delegation. It reports whether
+// the downstream task has settled for now: ended, or waiting for input.
+func (d *Delegation) apply(ev a2a.Event) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rec.State.Terminal() {
+		return true
+	}
+	if d.foreign(ev) {
+		return false
+	}
+	switch e := ev.(type) {
+	case *a2a.Message:
+		if !d.fits(e) {
+			return true
+		}
+		if d.rec.Downstream.TaskID == "" {
+			d.rec.Result = e
+			d.emit(Event{Kind: "message", State: a2a.TaskStateCompleted, Message: e})
+			return true
+		}
+		d.emit(Event{Kind: "message", Message: e})
+	case *a2a.Task:
+		d.setTask(e.ID, e.ContextID)
+		d.applyTask(e)
+	case *a2a.TaskStatusUpdateEvent:
+		d.setTask(e.TaskID, e.ContextID)
+		d.setStatus(e.Status, e.Metadata)
+	case *a2a.TaskArtifactUpdateEvent:
+		d.setTask(e.TaskID, e.ContextID)
+		if e.Artifact == nil {
+			break
+		}
+		if art, ok := d.takeArtifact(e.Artifact, e.Append, e.LastChunk); ok {
+			d.emit(art)
+		}
+	}
+	return d.rec.State.Terminal() || waiting(d.rec.State)
+}
+
+// foreign reports whether an event names a task other than the one the
+// delegation follows, once it follows one: an agent's event about another
+// task, which must not move this delegation (end it, or fill it with
+// another task's artifacts). It is dropped and logged. Callers hold mu.
+func (d *Delegation) foreign(ev a2a.Event) bool {
+	own := d.rec.Downstream.TaskID
+	if own == "" {
+		return false
+	}
+	named := ev.TaskInfo().TaskID
+	if named == "" || named == own {
+		return false
+	}
+	d.engine.log.Warn("an event of the agent's names another task than the delegation's; dropped",
+		"delegation", d.rec.ID, "agent", d.rec.Downstream.Agent, "task", own, "named", named)
+	return true
+}
+
+// applyTask folds a task read whole (a poll, a push notification's read,
+// a resumed delegation catching up) into the delegation, in the order a
+// stream would have brought it; callers hold mu. The read shows only where
+// the task is now, so:
+//   - the status messages it passed through since the last one applied
+//     are applied first, as the WORKING they were: a2a-go (as the A2A
+//     task model does) moves a status message into the history when the
+//     next status replaces it, so they are the agent messages after the
+//     last input and the last status applied;
+//   - a task still working is applied before its artifacts, which it
+//     produces while working; a task that settled (ended, or waits for
+//     input) after them, as the status that ends a stream comes last.
+//
+// Each artifact that is new or changed comes as one event.
+func (d *Delegation) applyTask(t *a2a.Task) {
+	for _, m := range d.missedStatuses(t) {
+		d.setStatus(a2a.TaskStatus{State: a2a.TaskStateWorking, Message: m}, nil)
+	}
+	settles := t.Status.State.Terminal() || waiting(t.Status.State)
+	if !settles {
+		d.setStatus(t.Status, t.Metadata)
+	}
+	for _, art := range t.Artifacts {
+		if art == nil {
+			continue
+		}
+		if ev, ok := d.taskArtifact(art); ok {
+			d.emit(ev)
+		}
+		if d.rec.State.Terminal() {
+			return // over a bound (artifacts.go)
+		}
+	}
+	if settles {
+		d.setStatus(t.Status, t.Metadata)
+	}
+}
+
+// missedStatuses are the agent messages of a task's history that came
+// after the last input it got and after the last status message applied,
+// other than its current status message: the status messages of states
+// the delegation did not see. Callers hold mu. There are none when the
+// last status applied is still the task's (the history holds only older
+// ones), when it is not in the history at all (nothing places the
+// messages after it), or while the delegation waits for input (the task
+// cannot move on before orchd sends the input).
+func (d *Delegation) missedStatuses(t *a2a.Task) []*a2a.Message {
+	last := d.prog.LastStatus
+	if waiting(d.rec.State) || t.Status.Message != nil && t.Status.Message.ID == last {
+		return nil
+	}
+	start, found := 0, last == ""
+	for i, m := range t.History {
+		switch {
+		case m == nil:
+		case last != "" && m.ID == last:
+			start, found = i+1, true
+		case m.Role == a2a.MessageRoleUser:
+			start = i + 1
+		}
+	}
+	if !found {
+		return nil
+	}
+	var out []*a2a.Message
+	for _, m := range t.History[start:] {
+		if m == nil || m.Role != a2a.MessageRoleAgent || m.ID == "" || t.Status.Message != nil && m.ID == t.Status.Message.ID {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// setTask records the agent's task when it is first named; callers hold
+// mu. The record is written at once, before the event that named the task
+// is logged: a process killed between logging an event and writing the
+// record leaves the next one a task to follow.
+func (d *Delegation) setTask(id a2a.TaskID, contextID string) {
+	if d.rec.Downstream.TaskID == "" && id != "" {
+		d.rec.Downstream.TaskID, d.rec.Downstream.ContextID = id, contextID
+		d.persist()
+	}
+}
+
+// setStatus records a downstream status; callers hold mu. Only an
+// interrupted flag is kept of the metadata: the rest is the agent's own.
+func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
+	if st.State == a2a.TaskStateUnspecified || !d.fits(st.Message) {
+		return
+	}
+	if at := st.Timestamp; at != nil {
+		if st.State == a2a.TaskStateWorking && waiting(d.rec.State) && at.Before(d.statusAt) {
+			return // a WORKING the hop recorded before the wait now in force
+		}
+		if at.After(d.statusAt) {
+			d.statusAt = *at
+		}
+	}
+	interrupted := st.State == a2a.TaskStateInputRequired && metadata[steering.InterruptedKey] == true
+	if st.State == d.rec.State && st.Message == nil && !interrupted {
+		return
+	}
+	if st.Message != nil {
+		if st.Message.ID == d.prog.LastStatus {
+			return
+		}
+		d.prog.LastStatus = st.Message.ID
+	}
+	ev := Event{Kind: "state", State: st.State, Message: st.Message}
+	if interrupted {
+		ev.Metadata = map[string]any{steering.InterruptedKey: true}
+	}
+	if st.State.Terminal() && st.Message != nil {
+		d.rec.Result = st.Message
+	}
+	if st.State == a2a.TaskStateFailed || st.State == a2a.TaskStateRejected {
+		why := "no reason given"
+		if st.Message != nil {
+			why = messageText(st.Message)
+		}
+		d.rec.Error = fmt.Sprintf("hop %s (task %s) ended %s: %s", d.rec.Downstream.Agent, d.rec.Downstream.TaskID, st.State, why)
+		if dl := d.chain.Deadline; st.State == a2a.TaskStateFailed && !dl.IsZero() && !d.engine.cfg.Now().Before(dl) {
+			// Every hop keeps the same deadline: a hop below that ends the
+			// work as it passes was only quicker to say so than this one.
+			d.rec.Error = fmt.Sprintf("deadline %s passed while agent %s was %s; %s", stamp(dl), d.rec.Downstream.Agent, shortState(d.rec.State), d.rec.Error)
+		}
+		ev.Error = d.rec.Error
+	}
+	d.emit(ev)
+}
+
+// fits reports whether a message of the agent's fits in an event; one
+// that does not fails the delegation (overLimit). Callers hold mu.
+func (d *Delegation) fits(m *a2a.Message) bool {
+	if n := MessageSize(m); n > d.engine.cfg.MaxEventBytes {
+		d.overLimit(fmt.Sprintf("the agent sent a message of about %d bytes, over the %d an event may hold (delegation.maxEventBytes)", n, d.engine.cfg.MaxEventBytes))
+		return false
+	}
+	return true
+}
+
+// messageText joins a message's text parts.
+func messageText(m *a2a.Message) string {
+	var parts []string
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(a2a.Text); ok {
+			parts = append(parts, string(t))
+		}
+	}
+	if len(parts) == 0 {
+		return "(no text)"
+	}
+	return strings.Join(parts, " ")
+}
