@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -24,11 +23,13 @@ import (
 // qualifies; with a *FailedError when every candidate tried failed before
 // accepting; with ErrBadRequest, ErrUnknownAgent, ErrCycle, ErrTooDeep or
 // ErrDeadline for requests that cannot be delegated. No delegation exists after an
-// error.
-func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err error) {
+// error. Options are for fronts that keep records of their own
+// (KeepEndedUpstream).
+func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOption) (d *Delegation, err error) {
 	if e.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
+	opt := delegateOptions(opts)
 	id := a2a.NewContextID()
 	ctx, span := e.in.start(ctx, "orchd.delegate")
 	var dec *Decision
@@ -79,11 +80,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request) (d *Delegation, err 
 		}
 		dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID})
 		dec.Chosen = a.ID
-		if _, isMsg := first.first.(*a2a.Message); req.EndedUpstream != nil && !isMsg && endsAtOnce(first.first) {
-			up := *req.EndedUpstream
-			d.rec.Upstream = &up
-			d.keepUpstream = req.KeepUpstream
-		}
+		opt.endedAtOnce(d, first.first)
 		if err := e.start(ctx, d, first); err != nil {
 			return nil, err
 		}
@@ -281,28 +278,6 @@ func endsAtOnce(first a2a.Event) bool {
 		return ev.Status.State.Terminal()
 	}
 	return false
-}
-
-// keepUpstreamAlongside starts keeping the upstream task of a delegation
-// that ended at once (Request.KeepUpstream), with copies of its record
-// and events, while the caller stores them; the channel is closed once it
-// is done (at once when there is nothing to keep). The caller holds mu
-// and waits on the channel, so the goroutine is owned by the call.
-func (d *Delegation) keepUpstreamAlongside(ctx context.Context) <-chan struct{} {
-	kept := make(chan struct{})
-	keep := d.keepUpstream
-	if keep == nil || !d.rec.State.Terminal() {
-		close(kept)
-		return kept
-	}
-	rec, evs := d.snapshot(), slices.Clone(d.unsaved)
-	go func() {
-		defer close(kept)
-		if err := keep(ctx, rec, evs); err != nil {
-			d.engine.log.DebugContext(ctx, "keep the upstream task of a delegation that ended at once", "delegation", rec.ID, "error", err)
-		}
-	}()
-	return kept
 }
 
 // abandon cancels the task an agent created for work orchd could not

@@ -114,8 +114,8 @@ type Delegation struct {
 	// chained is set when the hop's agent reads the chain context
 	// (readsChain): the messages sent to it carry it.
 	chained bool
-	// keepUpstream is Request.KeepUpstream, for a delegation the agent's
-	// first answer ended.
+	// keepUpstream is KeepEndedUpstream's keep, for a delegation the
+	// agent's first answer ended (keepupstream.go).
 	keepUpstream func(ctx context.Context, rec Record, evs []Event) error
 	// deferred holds back the store writes (persist) while the agent's
 	// first answer is applied, when that answer ends the work: the events

@@ -36,7 +36,7 @@ func (s *keptFirstStore) PutEnded(ctx context.Context, r Record, evs []Event) er
 }
 
 // TestDelegate_KeepUpstreamAlongsideTheRecord: when the agent's first
-// answer is a task that ended the work, Request.KeepUpstream is called
+// answer is a task that ended the work, KeepEndedUpstream's keep is called
 // with the ended record and its events while the record is stored (the
 // store's write waits for it here), and has returned when Delegate does.
 // A message answer, or work that goes on, calls it not at all.
@@ -71,8 +71,8 @@ func TestDelegate_KeepUpstreamAlongsideTheRecord(t *testing.T) {
 			var calls int
 			var got Record
 			var evs []Event
-			d, err := f.engine.Delegate(t.Context(), Request{Text: "ping", Skill: "once", EndedUpstream: up,
-				KeepUpstream: func(_ context.Context, rec Record, events []Event) error {
+			d, err := f.engine.Delegate(t.Context(), Request{Text: "ping", Skill: "once"},
+				KeepEndedUpstream(*up, func(_ context.Context, rec Record, events []Event) error {
 					mu.Lock()
 					defer mu.Unlock()
 					calls++
@@ -81,7 +81,7 @@ func TestDelegate_KeepUpstreamAlongsideTheRecord(t *testing.T) {
 						close(store.kept)
 					}
 					return nil
-				}})
+				}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,6 @@
 package delegation
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,21 +48,6 @@ type Request struct {
 	// (the caller is not a trusted peer), so the work started a new chain;
 	// it is kept in the record.
 	ChainIgnored string `json:"-"`
-	// EndedUpstream is the A2A task of orchd's own that the caller will
-	// be answered with should the agent's first answer be a task that
-	// ended the work: the record, then written once, names it as its
-	// Upstream from the start. Work that goes on, or that the agent
-	// answers with a message, ignores it.
-	EndedUpstream *Upstream `json:"-"`
-	// KeepUpstream, set with EndedUpstream, keeps that task when the
-	// agent's first answer was a task that ended the work: the engine
-	// calls it with the ended record and its events while it stores
-	// them, so the two writes take one round trip to the store, not two,
-	// and waits for it before Delegate returns. It must use only its
-	// arguments (the delegation's methods wait for the store). Its error
-	// fails nothing: the delegation is kept either way, and the caller
-	// then keeps its task another way.
-	KeepUpstream func(ctx context.Context, rec Record, evs []Event) error `json:"-"`
 }
 
 // owner is the principal the delegation belongs to: the caller's, with

@@ -236,15 +236,15 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 	}
 	dreq, err := e.x.requestFrom(ctx, smr.Message)
 	settle := settles(cc, smr)
-	dreq.EndedUpstream = settle
 	var along *alongside
+	var keep delegation.DelegateOption // asks for nothing unless settle
 	if settle != nil {
 		along = &alongside{x: e.x, msg: smr.Message, up: *settle}
-		dreq.KeepUpstream = along.keep
+		keep = delegation.KeepEndedUpstream(*settle, along.keep)
 	}
 	var d *delegation.Delegation
 	if err == nil {
-		d, err = e.x.engine.Delegate(ctx, dreq)
+		d, err = e.x.engine.Delegate(ctx, dreq, keep)
 	}
 	if errors.Is(err, delegation.ErrUnavailable) {
 		// Nothing was accepted: say so, rather than make a task orchd

@@ -44,7 +44,7 @@ const settleWait = 100 * time.Millisecond
 // cost several milliseconds more than the agent's own.
 //
 // up is the task settles named before the work was delegated; a record
-// stored at once already names it (delegation.Request.EndedUpstream), and
+// stored at once already names it (delegation.KeepEndedUpstream), and
 // is not written again. along, when not nil, stored that task as the
 // record was stored, for work the agent ended at once.
 func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr *a2a.SendMessageRequest, d *delegation.Delegation, up *delegation.Upstream, along *alongside) *a2a.Task {
@@ -185,9 +185,9 @@ func foldEvent(task *a2a.Task, ev a2a.Event) {
 }
 
 // alongside keeps the upstream task up of a call answered once settled
-// (settledTask) as Request.KeepUpstream: for work the agent ended with its
-// first answer, the task is stored while the delegation's record is, one
-// round trip to the store instead of one after the other. Its fields are
+// (settledTask) as delegation.KeepEndedUpstream asks: for work the agent
+// ended with its first answer, the task is stored while the delegation's
+// record is, one round trip to the store instead of one after the other. Its fields are
 // read once the delegation returns.
 type alongside struct {
 	x     *executor
@@ -197,7 +197,7 @@ type alongside struct {
 	task  *a2a.Task // what keep stored; nil when it could not
 }
 
-// keep implements delegation.Request.KeepUpstream.
+// keep is the keep of delegation.KeepEndedUpstream.
 func (a *alongside) keep(ctx context.Context, rec delegation.Record, evs []delegation.Event) error {
 	a.tried = true
 	t, err := a.x.keepSettled(ctx, a.msg, a.up, rec, evs)
