@@ -62,14 +62,14 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 	}
 
 	set := e.policies.Set()
-	ctx, span := e.in.start(ctx, "orchd.policy.evaluate")
+	ctx, span := e.instruments.start(ctx, "orchd.policy.evaluate")
 	res := set.Evaluate(ctx, eligible, policies.Input{
 		Request: policies.Request{Skill: out.Skill, Capabilities: out.Requires, Protocol: req.Protocol, Metadata: req.Metadata},
 		Chain:   policies.Chain{Depth: in.Depth, MaxDepth: out.MaxDepth, Path: in.Path, RootTask: out.RootTask},
 		Caller:  req.Caller,
 		Now:     e.cfg.Now(),
 	})
-	e.in.decided(ctx, kinds, res)
+	e.instruments.decided(ctx, kinds, res)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("orchd.policy.set", set.Digest()), attribute.Int("orchd.candidates", len(eligible)),
 			attribute.String("orchd.policy.winner", res.Winner))

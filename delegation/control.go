@@ -185,7 +185,7 @@ func (e *Engine) cancelTask(ctx context.Context, d *Delegation, taskID a2a.TaskI
 	for {
 		start := time.Now()
 		task, err := d.client.CancelTask(ctx, &a2a.CancelTaskRequest{ID: taskID})
-		e.in.called(ctx, d.rec.Downstream.Agent, "CancelTask", start, err)
+		e.instruments.called(ctx, d.rec.Downstream.Agent, "CancelTask", start, err)
 		if !errors.Is(err, a2a.ErrTaskNotCancelable) {
 			return task, err
 		}

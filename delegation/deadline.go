@@ -145,7 +145,7 @@ func (d *Delegation) cancelDownstream(agent string, taskID a2a.TaskID) string {
 	task, err := d.client.CancelTask(ctx, &a2a.CancelTaskRequest{ID: taskID})
 	// Observed against base: a cancel not answered within CancelWait is
 	// the agent's doing, as in Engine.Cancel.
-	e.in.called(base, agent, "CancelTask", start, err)
+	e.instruments.called(base, agent, "CancelTask", start, err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Sprintf("the cancel sent downstream was not answered within cancelWait (%s)", e.cfg.CancelWait)

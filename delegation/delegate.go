@@ -31,9 +31,9 @@ func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOpti
 	}
 	opt := delegateOptions(opts)
 	id := a2a.NewContextID()
-	ctx, span := e.in.start(ctx, "orchd.delegate")
+	ctx, span := e.instruments.start(ctx, "orchd.delegate")
 	var dec *Decision
-	defer func() { e.in.outcome(ctx, span, dec, err) }()
+	defer func() { e.instruments.outcome(ctx, span, dec, err) }()
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 		start := time.Now()
 		res, err := d.client.SendMessage(callCtx, req)
 		err = callErr(callCtx, err) // why callCtx ended: the chain's deadline is not the agent's fault
-		e.in.called(ctx, d.rec.Downstream.Agent, "SendMessage", start, err)
+		e.instruments.called(ctx, d.rec.Downstream.Agent, "SendMessage", start, err)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	stopAfter := context.AfterFunc(openCtx, cancel)
 	start := time.Now()
 	st, first, err, ok := e.openStream(streamCtx, cancel, d.client.SendStreamingMessage(streamCtx, req))
-	e.in.called(ctx, d.rec.Downstream.Agent, "SendStreamingMessage", start, callErr(openCtx, err))
+	e.instruments.called(ctx, d.rec.Downstream.Agent, "SendStreamingMessage", start, callErr(openCtx, err))
 	stopAfter()
 	if !ok || err != nil || openCtx.Err() != nil {
 		cancel()

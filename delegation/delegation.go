@@ -228,9 +228,9 @@ func (d *Delegation) emit(ev Event) {
 		ev.State = d.rec.State
 	}
 	if ev.State.Terminal() && !d.rec.State.Terminal() {
-		in, ctx := d.engine.in, d.traced(d.engine.ctx)
-		in.inflight.Add(ctx, -1)
-		in.ended.Add(ctx, 1, in.attr("state", string(ev.State)).add...)
+		ins, ctx := d.engine.instruments, d.traced(d.engine.ctx)
+		ins.inflight.Add(ctx, -1)
+		ins.ended.Add(ctx, 1, ins.attr("state", string(ev.State)).add...)
 		d.endLife()
 	}
 	d.rec.State = ev.State

@@ -30,7 +30,8 @@ type Engine struct {
 	policies PolicySource
 	store    Store
 	log      *slog.Logger
-	in       *instruments
+	// instruments records the engine's spans and metrics (telemetry.go).
+	instruments *instruments
 	// answerLimit bounds an agent's answer read whole (bounded.go):
 	// maxAgentAnswer, smaller in tests.
 	answerLimit int64
@@ -68,10 +69,21 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	clients, _ := lru.New[string, cachedClient](1024) // only a non-positive size fails
-	e := &Engine{cfg: cfg.withDefaults(), reg: reg, policies: pol, store: store, log: log,
-		in:  newInstruments(cfg.TracerProvider, cfg.MeterProvider),
-		ctx: ctx, cancel: cancel, live: map[string]*Delegation{}, takingOver: map[string]chan struct{}{}, clients: clients, answerLimit: maxAgentAnswer}
-	e.in.observe = e.observe // every call's outcome feeds the agent's breaker
+	e := &Engine{
+		cfg:         cfg.withDefaults(),
+		reg:         reg,
+		policies:    pol,
+		store:       store,
+		log:         log,
+		instruments: newInstruments(cfg.TracerProvider, cfg.MeterProvider),
+		answerLimit: maxAgentAnswer,
+		ctx:         ctx,
+		cancel:      cancel,
+		live:        map[string]*Delegation{},
+		takingOver:  map[string]chan struct{}{},
+		clients:     clients,
+	}
+	e.instruments.observe = e.observe // every call's outcome feeds the agent's breaker
 	return e
 }
 
@@ -115,7 +127,7 @@ func (e *Engine) owned(f func()) {
 
 // register makes a delegation live.
 func (e *Engine) register(d *Delegation) {
-	e.in.inflight.Add(e.ctx, 1)
+	e.instruments.inflight.Add(e.ctx, 1)
 	e.mu.Lock()
 	e.live[d.rec.ID] = d
 	e.mu.Unlock()

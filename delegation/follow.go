@@ -140,7 +140,7 @@ func (d *Delegation) getTask(ctx context.Context, taskID a2a.TaskID) (*a2a.Task,
 	start := time.Now()
 	task, err := d.client.GetTask(callCtx, &a2a.GetTaskRequest{ID: taskID})
 	err = callErr(callCtx, err)
-	e.in.called(ctx, d.rec.Downstream.Agent, "GetTask", start, err)
+	e.instruments.called(ctx, d.rec.Downstream.Agent, "GetTask", start, err)
 	if errors.Is(err, ErrAnswerTooLarge) {
 		// Reading it again would bring the same: every path that reads
 		// the task (a poll, a push notification, a resume) gives it up.

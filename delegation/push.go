@@ -196,7 +196,7 @@ func (d *Delegation) sendPush(ctx context.Context, req *a2a.SendMessageRequest) 
 	start := time.Now()
 	res, err := d.client.SendMessage(callCtx, req)
 	err = callErr(callCtx, err)
-	e.in.called(ctx, agent, "SendMessage", start, err)
+	e.instruments.called(ctx, agent, "SendMessage", start, err)
 	if _, answered := res.(*a2a.Message); err != nil || answered {
 		e.push.drop(id, h)
 		d.mu.Lock()

@@ -42,8 +42,8 @@ func (e refusedSignal) Unwrap() error { return ErrNotSteerable }
 // delegation's deadline: a signal the agent has not answered by then fails
 // with ErrDeadline.
 func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *a2a.Message) (r steering.Receipt, err error) {
-	ctx, span := e.in.start(ctx, "orchd.steer")
-	defer func() { e.in.steered(ctx, span, c, err) }()
+	ctx, span := e.instruments.start(ctx, "orchd.steer")
+	defer func() { e.instruments.steered(ctx, span, c, err) }()
 	if c != steering.Steer && c != steering.Interrupt {
 		return steering.Receipt{}, fmt.Errorf("%w: unknown control %q", ErrBadRequest, c)
 	}
@@ -117,7 +117,7 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 	start := time.Now()
 	res, err := d.client.SendMessage(callCtx, &a2a.SendMessageRequest{Message: &down})
 	err = callErr(callCtx, err) // the chain's deadline is not the agent's fault
-	e.in.called(ctx, hop, "SendMessage", start, err)
+	e.instruments.called(ctx, hop, "SendMessage", start, err)
 	if err != nil {
 		return steering.Receipt{}, fmt.Errorf("hop %s refused the %s: %w", hop, c, err)
 	}

@@ -108,8 +108,8 @@ func (c *attrCache[K]) get(k K) measure {
 }
 
 // attr is the options for one attribute key=value.
-func (in *instruments) attr(key, value string) measure {
-	return in.one.get([2]string{key, value})
+func (ins *instruments) attr(key, value string) measure {
+	return ins.one.get([2]string{key, value})
 }
 
 func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instruments {
@@ -123,47 +123,47 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	// Instrument constructors fail only for invalid names; these are
 	// constant and valid, and on error they still return usable no-ops.
 	_, noop := tp.(tracenoop.TracerProvider)
-	in := &instruments{tracer: tp.Tracer(instrumentation), tracing: !noop}
-	in.one.make = func(kv [2]string) []attribute.KeyValue {
+	ins := &instruments{tracer: tp.Tracer(instrumentation), tracing: !noop}
+	ins.one.make = func(kv [2]string) []attribute.KeyValue {
 		return []attribute.KeyValue{attribute.String(kv[0], kv[1])}
 	}
-	in.calls.make = func(l callLabels) []attribute.KeyValue {
+	ins.calls.make = func(l callLabels) []attribute.KeyValue {
 		return []attribute.KeyValue{attribute.String("agent", l.agent), attribute.String("method", l.method), attribute.String("outcome", l.outcome)}
 	}
-	in.steers.make = func(l signalLabels) []attribute.KeyValue {
+	ins.steers.make = func(l signalLabels) []attribute.KeyValue {
 		kvs := []attribute.KeyValue{attribute.String("control", l.control), attribute.String("outcome", l.outcome)}
 		if l.reason != "" {
 			kvs = append(kvs, attribute.String("reason", l.reason))
 		}
 		return kvs
 	}
-	in.rules.make = func(l ruleLabels) []attribute.KeyValue {
+	ins.rules.make = func(l ruleLabels) []attribute.KeyValue {
 		return []attribute.KeyValue{attribute.String("policy", l.policy), attribute.String("rule", l.rule), attribute.String("kind", l.kind)}
 	}
-	in.delegations, _ = m.Int64Counter("orchd.delegations",
+	ins.delegations, _ = m.Int64Counter("orchd.delegations",
 		metric.WithDescription("Delegation requests by outcome: accepted, refused (before anything was sent), failed (no agent accepted) or invalid."))
-	in.ended, _ = m.Int64Counter("orchd.delegations.ended",
+	ins.ended, _ = m.Int64Counter("orchd.delegations.ended",
 		metric.WithDescription("Accepted delegations that ended, by final state."))
-	in.refusals, _ = m.Int64Counter("orchd.delegation.refusals",
+	ins.refusals, _ = m.Int64Counter("orchd.delegation.refusals",
 		metric.WithDescription("Refusals by reason: cycle, protocol, capability, unhealthy, policy, depth, deadline, unknown_agent, no_candidates; one per refused candidate."))
-	in.decisions, _ = m.Int64Counter("orchd.policy.decisions",
+	ins.decisions, _ = m.Int64Counter("orchd.policy.decisions",
 		metric.WithDescription("Policy rules that had a say in a candidate's decision (an allow or deny that matched, a rank rule that moved the rank, a default that decided), by policy, rule and kind."))
-	in.signals, _ = m.Int64Counter("orchd.steering.signals",
+	ins.signals, _ = m.Int64Counter("orchd.steering.signals",
 		metric.WithDescription("Steers and interrupts by control and outcome (routed or refused) with the reason for refusals."))
-	in.inflight, _ = m.Int64UpDownCounter("orchd.delegations.inflight",
+	ins.inflight, _ = m.Int64UpDownCounter("orchd.delegations.inflight",
 		metric.WithDescription("Accepted delegations that have not ended."))
-	in.downstream, _ = m.Float64Histogram("orchd.downstream.duration", metric.WithUnit("s"),
+	ins.downstream, _ = m.Float64Histogram("orchd.downstream.duration", metric.WithUnit("s"),
 		metric.WithDescription("A2A calls to agents by agent, method and outcome: the whole call, or until the first event of a stream."))
-	return in
+	return ins
 }
 
 // start starts a span named name, or returns ctx and a span that records
 // nothing when tracing is off.
-func (in *instruments) start(ctx context.Context, name string) (context.Context, trace.Span) {
-	if !in.tracing {
+func (ins *instruments) start(ctx context.Context, name string) (context.Context, trace.Span) {
+	if !ins.tracing {
 		return ctx, tracenoop.Span{}
 	}
-	return in.tracer.Start(ctx, name)
+	return ins.tracer.Start(ctx, name)
 }
 
 // refusalReason classifies an error that refused a request outright.
@@ -182,7 +182,7 @@ func refusalReason(err error) string {
 }
 
 // outcome records how a Delegate call ended on its span and metrics.
-func (in *instruments) outcome(ctx context.Context, span trace.Span, dec *Decision, err error) {
+func (ins *instruments) outcome(ctx context.Context, span trace.Span, dec *Decision, err error) {
 	outcome := "accepted"
 	var refused *RefusedError
 	switch {
@@ -190,17 +190,17 @@ func (in *instruments) outcome(ctx context.Context, span trace.Span, dec *Decisi
 	case errors.As(err, &refused):
 		outcome = refusedOutcome
 		if len(refused.Decision.Candidates) == 0 {
-			in.refusals.Add(ctx, 1, in.attr("reason", refusedNoAgent).add...)
+			ins.refusals.Add(ctx, 1, ins.attr("reason", refusedNoAgent).add...)
 		}
 	case refusalReason(err) != "":
 		outcome = refusedOutcome
-		in.refusals.Add(ctx, 1, in.attr("reason", refusalReason(err)).add...)
+		ins.refusals.Add(ctx, 1, ins.attr("reason", refusalReason(err)).add...)
 	case errors.As(err, new(*FailedError)):
 		outcome = "failed"
 	case err != nil:
 		outcome = "invalid"
 	}
-	in.delegations.Add(ctx, 1, in.attr("outcome", outcome).add...)
+	ins.delegations.Add(ctx, 1, ins.attr("outcome", outcome).add...)
 	defer span.End()
 	if !span.IsRecording() {
 		return
@@ -255,24 +255,24 @@ func ruleName(r policies.RuleResult) string {
 
 // decided counts the candidates refused before the policies ran (by
 // reason) and every rule that matched a candidate.
-func (in *instruments) decided(ctx context.Context, prefiltered []string, res *policies.Result) {
+func (ins *instruments) decided(ctx context.Context, prefiltered []string, res *policies.Result) {
 	for _, reason := range prefiltered {
-		in.refusals.Add(ctx, 1, in.attr("reason", reason).add...)
+		ins.refusals.Add(ctx, 1, ins.attr("reason", reason).add...)
 	}
 	for _, pd := range res.Decisions {
 		if !pd.Allowed {
-			in.refusals.Add(ctx, 1, in.attr("reason", refusedPolicy).add...)
+			ins.refusals.Add(ctx, 1, ins.attr("reason", refusedPolicy).add...)
 		}
 		for _, r := range pd.Rules {
 			if decided(r) {
-				in.decisions.Add(ctx, 1, in.rules.get(ruleLabels{r.Policy, ruleName(r), r.Kind}).add...)
+				ins.decisions.Add(ctx, 1, ins.rules.get(ruleLabels{r.Policy, ruleName(r), r.Kind}).add...)
 			}
 		}
 	}
 }
 
 // steered records a steer or interrupt on its span and metrics.
-func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.Control, err error) {
+func (ins *instruments) steered(ctx context.Context, span trace.Span, c steering.Control, err error) {
 	outcome, reason := "routed", ""
 	var refused refusedSignal
 	if err != nil {
@@ -294,7 +294,7 @@ func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	in.signals.Add(ctx, 1, in.steers.get(signalLabels{string(c), outcome, reason}).add...)
+	ins.signals.Add(ctx, 1, ins.steers.get(signalLabels{string(c), outcome, reason}).add...)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("orchd.outcome", outcome), attribute.String("orchd.reason", reason))
 	}
@@ -304,13 +304,13 @@ func (in *instruments) steered(ctx context.Context, span trace.Span, c steering.
 // called records one A2A call to an agent that started at start: a unary
 // call whole, a stream until its first event. It is where every call's
 // outcome is seen, so it also hands it to observe.
-func (in *instruments) called(ctx context.Context, agent, method string, start time.Time, err error) {
+func (ins *instruments) called(ctx context.Context, agent, method string, start time.Time, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
-	in.downstream.Record(ctx, time.Since(start).Seconds(), in.calls.get(callLabels{agent, method, outcome}).record...)
-	if in.observe != nil {
-		in.observe(ctx, agent, err)
+	ins.downstream.Record(ctx, time.Since(start).Seconds(), ins.calls.get(callLabels{agent, method, outcome}).record...)
+	if ins.observe != nil {
+		ins.observe(ctx, agent, err)
 	}
 }
