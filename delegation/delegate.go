@@ -198,7 +198,7 @@ func (d *Delegation) send(ctx context.Context, msg *a2a.Message) (*session, erro
 	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
 	stopAfter := context.AfterFunc(openCtx, cancel)
 	start := time.Now()
-	st, first, err, ok := e.openStream(streamCtx, cancel, d.client.SendStreamingMessage(streamCtx, req))
+	st, first, ok, err := e.openStream(streamCtx, cancel, d.client.SendStreamingMessage(streamCtx, req))
 	e.instruments.called(ctx, d.rec.Downstream.Agent, "SendStreamingMessage", start, callErr(openCtx, err))
 	stopAfter()
 	if !ok || err != nil || openCtx.Err() != nil {

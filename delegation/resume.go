@@ -277,7 +277,7 @@ func (d *Delegation) reopen(ctx context.Context) (*session, error) {
 	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
 	stopAfter := context.AfterFunc(openCtx, cancel)
 	start := time.Now()
-	st, first, err, ok := e.openStream(streamCtx, cancel, d.client.SubscribeToTask(streamCtx, &a2a.SubscribeToTaskRequest{ID: taskID}))
+	st, first, ok, err := e.openStream(streamCtx, cancel, d.client.SubscribeToTask(streamCtx, &a2a.SubscribeToTaskRequest{ID: taskID}))
 	e.instruments.called(ctx, d.rec.Downstream.Agent, "SubscribeToTask", start, callErr(openCtx, err))
 	stopAfter()
 	if !ok || err != nil || openCtx.Err() != nil {

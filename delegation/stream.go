@@ -50,13 +50,15 @@ type streamItem struct {
 }
 
 // openStream reads seq, a stream whose context is ctx (cancel ends it),
-// on a goroutine the engine owns, and waits for its first element. ok is
-// false, with the stream closed, when the stream ended before one or the
-// engine is closed; with an error, the stream is closed too.
-func (e *Engine) openStream(ctx context.Context, cancel context.CancelFunc, seq iter.Seq2[a2a.Event, error]) (st *agentStream, first a2a.Event, err error, ok bool) {
+// on a goroutine the engine owns, and waits for its first element: the
+// stream and its first event. ok is false when the stream ended before
+// its first element; err is the stream's first element when that is an
+// error, or ErrClosed when the engine is closed. Unless it returns a
+// first event, the stream is closed.
+func (e *Engine) openStream(ctx context.Context, cancel context.CancelFunc, seq iter.Seq2[a2a.Event, error]) (st *agentStream, first a2a.Event, ok bool, err error) {
 	if !e.track() {
 		cancel()
-		return nil, nil, ErrClosed, true
+		return nil, nil, true, ErrClosed
 	}
 	st = &agentStream{ctx: ctx, cancel: cancel, first: make(chan streamItem, 1), plan: make(chan *follower), gone: make(chan struct{})}
 	go st.read(e, seq)
@@ -64,7 +66,7 @@ func (e *Engine) openStream(ctx context.Context, cancel context.CancelFunc, seq 
 	if !it.ok || it.err != nil {
 		cancel()
 	}
-	return st, it.ev, it.err, it.ok
+	return st, it.ev, it.ok, it.err
 }
 
 // read is the stream's goroutine: it hands the first element over, waits
