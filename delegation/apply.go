@@ -14,8 +14,8 @@ import (
 // Every way of following a task (a stream, a poll, a push notification's
 // read, a resume's catch-up, a cancel's or an interrupt's answer) hands
 // what it got to apply, which turns it into the delegation's events
-// (emit, delegation.go) in the order a stream would have brought them,
-// within the bounds on what an agent may send (fits; artifacts.go).
+// (emitLocked, delegation.go) in the order a stream would have brought them,
+// within the bounds on what an agent may send (fitsLocked; artifacts.go).
 
 // apply folds one downstream event into the delegation. It reports whether
 // the downstream task has settled for now: ended, or waiting for input.
@@ -25,43 +25,43 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 	if d.rec.State.Terminal() {
 		return true
 	}
-	if d.foreign(ev) {
+	if d.foreignLocked(ev) {
 		return false
 	}
 	switch e := ev.(type) {
 	case *a2a.Message:
-		if !d.fits(e) {
+		if !d.fitsLocked(e) {
 			return true
 		}
 		if d.rec.Downstream.TaskID == "" {
 			d.rec.Result = e
-			d.emit(Event{Kind: "message", State: a2a.TaskStateCompleted, Message: e})
+			d.emitLocked(Event{Kind: "message", State: a2a.TaskStateCompleted, Message: e})
 			return true
 		}
-		d.emit(Event{Kind: "message", Message: e})
+		d.emitLocked(Event{Kind: "message", Message: e})
 	case *a2a.Task:
-		d.setTask(e.ID, e.ContextID)
-		d.applyTask(e)
+		d.setTaskLocked(e.ID, e.ContextID)
+		d.applyTaskLocked(e)
 	case *a2a.TaskStatusUpdateEvent:
-		d.setTask(e.TaskID, e.ContextID)
-		d.setStatus(e.Status, e.Metadata)
+		d.setTaskLocked(e.TaskID, e.ContextID)
+		d.setStatusLocked(e.Status, e.Metadata)
 	case *a2a.TaskArtifactUpdateEvent:
-		d.setTask(e.TaskID, e.ContextID)
+		d.setTaskLocked(e.TaskID, e.ContextID)
 		if e.Artifact == nil {
 			break
 		}
-		if art, ok := d.takeArtifact(e.Artifact, e.Append, e.LastChunk); ok {
-			d.emit(art)
+		if art, ok := d.takeArtifactLocked(e.Artifact, e.Append, e.LastChunk); ok {
+			d.emitLocked(art)
 		}
 	}
 	return d.rec.State.Terminal() || waiting(d.rec.State)
 }
 
-// foreign reports whether an event names a task other than the one the
+// foreignLocked reports whether an event names a task other than the one the
 // delegation follows, once it follows one: an agent's event about another
 // task, which must not move this delegation (end it, or fill it with
 // another task's artifacts). It is dropped and logged. Callers hold mu.
-func (d *Delegation) foreign(ev a2a.Event) bool {
+func (d *Delegation) foreignLocked(ev a2a.Event) bool {
 	own := d.rec.Downstream.TaskID
 	if own == "" {
 		return false
@@ -75,7 +75,7 @@ func (d *Delegation) foreign(ev a2a.Event) bool {
 	return true
 }
 
-// applyTask folds a task read whole (a poll, a push notification's read,
+// applyTaskLocked folds a task read whole (a poll, a push notification's read,
 // a resumed delegation catching up) into the delegation, in the order a
 // stream would have brought it; callers hold mu. The read shows only where
 // the task is now, so:
@@ -89,31 +89,31 @@ func (d *Delegation) foreign(ev a2a.Event) bool {
 //     input) after them, as the status that ends a stream comes last.
 //
 // Each artifact that is new or changed comes as one event.
-func (d *Delegation) applyTask(t *a2a.Task) {
-	for _, m := range d.missedStatuses(t) {
-		d.setStatus(a2a.TaskStatus{State: a2a.TaskStateWorking, Message: m}, nil)
+func (d *Delegation) applyTaskLocked(t *a2a.Task) {
+	for _, m := range d.missedStatusesLocked(t) {
+		d.setStatusLocked(a2a.TaskStatus{State: a2a.TaskStateWorking, Message: m}, nil)
 	}
 	settles := t.Status.State.Terminal() || waiting(t.Status.State)
 	if !settles {
-		d.setStatus(t.Status, t.Metadata)
+		d.setStatusLocked(t.Status, t.Metadata)
 	}
 	for _, art := range t.Artifacts {
 		if art == nil {
 			continue
 		}
-		if ev, ok := d.taskArtifact(art); ok {
-			d.emit(ev)
+		if ev, ok := d.taskArtifactLocked(art); ok {
+			d.emitLocked(ev)
 		}
 		if d.rec.State.Terminal() {
 			return // over a bound (artifacts.go)
 		}
 	}
 	if settles {
-		d.setStatus(t.Status, t.Metadata)
+		d.setStatusLocked(t.Status, t.Metadata)
 	}
 }
 
-// missedStatuses are the agent messages of a task's history that came
+// missedStatusesLocked are the agent messages of a task's history that came
 // after the last input it got and after the last status message applied,
 // other than its current status message: the status messages of states
 // the delegation did not see. Callers hold mu. There are none when the
@@ -121,7 +121,7 @@ func (d *Delegation) applyTask(t *a2a.Task) {
 // ones), when it is not in the history at all (nothing places the
 // messages after it), or while the delegation waits for input (the task
 // cannot move on before orchd sends the input).
-func (d *Delegation) missedStatuses(t *a2a.Task) []*a2a.Message {
+func (d *Delegation) missedStatusesLocked(t *a2a.Task) []*a2a.Message {
 	last := d.prog.LastStatus
 	if waiting(d.rec.State) || t.Status.Message != nil && t.Status.Message.ID == last {
 		return nil
@@ -149,21 +149,21 @@ func (d *Delegation) missedStatuses(t *a2a.Task) []*a2a.Message {
 	return out
 }
 
-// setTask records the agent's task when it is first named; callers hold
+// setTaskLocked records the agent's task when it is first named; callers hold
 // mu. The record is written at once, before the event that named the task
 // is logged: a process killed between logging an event and writing the
 // record leaves the next one a task to follow.
-func (d *Delegation) setTask(id a2a.TaskID, contextID string) {
+func (d *Delegation) setTaskLocked(id a2a.TaskID, contextID string) {
 	if d.rec.Downstream.TaskID == "" && id != "" {
 		d.rec.Downstream.TaskID, d.rec.Downstream.ContextID = id, contextID
-		d.persist()
+		d.persistLocked()
 	}
 }
 
-// setStatus records a downstream status; callers hold mu. Only an
+// setStatusLocked records a downstream status; callers hold mu. Only an
 // interrupted flag is kept of the metadata: the rest is the agent's own.
-func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
-	if st.State == a2a.TaskStateUnspecified || !d.fits(st.Message) {
+func (d *Delegation) setStatusLocked(st a2a.TaskStatus, metadata map[string]any) {
+	if st.State == a2a.TaskStateUnspecified || !d.fitsLocked(st.Message) {
 		return
 	}
 	if at := st.Timestamp; at != nil {
@@ -204,14 +204,14 @@ func (d *Delegation) setStatus(st a2a.TaskStatus, metadata map[string]any) {
 		}
 		ev.Error = d.rec.Error
 	}
-	d.emit(ev)
+	d.emitLocked(ev)
 }
 
-// fits reports whether a message of the agent's fits in an event; one
-// that does not fails the delegation (overLimit). Callers hold mu.
-func (d *Delegation) fits(m *a2a.Message) bool {
+// fitsLocked reports whether a message of the agent's fits in an event; one
+// that does not fails the delegation (overLimitLocked). Callers hold mu.
+func (d *Delegation) fitsLocked(m *a2a.Message) bool {
 	if n := MessageSize(m); n > d.engine.cfg.MaxEventBytes {
-		d.overLimit(fmt.Sprintf("the agent sent a message of about %d bytes, over the %d an event may hold (delegation.maxEventBytes)", n, d.engine.cfg.MaxEventBytes))
+		d.overLimitLocked(fmt.Sprintf("the agent sent a message of about %d bytes, over the %d an event may hold (delegation.maxEventBytes)", n, d.engine.cfg.MaxEventBytes))
 		return false
 	}
 	return true

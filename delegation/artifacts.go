@@ -181,12 +181,12 @@ func jsonSize(v any) int64 {
 	return int64(len(b))
 }
 
-// takeArtifact folds an artifact update into the delegation, within its
+// takeArtifactLocked folds an artifact update into the delegation, within its
 // bounds, and returns the event that logs it: the update as it came, or
 // the whole artifact when its parts have no earlier chunk to join. Past a
-// bound it fails the delegation instead (overLimit) and returns false.
+// bound it fails the delegation instead (overLimitLocked) and returns false.
 // Callers hold mu.
-func (d *Delegation) takeArtifact(a *a2a.Artifact, appendParts, lastChunk bool) (Event, bool) {
+func (d *Delegation) takeArtifactLocked(a *a2a.Artifact, appendParts, lastChunk bool) (Event, bool) {
 	cfg := d.engine.cfg
 	i := slices.IndexFunc(d.rec.Artifacts, func(old *a2a.Artifact) bool { return old.ID == a.ID })
 	appendParts = appendParts && i >= 0
@@ -197,20 +197,20 @@ func (d *Delegation) takeArtifact(a *a2a.Artifact, appendParts, lastChunk bool) 
 	}
 	switch {
 	case i < 0 && len(d.rec.Artifacts) >= cfg.MaxArtifacts:
-		d.overLimit(fmt.Sprintf("the agent produced more than %d artifacts (delegation.maxArtifacts)", cfg.MaxArtifacts))
+		d.overLimitLocked(fmt.Sprintf("the agent produced more than %d artifacts (delegation.maxArtifacts)", cfg.MaxArtifacts))
 		return Event{}, false
 	case total > cfg.MaxArtifactBytes:
-		d.overLimit(fmt.Sprintf("the agent's artifacts came to over %d bytes (delegation.maxArtifactBytes)", cfg.MaxArtifactBytes))
+		d.overLimitLocked(fmt.Sprintf("the agent's artifacts came to over %d bytes (delegation.maxArtifactBytes)", cfg.MaxArtifactBytes))
 		return Event{}, false
 	case chunk > cfg.MaxEventBytes:
-		d.overLimit(fmt.Sprintf("the agent sent an artifact update of about %d bytes, over the %d an event may hold (delegation.maxEventBytes)", chunk, cfg.MaxEventBytes))
+		d.overLimitLocked(fmt.Sprintf("the agent sent an artifact update of about %d bytes, over the %d an event may hold (delegation.maxEventBytes)", chunk, cfg.MaxEventBytes))
 		return Event{}, false
 	}
 	var whole *a2a.Artifact
 	d.rec.Artifacts, whole = FoldArtifact(d.rec.Artifacts, a, appendParts)
 	d.artifactBytes = total
 	if d.prog.ArtifactsFrom == 0 {
-		d.prog.ArtifactsFrom = d.nextSeq()
+		d.prog.ArtifactsFrom = d.nextSeqLocked()
 	}
 	ev := Event{Kind: "artifact", Artifact: a, Append: appendParts, LastChunk: lastChunk}
 	if i >= 0 && !appendParts {
@@ -219,15 +219,15 @@ func (d *Delegation) takeArtifact(a *a2a.Artifact, appendParts, lastChunk bool) 
 	return ev, true
 }
 
-// taskArtifact folds an artifact as a read of the whole task shows it (a
+// taskArtifactLocked folds an artifact as a read of the whole task shows it (a
 // poll, a push notification's read, a resume catching up) and returns the
 // event that logs the change: none when the artifact is as the delegation
 // has it; the parts it gained, when it only grew (a poll of a streamed
 // artifact); else the whole artifact. Callers hold mu.
-func (d *Delegation) taskArtifact(a *a2a.Artifact) (Event, bool) {
+func (d *Delegation) taskArtifactLocked(a *a2a.Artifact) (Event, bool) {
 	i := slices.IndexFunc(d.rec.Artifacts, func(old *a2a.Artifact) bool { return old.ID == a.ID })
 	if i < 0 {
-		return d.takeArtifact(a, false, false)
+		return d.takeArtifactLocked(a, false, false)
 	}
 	old := d.rec.Artifacts[i]
 	if reflect.DeepEqual(old, a) {
@@ -238,44 +238,44 @@ func (d *Delegation) taskArtifact(a *a2a.Artifact) (Event, bool) {
 	if len(a.Parts) > len(old.Parts) && reflect.DeepEqual(*old, head) {
 		grown := *a
 		grown.Parts, grown.Metadata = a.Parts[len(old.Parts):], nil
-		return d.takeArtifact(&grown, true, false)
+		return d.takeArtifactLocked(&grown, true, false)
 	}
-	return d.takeArtifact(a, false, false)
+	return d.takeArtifactLocked(a, false, false)
 }
 
-// nextSeq is the Seq the next event gets. Callers hold mu.
-func (d *Delegation) nextSeq() int64 { return d.first + int64(len(d.events)) }
+// nextSeqLocked is the Seq the next event gets. Callers hold mu.
+func (d *Delegation) nextSeqLocked() int64 { return d.first + int64(len(d.events)) }
 
-// restateIfDue logs every artifact again, whole, once the event the
+// restateIfDueLocked logs every artifact again, whole, once the event the
 // artifacts are rebuilt from is MaxEvents/2 events behind, so the log
 // never loses what rebuilds them; ArtifactsFrom moves to the first of the
 // restating events with the last of them, so a process stopped halfway
 // rebuilds from the earlier point, still in the log. Callers hold mu.
-func (d *Delegation) restateIfDue() {
+func (d *Delegation) restateIfDueLocked() {
 	from := d.prog.ArtifactsFrom
-	if from == 0 || d.restating || d.rec.State.Terminal() || d.nextSeq()-from < int64(d.engine.cfg.MaxEvents/2) {
+	if from == 0 || d.restating || d.rec.State.Terminal() || d.nextSeqLocked()-from < int64(d.engine.cfg.MaxEvents/2) {
 		return
 	}
 	d.restating = true
 	defer func() { d.restating = false }()
-	start := d.nextSeq()
+	start := d.nextSeqLocked()
 	arts := slices.Clone(d.rec.Artifacts)
 	for i, a := range arts {
 		if i == len(arts)-1 {
 			d.prog.ArtifactsFrom = start
 		}
-		d.emit(Event{Kind: "artifact", Artifact: a})
+		d.emitLocked(Event{Kind: "artifact", Artifact: a})
 	}
 }
 
-// overLimit ends the delegation FAILED for a reason the agent gave (it
+// overLimitLocked ends the delegation FAILED for a reason the agent gave (it
 // produced more than the bounds let orchd keep), and cancels its task
 // downstream in a goroutine of the engine's, as the caller holds mu.
 // Callers hold mu.
-func (d *Delegation) overLimit(reason string) {
+func (d *Delegation) overLimitLocked(reason string) {
 	agent, taskID := d.rec.Downstream.Agent, d.rec.Downstream.TaskID
 	d.rec.Error = fmt.Sprintf("hop %s (task %s): %s; orchd stopped the work and canceled the task", agent, taskID, reason)
-	d.emit(Event{Kind: "state", State: a2a.TaskStateFailed, Error: d.rec.Error})
+	d.emitLocked(Event{Kind: "state", State: a2a.TaskStateFailed, Error: d.rec.Error})
 	e := d.engine
 	if !e.track() {
 		return

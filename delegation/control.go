@@ -82,7 +82,7 @@ func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message)
 		return Record{}, fmt.Errorf("send input to %s: %w", d.rec.Downstream.Agent, err)
 	}
 	d.mu.Lock()
-	d.emit(Event{Kind: "message", State: a2a.TaskStateWorking, Message: &m})
+	d.emitLocked(Event{Kind: "message", State: a2a.TaskStateWorking, Message: &m})
 	d.mu.Unlock()
 	d.follow(s)
 	return d.Record(), nil

@@ -70,9 +70,9 @@ func (d *Delegation) arm() {
 	}
 }
 
-// endLife releases what bounds the delegation once it has ended. Callers
+// endLifeLocked releases what bounds the delegation once it has ended. Callers
 // hold mu.
-func (d *Delegation) endLife() {
+func (d *Delegation) endLifeLocked() {
 	if d.life.timer != nil {
 		d.life.timer.Stop()
 	}
@@ -124,7 +124,7 @@ func (d *Delegation) expireLocked() {
 	d.mu.Lock()
 	if !d.rec.State.Terminal() {
 		d.rec.Error = reason
-		d.emit(Event{Kind: "state", State: a2a.TaskStateFailed, Error: reason})
+		d.emitLocked(Event{Kind: "state", State: a2a.TaskStateFailed, Error: reason})
 	}
 	d.mu.Unlock()
 	e.log.Warn("delegation deadline passed", "delegation", d.rec.ID, "agent", agent, "state", state, "outcome", outcome)

@@ -234,8 +234,8 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 		d.follow(s)
 		d.mu.Lock()
 		d.deferred = false
-		kept := d.keepUpstreamAlongside(ctx)
-		d.persistEnded()
+		kept := d.keepUpstreamAlongsideLocked(ctx)
+		d.persistEndedLocked()
 		err = d.persistErr
 		d.mu.Unlock()
 		<-kept
@@ -251,7 +251,7 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	}
 	if err == nil {
 		d.mu.Lock()
-		err = e.store.Put(ctx, d.stored())
+		err = e.store.Put(ctx, d.storedLocked())
 		d.mu.Unlock()
 	}
 	if err != nil {

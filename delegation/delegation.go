@@ -55,7 +55,7 @@ type Event struct {
 }
 
 // Delegation is one piece of work handed to an agent. Its methods are safe
-// for concurrent use.
+// for concurrent use, except those named …Locked, whose callers hold mu.
 type Delegation struct {
 	engine *Engine
 	client *a2aclient.Client
@@ -68,10 +68,15 @@ type Delegation struct {
 	// on unchanged, so they stay in the caller's trace.
 	callerTrace telemetry.TraceHeaders
 
-	// op serializes the caller's operations (input, cancel) so two cannot
-	// act on the downstream task at once. Lock order: op before mu.
+	// op serializes the operations on the downstream task (input, cancel,
+	// a steering signal, the deadline's expiry) so two cannot act on it at
+	// once. Lock order: op before mu.
 	op sync.Mutex
 
+	// mu guards what changes while the delegation runs: the record, the
+	// log and the fields below. It is held while an event is stored
+	// (emitLocked, persistLocked), so readers of the record wait for the
+	// store.
 	mu     sync.Mutex
 	rec    Record
 	events []Event
@@ -117,12 +122,12 @@ type Delegation struct {
 	// keepUpstream is KeepEndedUpstream's keep, for a delegation the
 	// agent's first answer ended (keepupstream.go).
 	keepUpstream func(ctx context.Context, rec Record, evs []Event) error
-	// deferred holds back the store writes (persist) while the agent's
+	// deferred holds back the store writes (persistLocked) while the agent's
 	// first answer is applied, when that answer ends the work: the events
 	// and the record are then written once, ended (Engine.start).
 	deferred bool
 	// artifactBytes is about how many bytes rec.Artifacts holds
-	// (artifactSize); restating is set while restateIfDue logs them
+	// (artifactSize); restating is set while restateIfDueLocked logs them
 	// (artifacts.go).
 	artifactBytes int64
 	restating     bool
@@ -135,7 +140,7 @@ func (d *Delegation) ID() string { return d.rec.ID }
 func (d *Delegation) Record() Record {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.snapshot()
+	return d.snapshotLocked()
 }
 
 // SettledAtOnce reports whether the agent's first answer settled the
@@ -148,16 +153,16 @@ func (d *Delegation) SettledAtOnce() bool {
 	return d.settledAtOnce
 }
 
-// snapshot copies the record, without its Progress; callers hold mu.
-func (d *Delegation) snapshot() Record {
+// snapshotLocked copies the record, without its Progress; callers hold mu.
+func (d *Delegation) snapshotLocked() Record {
 	r := d.rec
 	r.Artifacts = slices.Clone(r.Artifacts)
 	return r
 }
 
-// stored is the record as the store keeps it: with its Progress, without
+// storedLocked is the record as the store keeps it: with its Progress, without
 // its artifacts, which its log holds (artifacts.go). Callers hold mu.
-func (d *Delegation) stored() Record {
+func (d *Delegation) storedLocked() Record {
 	r := d.rec
 	r.Artifacts = nil
 	p := d.prog
@@ -219,9 +224,9 @@ func (d *Delegation) traced(ctx context.Context) context.Context {
 	return trace.ContextWithSpanContext(ctx, d.span)
 }
 
-// emit appends an event, updates the record's state and persists it.
+// emitLocked appends an event, updates the record's state and persists it.
 // Callers hold mu.
-func (d *Delegation) emit(ev Event) {
+func (d *Delegation) emitLocked(ev Event) {
 	now := d.engine.cfg.Now()
 	ev.At = now
 	if ev.State == "" {
@@ -231,7 +236,7 @@ func (d *Delegation) emit(ev Event) {
 		ins, ctx := d.engine.instruments, d.traced(d.engine.ctx)
 		ins.inflight.Add(ctx, -1)
 		ins.ended.Add(ctx, 1, ins.attr("state", string(ev.State)).add...)
-		d.endLife()
+		d.endLifeLocked()
 	}
 	d.rec.State = ev.State
 	d.rec.UpdatedAt = now
@@ -250,20 +255,20 @@ func (d *Delegation) emit(ev Event) {
 	if over := len(d.unsaved) - d.engine.cfg.MaxEvents; over > 0 {
 		d.unsaved = d.unsaved[over:] // the log keeps no more than that either
 	}
-	d.persist()
-	d.restateIfDue()
+	d.persistLocked()
+	d.restateIfDueLocked()
 }
 
-// persist writes the events not stored yet, then the record, to the
+// persistLocked writes the events not stored yet, then the record, to the
 // store, logging a failure: the delegation goes on, and the next write
 // tries the events again and carries the whole record again. Callers
 // hold mu.
-func (d *Delegation) persist() {
+func (d *Delegation) persistLocked() {
 	if d.deferred {
 		return
 	}
 	if ss, ok := d.engine.store.(StepStore); ok && len(d.unsaved) == 1 {
-		d.persistErr = ss.PutStep(context.Background(), d.stored(), d.unsaved[0])
+		d.persistErr = ss.PutStep(context.Background(), d.storedLocked(), d.unsaved[0])
 		if d.persistErr != nil {
 			d.engine.log.Error("store delegation event and record; both are tried again with the next write", "delegation", d.rec.ID, "seq", d.unsaved[0].Seq, "error", d.persistErr)
 			return
@@ -280,22 +285,22 @@ func (d *Delegation) persist() {
 		}
 		d.unsaved = d.unsaved[1:]
 	}
-	d.persistErr = d.engine.store.Put(context.Background(), d.stored())
+	d.persistErr = d.engine.store.Put(context.Background(), d.storedLocked())
 	if d.persistErr != nil {
 		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
 	}
 }
 
-// persistEnded writes a delegation that ended as it started, its whole
+// persistEndedLocked writes a delegation that ended as it started, its whole
 // log and its record, with the store's PutEnded when it has one; else as
-// persist does. Callers hold mu.
-func (d *Delegation) persistEnded() {
+// persistLocked does. Callers hold mu.
+func (d *Delegation) persistEndedLocked() {
 	es, ok := d.engine.store.(EndedStore)
 	if !ok || !d.rec.State.Terminal() || len(d.unsaved) == 0 || d.unsaved[0].Seq != 1 {
-		d.persist()
+		d.persistLocked()
 		return
 	}
-	d.persistErr = es.PutEnded(context.Background(), d.stored(), d.unsaved)
+	d.persistErr = es.PutEnded(context.Background(), d.storedLocked(), d.unsaved)
 	if d.persistErr != nil {
 		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
 		return
@@ -311,5 +316,5 @@ func (d *Delegation) fail(reason string) {
 		return
 	}
 	d.rec.Error = fmt.Sprintf("hop %s: %s", d.rec.Downstream.Agent, reason)
-	d.emit(Event{Kind: "state", State: a2a.TaskStateFailed, Error: d.rec.Error})
+	d.emitLocked(Event{Kind: "state", State: a2a.TaskStateFailed, Error: d.rec.Error})
 }

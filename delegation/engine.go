@@ -36,10 +36,17 @@ type Engine struct {
 	// maxAgentAnswer, smaller in tests.
 	answerLimit int64
 
+	// ctx ends at Close, and with it every goroutine the engine owns;
+	// wg counts them (track), and Close waits for it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// mu guards the live set (live, finished, takingOver) and stopRelay.
+	// Close cancels ctx under it, so no goroutine is counted (track, under
+	// the read lock) once Close waits. renew and releaseAll read each
+	// live delegation's lease under the read lock, and overLimitLocked
+	// calls track with Delegation.mu held.
 	mu       sync.RWMutex
 	live     map[string]*Delegation
 	finished []string // ended delegations still live, oldest first

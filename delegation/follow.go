@@ -146,7 +146,7 @@ func (d *Delegation) getTask(ctx context.Context, taskID a2a.TaskID) (*a2a.Task,
 		// the task (a poll, a push notification, a resume) gives it up.
 		d.mu.Lock()
 		if !d.rec.State.Terminal() {
-			d.overLimit(fmt.Sprintf("its task is larger than orchd reads: %v", err))
+			d.overLimitLocked(fmt.Sprintf("its task is larger than orchd reads: %v", err))
 		}
 		d.mu.Unlock()
 	}

@@ -58,7 +58,7 @@ func delegateOptions(opts []DelegateOption) DelegateOption {
 
 // endedAtOnce gives d, which the agent accepted with first, what o asks
 // for work that first ends with a task: the upstream task its record
-// names, and the function that keeps that task (keepUpstreamAlongside).
+// names, and the function that keeps that task (keepUpstreamAlongsideLocked).
 func (o DelegateOption) endedAtOnce(d *Delegation, first a2a.Event) {
 	if _, isMsg := first.(*a2a.Message); !o.hasEndedUpstream || isMsg || !endsAtOnce(first) {
 		return
@@ -68,19 +68,19 @@ func (o DelegateOption) endedAtOnce(d *Delegation, first a2a.Event) {
 	d.keepUpstream = o.keepUpstream
 }
 
-// keepUpstreamAlongside starts keeping the upstream task of a delegation
+// keepUpstreamAlongsideLocked starts keeping the upstream task of a delegation
 // that ended at once (KeepEndedUpstream's keep), with copies of its record
 // and events, while the caller stores them; the channel is closed once it
 // is done (at once when there is nothing to keep). The caller holds mu
 // and waits on the channel, so the goroutine is owned by the call.
-func (d *Delegation) keepUpstreamAlongside(ctx context.Context) <-chan struct{} {
+func (d *Delegation) keepUpstreamAlongsideLocked(ctx context.Context) <-chan struct{} {
 	kept := make(chan struct{})
 	keep := d.keepUpstream
 	if keep == nil || !d.rec.State.Terminal() {
 		close(kept)
 		return kept
 	}
-	rec, evs := d.snapshot(), slices.Clone(d.unsaved)
+	rec, evs := d.snapshotLocked(), slices.Clone(d.unsaved)
 	go func() {
 		defer close(kept)
 		if err := keep(ctx, rec, evs); err != nil {

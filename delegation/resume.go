@@ -79,7 +79,7 @@ func (e *Engine) SetUpstream(ctx context.Context, id string, task Upstream) erro
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.rec.Upstream = &task
-	if err := e.store.Put(ctx, d.stored()); err != nil {
+	if err := e.store.Put(ctx, d.storedLocked()); err != nil {
 		return fmt.Errorf("%w: keep delegation %s: %v", ErrUnavailable, id, err)
 	}
 	return nil

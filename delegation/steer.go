@@ -57,7 +57,7 @@ func (e *Engine) Steer(ctx context.Context, id string, c steering.Control, msg *
 		// receipt.
 		if rec, gerr := e.store.Get(ctx, id); gerr == nil && rec.Progress != nil {
 			ended := Delegation{prog: *rec.Progress}
-			if r, ok := ended.receipt(msg.ID); ok {
+			if r, ok := ended.receiptLocked(msg.ID); ok {
 				r.Duplicate = true
 				return r, nil
 			}
@@ -83,7 +83,7 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 	defer d.op.Unlock()
 
 	d.mu.Lock()
-	if r, ok := d.receipt(msg.ID); ok {
+	if r, ok := d.receiptLocked(msg.ID); ok {
 		d.mu.Unlock()
 		r.Duplicate = true
 		return r, nil
@@ -136,7 +136,7 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 	if over := len(d.prog.Receipts) - MaxReceipts; over > 0 {
 		d.prog.Receipts = slices.Delete(d.prog.Receipts, 0, over)
 	}
-	d.emit(Event{Kind: string(c), Message: &down, Receipt: &r})
+	d.emitLocked(Event{Kind: string(c), Message: &down, Receipt: &r})
 	d.mu.Unlock()
 
 	if c == steering.Interrupt {
@@ -156,9 +156,9 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 	return r, nil
 }
 
-// receipt returns the receipt of the signal with the message id, if it
+// receiptLocked returns the receipt of the signal with the message id, if it
 // was passed on; callers hold mu.
-func (d *Delegation) receipt(id string) (steering.Receipt, bool) {
+func (d *Delegation) receiptLocked(id string) (steering.Receipt, bool) {
 	if id == "" {
 		return steering.Receipt{}, false
 	}

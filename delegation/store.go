@@ -279,15 +279,15 @@ func (s *MemoryStore) Put(_ context.Context, r Record) error {
 	}
 	s.records[r.ID] = stored{Record: r, queued: queued}
 	for len(s.records) > s.max && s.head < len(s.ended) {
-		s.evictOne()
+		s.evictOneLocked()
 	}
 	return nil
 }
 
-// evictOne takes the next id off the ended queue and forgets its record,
+// evictOneLocked takes the next id off the ended queue and forgets its record,
 // unless the record runs again. Callers hold mu and check the queue is not
 // empty.
-func (s *MemoryStore) evictOne() {
+func (s *MemoryStore) evictOneLocked() {
 	id := s.ended[s.head]
 	s.ended[s.head] = ""
 	s.head++
