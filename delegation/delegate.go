@@ -17,6 +17,40 @@ import (
 	"github.com/orchd/orchd/telemetry"
 )
 
+// One delegation, from the caller's request to the agent's last event, in
+// the order it goes:
+//
+//   - Delegate checks the request (Request.validate, request.go), works
+//     out the chain the work arrived with and the one it passes on
+//     (chains), and chooses the candidates (choose, choose.go): the
+//     registry's agents for the work, less those the chain, their
+//     protocol, their health (health.go) or their credentials rule out,
+//     ranked by the policies.
+//   - It tries them in order, at most MaxAttempts. open builds the
+//     agent's client (client.go), chooses how its task will be followed
+//     (chooseFollow, follow.go) and asks the agent's circuit breaker
+//     (registry.Registry.Admit); send hands the work over: with a webhook
+//     for push notifications (sendPush, push.go), on a stream
+//     (openStream, stream.go), or in one call that returns at once. An
+//     agent that fails before accepting gives way to the next when its
+//     error says so (retryable, classify.go).
+//   - start keeps the first delegation an agent accepted: it stores it
+//     (one the first answer ended is stored once, ended, alongside the
+//     task KeepEndedUpstream names, keepupstream.go), arms its deadline
+//     (arm, deadline.go), makes it live (register, engine.go) and
+//     follows it.
+//   - follow applies the first answer (apply, apply.go) and follows the
+//     rest: by push, on the stream (follower, follow.go), or by polling
+//     (poll.go). apply folds each event in, and emitLocked logs and
+//     stores it (delegation.go).
+//   - settled, once the task has ended, gives the lease up (lease.go) and
+//     hands the delegation to Engine.ended, which keeps the latest
+//     KeepFinished ended delegations in memory.
+//
+// Input and cancels for a running delegation are in control.go, steering
+// signals in steer.go, carrying delegations on after a restart in
+// resume.go.
+
 // Delegate chooses an agent for the work and hands it over. It returns once
 // an agent has accepted the work; the delegation then runs on its own. It
 // fails with a *RefusedError, before sending anything, when no candidate
@@ -60,10 +94,15 @@ func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOpti
 		if i == e.cfg.MaxAttempts {
 			break
 		}
-		d := &Delegation{engine: e, chain: out, first: 1, span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
+		d := &Delegation{
+			engine: e, chain: out, first: 1,
+			span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
 			prog: Progress{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
-			rec: Record{ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
-				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored}}
+			rec: Record{
+				ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
+				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored,
+			},
+		}
 		msg := req.message()
 		if d.chained = readsChain(a); d.chained {
 			out.Attach(msg)
