@@ -83,7 +83,7 @@ type Progress struct {
 	// task is followed by subscribing rather than polling.
 	Streaming bool `json:"streaming,omitempty"`
 	// Follow is how the hop is followed, chosen once when the work is
-	// sent (push.go): "push", "stream" or "poll"; empty in records kept
+	// sent (follow.go): "push", "stream" or "poll"; empty in records kept
 	// before it was recorded, followed as Streaming says.
 	Follow string `json:"follow,omitempty"`
 	// PushToken is the SHA-256 (hex) of the token the hop's agent sends
