@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -38,37 +35,8 @@ import (
 // read: SilenceTimeout after the last read, the task is read anyway, and
 // read failures back off and give the task up as polling does.
 
-// Errors of Engine.Notify.
-var (
-	// ErrPushRefused means no delegation has that webhook with that
-	// token. An unknown delegation and a wrong token are the same error,
-	// so a caller without the token learns nothing of the delegation.
-	ErrPushRefused = errors.New("no such push webhook")
-	// ErrPushRate means notifications came faster than they are taken:
-	// PushRate per delegation, or, for those that must be checked
-	// against the store, pushStoreRate for the whole process.
-	ErrPushRate = errors.New("too many push notifications")
-	// ErrPushTooLarge means the notification's body was over the limit;
-	// its token was good, so the task is read all the same.
-	ErrPushTooLarge = errors.New("push notification too large")
-)
-
-// Bounds of push notifications.
-const (
-	// PushRate and PushBurst bound the notifications taken per
-	// delegation: PushRate a second on average, PushBurst at once.
-	PushRate  = 50
-	PushBurst = 100
-	// MaxPushToken bounds the length of a notification's token.
-	MaxPushToken = 256
-	// pushStoreRate and pushStoreBurst bound, for the whole process, the
-	// notifications checked against the store (for delegations not
-	// followed here, or unknown): each costs a store read.
-	pushStoreRate  = 200
-	pushStoreBurst = 400
-	// pushConfigID names orchd's push config at the agent.
-	pushConfigID = "orchd"
-)
+// pushConfigID names orchd's push config at the agent.
+const pushConfigID = "orchd"
 
 // pushHub holds the webhooks of the delegations followed by push here.
 // Its zero value is ready.
@@ -483,172 +451,4 @@ func (f *pushFollower) stopLocked() {
 		f.closed = true
 		close(f.done)
 	}
-}
-
-// Notify takes a push notification the agent of delegation id sent to
-// its webhook with token, its body read from body (at most maxBytes). The
-// token is checked first, then the rate; the body must be an A2A stream
-// response naming the delegation's task. Nothing in it is believed: the
-// process following the delegation reads the task from the agent.
-//
-// It fails with ErrPushRefused for an unknown delegation or a wrong token
-// alike, ErrPushRate, ErrPushTooLarge (the task is read all the same),
-// ErrBadRequest for a body that is not a notification of the task, and
-// ErrUnavailable when the store cannot be read. A good notification for
-// a delegation that has ended is taken and does nothing.
-func (e *Engine) Notify(ctx context.Context, id, token string, body io.Reader, maxBytes int64) error {
-	if token == "" || len(token) > MaxPushToken {
-		return ErrPushRefused
-	}
-	sum := sha256.Sum256([]byte(token))
-	now := time.Now()
-	taskID, local, err := e.authorizePush(ctx, id, sum, now)
-	if err != nil {
-		return err
-	}
-	named, err := readNotification(body, maxBytes)
-	switch {
-	case errors.Is(err, ErrPushTooLarge):
-	case err != nil:
-		return err
-	case taskID != "" && named != taskID:
-		return fmt.Errorf("%w: the notification names task %q, not the delegation's", ErrBadRequest, named)
-	}
-	if local != nil {
-		local.notify()
-		return err
-	}
-	d, owner, rerr := e.route(ctx, id)
-	switch {
-	case errors.Is(rerr, ErrEnded):
-		return err
-	case rerr != nil:
-		return rerr
-	case d == nil:
-		res, ferr := e.forward(ctx, owner, Op{Kind: "push", ID: id})
-		if ferr == nil {
-			ferr = res.err()
-		}
-		if ferr != nil {
-			return ferr
-		}
-		return err
-	}
-	if nerr := e.notifyLocal(d); nerr != nil {
-		return nerr
-	}
-	return err
-}
-
-// authorizePush checks a notification's token for delegation id, and its
-// rate. It returns the delegation's task ("" when not named yet) and its
-// webhook when the delegation is followed here; a nil webhook means the
-// delegation was checked against the store.
-func (e *Engine) authorizePush(ctx context.Context, id string, sum [sha256.Size]byte, now time.Time) (a2a.TaskID, *pushHook, error) {
-	if h := e.push.get(id); h != nil {
-		if subtle.ConstantTimeCompare(h.hash[:], sum[:]) != 1 {
-			return "", nil, ErrPushRefused
-		}
-		h.mu.Lock()
-		ok := h.rate.take(now, PushRate, PushBurst)
-		h.mu.Unlock()
-		if !ok {
-			return "", nil, ErrPushRate
-		}
-		h.d.mu.Lock()
-		taskID := h.d.rec.Downstream.TaskID
-		h.d.mu.Unlock()
-		h.mu.Lock()
-		started := h.ended != nil
-		h.mu.Unlock()
-		if live, ok := e.Get(id); !started || (ok && live == h.d) {
-			return taskID, h, nil // about to be followed here, or followed here
-		}
-		// Another process follows it now (this one lost its lease).
-		e.push.drop(id, h)
-		return taskID, nil, nil
-	}
-	e.push.mu.Lock()
-	ok := e.push.store.take(now, pushStoreRate, pushStoreBurst)
-	e.push.mu.Unlock()
-	if !ok {
-		return "", nil, ErrPushRate
-	}
-	rec, err := e.store.Get(ctx, id)
-	var want []byte
-	switch {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		return "", nil, fmt.Errorf("%w: read delegation for a push notification: %v", ErrUnavailable, err)
-	case rec.Progress != nil:
-		want, _ = hex.DecodeString(rec.Progress.PushToken)
-	}
-	if len(want) != sha256.Size {
-		want = make([]byte, sha256.Size) // compared all the same: no shortcut tells absent from wrong
-	}
-	if subtle.ConstantTimeCompare(want, sum[:]) != 1 || rec.Progress == nil || rec.Progress.PushToken == "" {
-		return "", nil, ErrPushRefused
-	}
-	return rec.Downstream.TaskID, nil, nil
-}
-
-// notify passes a notification to the webhook's follower, or keeps it for
-// the next one.
-func (h *pushHook) notify() {
-	h.mu.Lock()
-	f := h.f
-	if f == nil {
-		h.pending = true
-	}
-	h.mu.Unlock()
-	if f != nil {
-		f.kick()
-	}
-}
-
-// notifyLocal passes a notification to delegation d, followed here: its
-// follower reads the task. It fails with errMoved when d is no longer
-// live here. A delegation not followed by push, or no longer followed
-// (it ended, or waits for input), has nothing to read.
-func (e *Engine) notifyLocal(d *Delegation) error {
-	if live, ok := e.Get(d.rec.ID); !ok || live != d {
-		return errMoved
-	}
-	if h := e.push.get(d.rec.ID); h != nil && h.d == d {
-		h.notify()
-	}
-	return nil
-}
-
-// readNotification reads a push notification's body, at most maxBytes of
-// it, and returns the task it names. A body over the limit fails with
-// ErrPushTooLarge.
-func readNotification(body io.Reader, maxBytes int64) (a2a.TaskID, error) {
-	b, err := io.ReadAll(io.LimitReader(body, maxBytes+1))
-	if err != nil {
-		return "", fmt.Errorf("%w: read the notification: %v", ErrBadRequest, err)
-	}
-	if int64(len(b)) > maxBytes {
-		return "", fmt.Errorf("%w: over %d bytes", ErrPushTooLarge, maxBytes)
-	}
-	return ParseNotification(b)
-}
-
-// ParseNotification parses a push notification's body, an A2A stream
-// response (a task, a status update, an artifact update or a message),
-// and returns the task it names. It fails with ErrBadRequest for anything
-// else.
-func ParseNotification(b []byte) (a2a.TaskID, error) {
-	var sr a2a.StreamResponse
-	if err := json.Unmarshal(b, &sr); err != nil {
-		return "", fmt.Errorf("%w: the notification is not an A2A stream response: %v", ErrBadRequest, err)
-	}
-	if sr.Event == nil {
-		return "", fmt.Errorf("%w: the notification holds no event", ErrBadRequest)
-	}
-	id := sr.Event.TaskInfo().TaskID
-	if id == "" {
-		return "", fmt.Errorf("%w: the notification names no task", ErrBadRequest)
-	}
-	return id, nil
 }
