@@ -63,7 +63,7 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 // another task's artifacts). It is dropped and logged. Callers hold mu.
 func (d *Delegation) foreignLocked(ev a2a.Event) bool {
 	own := d.rec.Downstream.TaskID
-	if own == "" {
+	if own == "" || ev == nil { // nil: a session with nothing read yet (an agent down at resume)
 		return false
 	}
 	named := ev.TaskInfo().TaskID
