@@ -44,9 +44,9 @@ type Engine struct {
 
 	// mu guards the live set (live, finished, takingOver) and stopRelay.
 	// Close cancels ctx under it, so no goroutine is counted (track, under
-	// the read lock) once Close waits. renew and releaseAll read each
-	// live delegation's lease under the read lock, and overLimitLocked
-	// calls track with Delegation.mu held.
+	// the read lock) once Close waits. Lock order: Delegation.mu before
+	// mu (overLimitLocked calls track with Delegation.mu held), so no
+	// code takes a Delegation.mu while holding mu: walk liveNow instead.
 	mu       sync.RWMutex
 	live     map[string]*Delegation
 	finished []string // ended delegations still live, oldest first
@@ -138,6 +138,18 @@ func (e *Engine) register(d *Delegation) {
 	e.mu.Lock()
 	e.live[d.rec.ID] = d
 	e.mu.Unlock()
+}
+
+// liveNow returns the live delegations at this moment, for work that
+// locks each one (which must not happen under mu; see Engine.mu).
+func (e *Engine) liveNow() []*Delegation {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]*Delegation, 0, len(e.live))
+	for _, d := range e.live {
+		out = append(out, d)
+	}
+	return out
 }
 
 // Get returns a live delegation.

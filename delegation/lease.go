@@ -50,15 +50,13 @@ func (e *Engine) renew() {
 		lease Lease
 	}
 	var leases []held
-	e.mu.RLock()
-	for _, d := range e.live {
+	for _, d := range e.liveNow() {
 		d.mu.Lock()
 		if d.lease != nil {
 			leases = append(leases, held{d, d.lease})
 		}
 		d.mu.Unlock()
 	}
-	e.mu.RUnlock()
 	for _, h := range leases {
 		d := h.d
 		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Leases.TTL()/3)
@@ -85,16 +83,14 @@ func (e *Engine) renew() {
 // releaseAll gives up the leases of the live delegations, at Close, so
 // another process takes them over at once rather than after the TTL.
 func (e *Engine) releaseAll() {
-	e.mu.RLock()
 	var leases []Lease
-	for _, d := range e.live {
+	for _, d := range e.liveNow() {
 		d.mu.Lock()
 		if d.lease != nil {
 			leases = append(leases, d.lease)
 		}
 		d.mu.Unlock()
 	}
-	e.mu.RUnlock()
 	for _, l := range leases {
 		release(l)
 	}

@@ -201,26 +201,31 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) error {
 		}
 	}
 	d.first = d.rec.LastEvent + 1
+	// The client is made before the delegation is live, so an operation
+	// routed to it (control.go) never finds it without one.
+	a, known := e.reg.Get(rec.Downstream.Agent)
+	var clientErr error
+	if known && rec.Downstream.TaskID != "" {
+		d.client, _, clientErr = e.client(ctx, a)
+		d.chained = readsChain(a)
+	}
 	d.arm()
 	e.register(d)
 	if e.onResume != nil {
 		e.onResume(d)
 	}
 	e.log.Info("carrying on a delegation", "delegation", rec.ID, "agent", rec.Downstream.Agent, "task", rec.Downstream.TaskID, "state", d.rec.State)
-	a, ok := e.reg.Get(rec.Downstream.Agent)
 	switch {
 	case rec.Downstream.TaskID == "":
 		d.fail("orchd stopped before the agent answered, so the work cannot be followed")
 		d.settled()
 		return nil
-	case !ok:
+	case !known:
 		d.fail(fmt.Sprintf("the agent is no longer registered, so its task %s cannot be followed", rec.Downstream.TaskID))
 		d.settled()
 		return nil
-	}
-	c, _, err := e.client(ctx, a)
-	if err != nil {
-		d.fail(fmt.Sprintf("cannot talk to the agent again: %v", err))
+	case clientErr != nil:
+		d.fail(fmt.Sprintf("cannot talk to the agent again: %v", clientErr))
 		d.settled()
 		return nil
 	}
@@ -228,8 +233,6 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) error {
 		e.log.Warn("the agent's card changed since the delegation started; following its task with the new card",
 			"delegation", rec.ID, "agent", a.ID, "pinned", rec.Downstream.CardDigest, "now", a.Digest)
 	}
-	d.client = c
-	d.chained = readsChain(a)
 	if waiting(d.rec.State) {
 		d.settled() // the task waits for the caller's input: nothing to follow
 		return nil
