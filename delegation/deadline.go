@@ -186,7 +186,7 @@ func callErr(callCtx context.Context, err error) error {
 	if callCtx.Err() == nil {
 		return err
 	}
-	if cause := context.Cause(callCtx); cause != callCtx.Err() {
+	if cause := context.Cause(callCtx); cause != callCtx.Err() { //nolint:errorlint // is there a cause of its own, not the bare context error?
 		return cause
 	}
 	return err

@@ -21,16 +21,16 @@ import (
 // which of the two controls was refused ("cannot interrupt: …").
 var ErrNotSteerable = errors.New("cannot steer or interrupt")
 
-// refusedSignal is ErrNotSteerable for one control, named in its message;
+// refusedSignalError is ErrNotSteerable for one control, named in its message;
 // notAdvertised tells a hop whose card lacks the mode from a delegation
 // that is not WORKING, as the metrics do.
-type refusedSignal struct {
+type refusedSignalError struct {
 	control       steering.Control
 	notAdvertised bool
 }
 
-func (e refusedSignal) Error() string { return "cannot " + string(e.control) }
-func (e refusedSignal) Unwrap() error { return ErrNotSteerable }
+func (e refusedSignalError) Error() string { return "cannot " + string(e.control) }
+func (e refusedSignalError) Unwrap() error { return ErrNotSteerable }
 
 // Steer passes a steer or interrupt to the downstream task of a WORKING
 // delegation, if the hop's pinned card advertises the mode, and returns
@@ -97,9 +97,9 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 	case state.Terminal():
 		return steering.Receipt{}, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
 	case state != a2a.TaskStateWorking:
-		return steering.Receipt{}, fmt.Errorf("%w: delegation %q is %s; only WORKING work can be %s", refusedSignal{control: c}, id, state, pastTense(c))
+		return steering.Receipt{}, fmt.Errorf("%w: delegation %q is %s; only WORKING work can be %s", refusedSignalError{control: c}, id, state, pastTense(c))
 	case !modes.Allows(c):
-		return steering.Receipt{}, fmt.Errorf("%w: hop %s does not advertise the %s mode of %s", refusedSignal{control: c, notAdvertised: true}, hop, modeName(c), steering.URI)
+		return steering.Receipt{}, fmt.Errorf("%w: hop %s does not advertise the %s mode of %s", refusedSignalError{control: c, notAdvertised: true}, hop, modeName(c), steering.URI)
 	}
 
 	down := *msg

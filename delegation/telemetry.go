@@ -274,7 +274,7 @@ func (ins *instruments) decided(ctx context.Context, prefiltered []string, res *
 // steered records a steer or interrupt on its span and metrics.
 func (ins *instruments) steered(ctx context.Context, span trace.Span, c steering.Control, err error) {
 	outcome, reason := "routed", ""
-	var refused refusedSignal
+	var refused refusedSignalError
 	if err != nil {
 		outcome = refusedOutcome
 		switch {
