@@ -311,18 +311,6 @@ func call(t testing.TB, client *http.Client, url string, headers map[string]stri
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
-// waitFor polls cond every 10ms until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 // testLog returns a logger writing text lines to the returned buffer.

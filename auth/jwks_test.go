@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // TestAuthenticator_JWKSRotation rotates the issuer's keys: a token signed by
@@ -40,7 +42,7 @@ func TestAuthenticator_JWKSRotation(t *testing.T) {
 	// The old key is withdrawn; the periodic refresh drops it.
 	idp.setKeys(newKey)
 	var lastErr error
-	waitFor(t, 10*time.Second, "old key refused after refresh", func() bool {
+	testwait.Until(t, 10*time.Second, "old key refused after refresh", func() bool {
 		_, lastErr = a.Authenticate(bearerRequest(oldTok))
 		return lastErr != nil
 	})
@@ -141,8 +143,8 @@ func TestAuthenticator_IssuerRecovers(t *testing.T) {
 		t.Fatal("accepted while the issuer was down")
 	}
 	idp.setDown(false)
-	waitFor(t, 10*time.Second, "token accepted after the issuer came back", func() bool {
+	testwait.Succeeds(t, 10*time.Second, "token accepted after the issuer came back", func() error {
 		_, err := a.Authenticate(bearerRequest(tok))
-		return err == nil
+		return err
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 func TestAuthenticator_Authenticate_Tokens(t *testing.T) {
@@ -174,7 +176,7 @@ func TestAuthenticator_TokensFileReload(t *testing.T) {
 	}
 
 	write("tokens:\n  - sha256: " + sha256Hex("new-token") + "\n    principal: new\n    tenant: acme\n")
-	waitFor(t, 5*time.Second, "new token accepted", func() bool { return accepts("new-token") })
+	testwait.Until(t, 5*time.Second, "new token accepted", func() bool { return accepts("new-token") })
 	if accepts("old-token") {
 		t.Error("removed token still accepted")
 	}
@@ -191,7 +193,7 @@ func TestAuthenticator_TokensFileReload(t *testing.T) {
 	}
 	for _, b := range broken {
 		write(b.content)
-		waitFor(t, 5*time.Second, b.name+": logged", func() bool { return strings.Contains(logs.String(), b.log) })
+		testwait.Until(t, 5*time.Second, b.name+": logged", func() bool { return strings.Contains(logs.String(), b.log) })
 		if !accepts("new-token") || accepts("old-token") {
 			t.Errorf("%s: the previous tokens are not kept", b.name)
 		}
@@ -207,12 +209,12 @@ func TestAuthenticator_TokensFileReload(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "missing file logged", func() bool { return strings.Contains(logs.String(), "no such file") })
+	testwait.Until(t, 5*time.Second, "missing file logged", func() bool { return strings.Contains(logs.String(), "no such file") })
 	if !accepts("new-token") {
 		t.Error("tokens dropped when the file went missing")
 	}
 	write("tokens: []\n")
-	waitFor(t, 5*time.Second, "emptied file loaded", func() bool { return !accepts("new-token") })
+	testwait.Until(t, 5*time.Second, "emptied file loaded", func() bool { return !accepts("new-token") })
 	if !accepts("inline-token") {
 		t.Error("inline token lost")
 	}
