@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,22 +18,22 @@ import (
 
 	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
 // waitOutput waits until buf holds a match of re and returns it.
 func waitOutput(t *testing.T, buf *syncbuf.Buffer, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(buf.String()); m != nil {
-			return m
+	var m []string
+	testwait.Succeeds(t, 10*time.Second, "output matching "+re.String(), func() error {
+		out := buf.String()
+		if m = re.FindStringSubmatch(out); m == nil {
+			return fmt.Errorf("output is\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output never matched %s:\n%s", re, buf.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return m
 }
 
 // TestDelegate_CtrlCLeavesTheWorkRunning stops `orchd delegate` as Ctrl-C
@@ -181,14 +182,7 @@ func TestTasksFollow_RetriesAServerError(t *testing.T) {
 	}
 	// It has ended before it is followed: the record says so, and the
 	// events are still to be printed.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, got, _ := orchd(t, t.Context(), "tasks", "get", "--server", base, m[1])
-		if regexp.MustCompile(`(?m)^state +completed$`).MatchString(got) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitTask(t, base, m[1], `(?m)^state +completed$`)
 	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", front.URL, m[1])
 	mu.Lock()
 	defer mu.Unlock()

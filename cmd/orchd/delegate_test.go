@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 )
@@ -23,6 +25,22 @@ func daemon(t *testing.T, agents ...registry.Spec) string {
 	cfg.Agents = agents
 	cfg.Delegation.PollInterval = orchestrator.Duration(20 * time.Millisecond)
 	return orchdtest.Start(t, cfg)
+}
+
+// waitTask runs `orchd tasks get` of the delegation until its output
+// matches the regular expression want, and returns that output.
+func waitTask(t *testing.T, server, id, want string) string {
+	t.Helper()
+	re := regexp.MustCompile(want)
+	var out string
+	testwait.Succeeds(t, 10*time.Second, "delegation "+id+" matching "+want, func() error {
+		_, out, _ = orchd(t, t.Context(), "tasks", "get", "--server", server, id)
+		if !re.MatchString(out) {
+			return fmt.Errorf("tasks get says\n%s", out)
+		}
+		return nil
+	})
+	return out
 }
 
 func TestDelegateAndTasks(t *testing.T) {
@@ -80,14 +98,7 @@ func TestDelegateAndTasks(t *testing.T) {
 	if code != 0 || slowID == nil || errOut != "delegation "+slowID[1]+" goes on in the daemon; follow it with 'orchd tasks follow --server "+base+" "+slowID[1]+"'\n" {
 		t.Fatalf("delegate slow: exit %d\n%s%s", code, out, errOut)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, out, _ = orchd(t, t.Context(), "tasks", "get", "--server", base, slowID[1])
-		if strings.Contains(out, "working") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitTask(t, base, slowID[1], `(?m)^state +working$`)
 	code, out, errOut = orchd(t, t.Context(), "tasks", "cancel", "--server", base, slowID[1])
 	if code != 0 || !regexp.MustCompile(`(?m)^state +canceled$`).MatchString(out) {
 		t.Errorf("tasks cancel: exit %d\n%s%s", code, out, errOut)
@@ -115,14 +126,7 @@ func TestSteerAndInterruptCommands(t *testing.T) {
 	if code != 0 || id == nil {
 		t.Fatalf("delegate: exit %d\n%s%s", code, out, errOut)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, out, _ = orchd(t, t.Context(), "tasks", "get", "--server", base, id[1])
-		if regexp.MustCompile(`(?m)^state +working$`).MatchString(out) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitTask(t, base, id[1], `(?m)^state +working$`)
 	code, out, errOut = orchd(t, t.Context(), "steer", "--server", base, "--reference", "out-1", id[1], "narrow to 2025")
 	if code != 0 || !regexp.MustCompile(`^steer 1 accepted by orchd-[0-9a-f]{16} #1 → C #1$`).MatchString(strings.TrimSpace(out)) {
 		t.Errorf("steer: exit %d %q %s", code, out, errOut)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // The README's quick start, end to end: orchd demo on free ports, then
@@ -33,17 +35,18 @@ func TestDemo_QuickStart(t *testing.T) {
 		return <-done
 	}
 	defer stop()
-	deadline := time.After(30 * time.Second)
-	for !strings.Contains(out.String(), "Ctrl-C stops the demo") {
+	testwait.Succeeds(t, 30*time.Second, "the demo's banner", func() error {
 		select {
 		case code := <-done:
 			stopped = true
 			t.Fatalf("demo exited %d:\n%s%s", code, out.String(), logs.String())
-		case <-deadline:
-			t.Fatalf("demo did not start:\n%s%s", out.String(), logs.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		if !strings.Contains(out.String(), "Ctrl-C stops the demo") {
+			return fmt.Errorf("output so far:\n%s%s", out.String(), logs.String())
+		}
+		return nil
+	})
 	banner := out.String()
 	server := regexp.MustCompile(`orchd serves at (http://127\.0\.0\.1:\d+) with 5 demo agents`).FindStringSubmatch(banner)
 	stateDir := regexp.MustCompile(`orchd's state is in (\S+), removed when the demo stops`).FindStringSubmatch(banner)
@@ -68,20 +71,6 @@ func TestDemo_QuickStart(t *testing.T) {
 		}
 		return m[1]
 	}
-	waitFor := func(id, what string) string {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, got, _ := cli("tasks get", id)
-			if regexp.MustCompile(what).MatchString(got) {
-				return got
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("delegation %s never matched %q:\n%s", id, what, got)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 
 	code, got, errOut := cli("delegate", "--skill", "report", "the state of agent protocols")
 	if code != exitOK || !strings.Contains(got, "] working: writing section 4 of 4: next steps") ||
@@ -96,12 +85,12 @@ func TestDemo_QuickStart(t *testing.T) {
 		t.Fatalf("delegate research: exit %d\n%s%s", code, got, errOut)
 	}
 	research := idOf(got)
-	waitFor(research, `(?m)^state +working$`)
+	waitTask(t, server[1], research, `(?m)^state +working$`)
 	code, got, errOut = cli("steer", research, "only papers from 2025")
 	if code != exitOK || !regexp.MustCompile(`^steer 1 accepted by orchd-[0-9a-f]{16} #1 → steerable #1\n$`).MatchString(got) {
 		t.Errorf("steer: exit %d %q %s", code, got, errOut)
 	}
-	waitFor(research, `(?m)^artifact +progress: took steer 1 at step \d+ of 12; following "only papers from 2025"$`)
+	waitTask(t, server[1], research, `(?m)^artifact +progress: took steer 1 at step \d+ of 12; following "only papers from 2025"$`)
 	if !strings.Contains(logs.String(), `msg="took a steer" component=fleet agent=steerable`) {
 		t.Errorf("the demo's log does not show the steer taken:\n%s", logs.String())
 	}
@@ -109,7 +98,7 @@ func TestDemo_QuickStart(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(got, "interrupt 2 accepted by ") {
 		t.Errorf("interrupt: exit %d %q %s", code, got, errOut)
 	}
-	waitFor(research, `(?m)^state +input_required$`)
+	waitTask(t, server[1], research, `(?m)^state +input_required$`)
 	if code, got, errOut = cli("tasks cancel", research); code != exitOK {
 		t.Errorf("tasks cancel: exit %d\n%s%s", code, got, errOut)
 	}
@@ -133,7 +122,7 @@ func TestDemo_QuickStart(t *testing.T) {
 		t.Fatalf("delegate draft: exit %d\n%s%s", code, got, errOut)
 	}
 	draft := idOf(got)
-	waitFor(draft, `(?m)^state +working$`)
+	waitTask(t, server[1], draft, `(?m)^state +working$`)
 	code, got, errOut = cli("steer", draft, "shorter")
 	if code == exitOK || !strings.Contains(errOut, "hop plain does not advertise the steerable mode") {
 		t.Errorf("steer to plain: exit %d %q %s", code, got, errOut)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,22 +117,25 @@ func TestInspect_Errors(t *testing.T) {
 func TestServe_StartsAndStops(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	var code int
-	var errOut string
+	defer cancel()
+	var logs syncbuf.Buffer
+	done := make(chan int, 1)
 	go func() {
-		defer close(done)
-		code, _, errOut = orchd(t, ctx, "serve", "--listen", "127.0.0.1:0", "--log-format", "json")
+		done <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, io.Discard, &logs)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitOutput(t, &logs, regexp.MustCompile(`"msg":"orchd serving"`))
 	cancel()
+	var code int
 	select {
-	case <-done:
+	case code = <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop after cancel")
 	}
-	if code != 0 || !strings.Contains(errOut, `"msg":"orchd serving"`) || !strings.Contains(errOut, "development default") {
-		t.Errorf("exit %d, log:\n%s", code, errOut)
+	if code != 0 {
+		t.Errorf("exit %d, log:\n%s", code, logs.String())
+	}
+	if !strings.Contains(logs.String(), "development default") {
+		t.Errorf("no warning of the development defaults in the log:\n%s", logs.String())
 	}
 }
 
@@ -160,23 +164,13 @@ func TestServe_SIGHUPReloadsPolicies(t *testing.T) {
 	var logs syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- runContext(ctx, []string{"serve", "--config", config}, io.Discard, &logs) }()
-	waitFor := func(what string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(logs.String(), what) {
-			if time.Now().After(deadline) {
-				cancel()
-				t.Fatalf("log never said %q:\n%s", what, logs.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitFor("orchd serving")
+	defer cancel()
+	waitOutput(t, &logs, regexp.MustCompile(`orchd serving`))
 	write(t, policy, "policy: second\ndefault: allow\n")
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("policies=[second]")
+	waitOutput(t, &logs, regexp.MustCompile(`policies=\[second\]`))
 	cancel()
 	if code := <-done; code != 0 {
 		t.Errorf("serve exited %d:\n%s", code, logs.String())
