@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // loggedBytes is what the store holds of a delegation: its record and its
@@ -152,7 +154,7 @@ func TestArtifacts_BoundsFailTheWork(t *testing.T) {
 			if n > cfg.MaxArtifactBytes || len(rec.Artifacts) > cfg.MaxArtifacts {
 				t.Errorf("kept %d artifacts of %d bytes past the bounds", len(rec.Artifacts), n)
 			}
-			waitFor(t, "the agent's task canceled", func() bool { return agent.Cancels() > 0 })
+			testwait.Until(t, 10*time.Second, "the agent's task canceled", func() bool { return agent.Cancels() > 0 })
 		})
 	}
 }
@@ -177,7 +179,7 @@ func TestPoll_AnswerTooLargeFailsTheWork(t *testing.T) {
 	if !strings.Contains(rec.Error, "larger than orchd reads") || len(rec.Artifacts) != 0 {
 		t.Errorf("error %q with %d artifacts, want the answer refused", rec.Error, len(rec.Artifacts))
 	}
-	waitFor(t, "the agent's task canceled", func() bool { return agent.Cancels() > 0 })
+	testwait.Until(t, 10*time.Second, "the agent's task canceled", func() bool { return agent.Cancels() > 0 })
 }
 
 // TestJSONStringSize compares jsonStringSize with encoding/json on texts

@@ -17,6 +17,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // BenchmarkInFlightFollow measures orchd's memory per in-flight
@@ -72,31 +74,22 @@ func BenchmarkInFlightFollow(b *testing.B) {
 // task runs or is due.
 func settle(b *testing.B, e *Engine, hook *webhook, n int) {
 	b.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		idle := int(hook.took.Load()) >= n
-		if idle {
-			e.push.mu.Lock()
-			for _, h := range e.push.hooks {
-				h.mu.Lock()
-				if h.f == nil || h.f.running || h.pending {
-					idle = false
-				}
-				h.mu.Unlock()
-				if !idle {
-					break
-				}
+	testwait.Succeeds(b, 5*time.Minute, "notifications settled", func() error {
+		if took := int(hook.took.Load()); took < n {
+			return fmt.Errorf("%d of %d taken", took, n)
+		}
+		e.push.mu.Lock()
+		defer e.push.mu.Unlock()
+		for id, h := range e.push.hooks {
+			h.mu.Lock()
+			busy := h.f == nil || h.f.running || h.pending
+			h.mu.Unlock()
+			if busy {
+				return fmt.Errorf("the follower of %s is not idle", id)
 			}
-			e.push.mu.Unlock()
 		}
-		if idle {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("notifications not settled: %d of %d taken", hook.took.Load(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // pushAgentEnv makes the test binary serve a push agent instead of

@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -268,7 +269,7 @@ func completedClaim(t testing.TB, task a2a.TaskID, contextID string) []byte {
 // after them.
 func (f *pushFixture) quiet(t testing.TB, d *Delegation) {
 	t.Helper()
-	waitFor(t, "the agent's notifications and their reads", func() bool {
+	testwait.Until(t, 10*time.Second, "the agent's notifications and their reads", func() bool {
 		if sent := f.agent.sent.Load(); sent < 2 || f.hook.took.Load() < sent {
 			return false
 		}
@@ -277,18 +278,6 @@ func (f *pushFixture) quiet(t testing.TB, d *Delegation) {
 		defer h.mu.Unlock()
 		return h.f != nil && !h.f.running && !h.pending
 	})
-}
-
-// waitFor polls cond until it holds, failing the test after 10 seconds.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestPush_FollowsWithoutPolling(t *testing.T) {
@@ -366,7 +355,7 @@ func TestPush_ClaimTheAgentDoesNotMakeIsNotBelieved(t *testing.T) {
 	if code := post(t, url, token, completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)); code != http.StatusNoContent {
 		t.Fatalf("status %d, want 204", code)
 	}
-	waitFor(t, "the claim's read", func() bool { return f.agent.calls("GetTask") > before })
+	testwait.Until(t, 10*time.Second, "the claim's read", func() bool { return f.agent.calls("GetTask") > before })
 	f.quiet(t, d)
 	if got := d.Record(); got.State != a2a.TaskStateWorking || got.Result != nil {
 		t.Errorf("after the claim: %s, result %v; want WORKING, as the agent has it", got.State, got.Result)
@@ -417,7 +406,7 @@ func TestPush_CancelAndDeadline(t *testing.T) {
 	if !strings.Contains(r.Error, "deadline") {
 		t.Errorf("error = %q, want the deadline", r.Error)
 	}
-	waitFor(t, "the webhooks of ended delegations to go", func() bool {
+	testwait.Until(t, 10*time.Second, "the webhooks of ended delegations to go", func() bool {
 		f.engine.push.mu.Lock()
 		defer f.engine.push.mu.Unlock()
 		return len(f.engine.push.hooks) == 0
@@ -438,7 +427,7 @@ func TestPush_CarriedOnAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, d, a2a.TaskStateWorking)
-	waitFor(t, "the agent's notifications", func() bool { sent := agent.sent.Load(); return sent >= 2 && hook.took.Load() >= sent })
+	testwait.Until(t, 10*time.Second, "the agent's notifications", func() bool { sent := agent.sent.Load(); return sent >= 2 && hook.took.Load() >= sent })
 	first.engine.Close()
 
 	second := newFixtureStore(t, cfg, store)
@@ -451,7 +440,7 @@ func TestPush_CarriedOnAfterRestart(t *testing.T) {
 	if !ok {
 		t.Fatal("the delegation was not carried on")
 	}
-	waitFor(t, "the resumed follower", func() bool { return second.engine.push.get(d.ID()) != nil })
+	testwait.Until(t, 10*time.Second, "the resumed follower", func() bool { return second.engine.push.get(d.ID()) != nil })
 	reads := agent.calls("GetTask")
 	agent.finish()
 	waitState(t, resumed, a2a.TaskStateCompleted)
