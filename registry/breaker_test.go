@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // breakerStep is one thing that happens to an agent's breaker, and how it
@@ -243,7 +245,7 @@ func TestBreaker_RefresherFindsTheAgentBack(t *testing.T) {
 		t.Fatalf("within the backoff: breaker %s, %d card fetches", a.Breaker.State, s.requests.Load()-fetches)
 	}
 	clk.Advance(time.Minute)
-	eventually(t, "the breaker to close", func() bool {
+	testwait.Until(t, 10*time.Second, "the breaker to close", func() bool {
 		a, _ := r.Get("b")
 		return a.Breaker.closed() && a.Healthy
 	})

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // TestCache_Freshness walks one card through the RFC 9111 life cycle on a
@@ -108,7 +110,7 @@ func TestCache_StaleWhileRevalidate(t *testing.T) {
 	if a.Supports("streaming") {
 		t.Error("stale lookup returned the new card before revalidation")
 	}
-	eventually(t, "the background revalidation", func() bool {
+	testwait.Until(t, 10*time.Second, "the background revalidation", func() bool {
 		a, err := r.Inspect(t.Context(), s.URL)
 		return err == nil && a.Supports("streaming")
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 func TestRegistry_AddAndLookups(t *testing.T) {
@@ -245,11 +246,11 @@ func TestRegistry_BackgroundRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.set(func(s *cardServer) { s.card = card("Live", `"streaming":true`) })
-	eventually(t, "the refresher to pick up the new card", func() bool {
+	testwait.Until(t, 10*time.Second, "the refresher to pick up the new card", func() bool {
 		a, _ := r.Get("live")
 		return a.Supports(capability.Streaming)
 	})
-	eventually(t, "conditional revalidations", func() bool { return s.conditional.Load() > 0 })
+	testwait.Until(t, 10*time.Second, "conditional revalidations", func() bool { return s.conditional.Load() > 0 })
 }
 
 func TestRegistry_AddOrRetryKeepsPendingAgents(t *testing.T) {
@@ -265,9 +266,9 @@ func TestRegistry_AddOrRetryKeepsPendingAgents(t *testing.T) {
 		t.Fatalf("Pending = %+v", p)
 	}
 	r.Start()
-	eventually(t, "more retries", func() bool { return s.requests.Load() >= 3 })
+	testwait.Until(t, 10*time.Second, "more retries", func() bool { return s.requests.Load() >= 3 })
 	s.set(func(s *cardServer) { s.status = http.StatusOK })
-	eventually(t, "the pending agent to register", func() bool { _, ok := r.Get("late"); return ok })
+	testwait.Until(t, 10*time.Second, "the pending agent to register", func() bool { _, ok := r.Get("late"); return ok })
 	if len(r.Pending()) != 0 {
 		t.Errorf("Pending after registration = %+v", r.Pending())
 	}

@@ -136,15 +136,3 @@ func newTestRegistry(t *testing.T, cfg Config) *Registry {
 	t.Cleanup(r.Close)
 	return r
 }
-
-// eventually polls cond until it holds or 5s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
