@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -106,11 +108,10 @@ func TestEngine_WatchReloadsOnChange(t *testing.T) {
 	if err := os.WriteFile(path, []byte("policy: renamed\ndefault: allow\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.Status().Policies[0] != "renamed" {
-		if time.Now().After(deadline) {
-			t.Fatal("Watch did not reload the changed file")
+	testwait.Succeeds(t, 10*time.Second, "Watch reloading the changed file", func() error {
+		if got := e.Status().Policies; got[0] != "renamed" {
+			return fmt.Errorf("policies %q", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
