@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"go.uber.org/goleak"
 
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -169,17 +171,26 @@ func start(t *testing.T, c *a2aclient.Client, hook *a2a.PushConfig) a2a.TaskID {
 		t.Fatal(err)
 	}
 	id := res.(*a2a.Task).ID
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
-		if err == nil && task.Status.State == a2a.TaskStateWorking {
-			return id
+	waitState(t, c, id, a2a.TaskStateWorking)
+	return id
+}
+
+// waitState waits until the task is in state.
+func waitState(t *testing.T, c *a2aclient.Client, id a2a.TaskID, state a2a.TaskState) *a2a.Task {
+	t.Helper()
+	var task *a2a.Task
+	testwait.Succeeds(t, 10*time.Second, "task "+string(id)+" "+string(state), func() error {
+		var err error
+		task, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
+		switch {
+		case err != nil:
+			return err
+		case task.Status.State != state:
+			return fmt.Errorf("it is %s", task.Status.State)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task never worked: %v %v", task, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return task
 }
 
 func signal(t *testing.T, c *a2aclient.Client, id a2a.TaskID, control steering.Control, text, msgID string) (*a2a.Task, error) {
@@ -232,10 +243,7 @@ func TestSteer_DeliveredInOrderOnceAndAcknowledged(t *testing.T) {
 	if _, err := signal(t, c, id, steering.Steer, "finish", "steer-z"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(w.signals()) < 4 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the executor taking 4 signals", func() bool { return len(w.signals()) >= 4 })
 	got := w.signals()
 	if len(got) != 4 {
 		t.Fatalf("executor took %d signals, want 4 (3 steers and finish, the retry not again)", len(got))
@@ -246,17 +254,7 @@ func TestSteer_DeliveredInOrderOnceAndAcknowledged(t *testing.T) {
 		}
 	}
 	// The steers are in the task's history: each became a status message.
-	var task *a2a.Task
-	for {
-		task, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
-		if err == nil && task.Status.State == a2a.TaskStateCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("final task: %v %v", task, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	task := waitState(t, c, id, a2a.TaskStateCompleted)
 	var hist []string
 	for _, m := range task.History {
 		hist = append(hist, textOf(m))
@@ -291,17 +289,10 @@ func TestInterrupt_SettlesAndResumes(t *testing.T) {
 		t.Errorf("resumed a different task")
 	}
 	// Numbering continues across the resumption.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Succeeds(t, 10*time.Second, "the second interrupt acknowledged", func() error {
 		ack, err = signal(t, c, id, steering.Interrupt, "again", "")
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	if r, _ := steering.ReceiptFrom(ack); r.Seq != 2 {
 		t.Errorf("second interrupt seq = %d, want 2", r.Seq)
 	}
@@ -458,15 +449,7 @@ func TestInterrupt_RetryAcknowledgedOnceSettled(t *testing.T) {
 	}
 	// Once the task works again, a retry of the old interrupt is answered
 	// at once, and does not stop the new execution.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
-		if err == nil && task.Status.State == a2a.TaskStateWorking {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("resumed task never worked: %v %v", task, err)
-		}
-	}
+	waitState(t, c, id, a2a.TaskStateWorking)
 	began := time.Now()
 	old, err := signal(t, c, id, steering.Interrupt, "stop", "int-1")
 	if err != nil {
@@ -591,22 +574,20 @@ func TestSignal_OnlyFromTheTaskOwner(t *testing.T) {
 // makes a message resume the task at once; but a2a-go forgets the
 // execution a moment later, and a cancel landing in between joins the
 // ending execution and fails ("queue is closed", or "task cannot be
-// canceled" in INPUT_REQUIRED). So the cancel is retried, for a second at
-// most.
+// canceled" in INPUT_REQUIRED). So the cancel is retried until it is
+// taken.
 func cancelInterrupted(t *testing.T, c *a2aclient.Client, id a2a.TaskID) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+	testwait.Succeeds(t, 10*time.Second, "cancel after the interrupt settled", func() error {
 		task, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id})
-		if err == nil {
-			if task.Status.State != a2a.TaskStateCanceled {
-				t.Fatalf("cancel: task %s", task.Status.State)
-			}
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cancel after the interrupt settled: %v", err)
+		if task.Status.State != a2a.TaskStateCanceled {
+			t.Fatalf("cancel: task %s", task.Status.State)
 		}
-	}
+		return nil
+	})
 }
 
 func TestEcho(t *testing.T) {
