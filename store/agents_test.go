@@ -26,6 +26,7 @@ import (
 
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -167,19 +168,6 @@ func agentState(t *testing.T, a *registry.Agent) string {
 	return string(b)
 }
 
-func waitAgents(t *testing.T, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 5s waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 func TestAgents_RestartServesFromTheStore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -285,8 +273,9 @@ func TestAgents_ReplicasShareAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	took := waitAgents(t, "the agent on the other replica", func() bool { _, ok := r2.Get("one"); return ok })
-	t.Logf("an agent added on one replica was usable on the other after %s", took)
+	start := time.Now()
+	testwait.Until(t, 10*time.Second, "the agent on the other replica", func() bool { _, ok := r2.Get("one"); return ok })
+	t.Logf("an agent added on one replica was usable on the other after %s", time.Since(start))
 	b, _ := r2.Get("one")
 	if b.Digest != a.Digest || !b.Supports(capability.Streaming) || len(r2.ByCapability(capability.Streaming)) != 1 {
 		t.Errorf("on the other replica: digest %s (want %s), streaming %v", b.Digest, a.Digest, b.Supports(capability.Streaming))
@@ -303,7 +292,7 @@ func TestAgents_ReplicasShareAgents(t *testing.T) {
 	if _, err := r2.Add(ctx, registry.Spec{ID: "two", URL: two.URL()}); err != nil {
 		t.Fatal(err)
 	}
-	waitAgents(t, "the second agent on the first replica", func() bool { _, ok := r1.Get("two"); return ok })
+	testwait.Until(t, 10*time.Second, "the second agent on the first replica", func() bool { _, ok := r1.Get("two"); return ok })
 	if got := r1.Generation(); got != g1+2 {
 		t.Errorf("first replica's generation moved by %d, want 2 (its own add and the other's)", got-g1)
 	}
@@ -314,8 +303,9 @@ func TestAgents_ReplicasShareAgents(t *testing.T) {
 	if err := r1.Remove("one"); err != nil {
 		t.Fatal(err)
 	}
-	took = waitAgents(t, "the removal on the other replica", func() bool { _, ok := r2.Get("one"); return !ok })
-	t.Logf("a removal on one replica was seen on the other after %s", took)
+	start = time.Now()
+	testwait.Until(t, 10*time.Second, "the removal on the other replica", func() bool { _, ok := r2.Get("one"); return !ok })
+	t.Logf("a removal on one replica was seen on the other after %s", time.Since(start))
 	if len(r2.ByCapability(capability.Streaming)) != 0 || r2.Len() != 1 {
 		t.Errorf("after the removal the other replica has %d agents, %d streaming", r2.Len(), len(r2.ByCapability(capability.Streaming)))
 	}
@@ -323,7 +313,7 @@ func TestAgents_ReplicasShareAgents(t *testing.T) {
 	if _, err := r2.Add(ctx, registry.Spec{ID: "one", URL: one.URL()}); err != nil {
 		t.Fatal(err)
 	}
-	waitAgents(t, "the agent added again", func() bool { _, ok := r1.Get("one"); return ok })
+	testwait.Until(t, 10*time.Second, "the agent added again", func() bool { _, ok := r1.Get("one"); return ok })
 }
 
 func TestAgents_AddFailsWhileTheStoreIsDown(t *testing.T) {
@@ -409,22 +399,23 @@ func TestAgents_WatchCarriesOnAfterTheStoreRestarts(t *testing.T) {
 	if _, err := adding.Add(ctx, registry.Spec{URL: before.URL()}); err != nil {
 		t.Fatal(err)
 	}
-	waitAgents(t, "the first agent", func() bool { _, ok := watching.Get("before"); return ok })
+	testwait.Until(t, 10*time.Second, "the first agent", func() bool { _, ok := watching.Get("before"); return ok })
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	serve()
 	after := newAgentCardServer(t, agentCard("After", ""))
-	waitAgents(t, "an add once the store is back", func() bool {
+	testwait.Until(t, 10*time.Second, "an add once the store is back", func() bool {
 		_, err := adding.Add(ctx, registry.Spec{URL: after.URL()})
 		return err == nil || errors.Is(err, registry.ErrConflict)
 	})
-	took := waitAgents(t, "the agent added after the restart", func() bool { _, ok := watching.Get("after"); return ok })
-	t.Logf("after the store restarted, an agent added was seen on the other process after %s", took)
+	start := time.Now()
+	testwait.Until(t, 10*time.Second, "the agent added after the restart", func() bool { _, ok := watching.Get("after"); return ok })
+	t.Logf("after the store restarted, an agent added was seen on the other process after %s", time.Since(start))
 	if err := adding.Remove("before"); err != nil {
 		t.Fatal(err)
 	}
-	waitAgents(t, "the removal after the restart", func() bool { _, ok := watching.Get("before"); return !ok })
+	testwait.Until(t, 10*time.Second, "the removal after the restart", func() bool { _, ok := watching.Get("before"); return !ok })
 }
 
 func TestAgents_UnbuildableCardIsFetchedAgain(t *testing.T) {
@@ -439,7 +430,7 @@ func TestAgents_UnbuildableCardIsFetchedAgain(t *testing.T) {
 	}
 
 	r := newStoredRegistry(t, st, registry.Config{RefreshInterval: 10 * time.Millisecond})
-	waitAgents(t, "the agent fetched again", func() bool { _, ok := r.Get("old.card"); return ok })
+	testwait.Until(t, 10*time.Second, "the agent fetched again", func() bool { _, ok := r.Get("old.card"); return ok })
 	a, _ := r.Get("old.card")
 	if a.Name != "Fixed" || len(a.Drift) != 1 || a.Drift[0].To != "sha256:b" {
 		t.Errorf("re-fetched agent: name %q, drift %+v; want the new card and the saved history", a.Name, a.Drift)

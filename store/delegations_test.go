@@ -19,6 +19,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/delegation/storetest"
 	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // openTest opens an embedded store under dir (a new temporary directory
@@ -93,18 +94,6 @@ func TestDelegations_ContractCluster(t *testing.T) {
 	})
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestDelegations_Expiry checks an ended record, and the events, go after
 // the retention on their own, a running record stays, and the index
 // entry of the ended record is swept.
@@ -126,7 +115,7 @@ func TestDelegations_Expiry(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	waitFor(t, 20*time.Second, "the ended record expires", func() bool {
+	testwait.Until(t, 20*time.Second, "the ended record expires", func() bool {
 		_, err := d.Get(t.Context(), "ended")
 		return errors.Is(err, delegation.ErrNotFound)
 	})
@@ -140,11 +129,11 @@ func TestDelegations_Expiry(t *testing.T) {
 	if err != nil || len(p.Records) != 1 || p.Records[0].ID != "running" {
 		t.Errorf("List after expiry = %v, %v; want the running record", idsOf(p.Records), err)
 	}
-	waitFor(t, 20*time.Second, "the events expire", func() bool {
+	testwait.Until(t, 20*time.Second, "the events expire", func() bool {
 		evs, err := d.Events(t.Context(), "ended", 0, 0)
 		return err == nil && len(evs) == 0
 	})
-	waitFor(t, 20*time.Second, "the index entry of the expired record is swept", func() bool {
+	testwait.Until(t, 20*time.Second, "the index entry of the expired record is swept", func() bool {
 		info, err := d.index.Info(t.Context())
 		return err == nil && info.State.Msgs == 1
 	})

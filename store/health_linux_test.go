@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // writesChildEnv marks the child process of TestStore_WritesFailUntilRoom.
@@ -93,7 +94,7 @@ func writesFailUntilRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	waitFor(t, 20*time.Second, "ready once writes can succeed", func() bool { return s.Ready(t.Context()) == nil })
+	testwait.Until(t, 20*time.Second, "ready once writes can succeed", func() bool { return s.Ready(t.Context()) == nil })
 	t.Logf("ready again %s after the limit was lifted", time.Since(freed).Round(time.Millisecond))
 	if err := put("after"); err != nil {
 		t.Fatalf("Put after recovery: %v", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 func leasesOf(t *testing.T, s *Store, ttl time.Duration) *Leases {
@@ -134,7 +135,7 @@ func TestLeases_Expiry(t *testing.T) {
 		}
 	}
 	stopped := time.Now()
-	waitFor(t, 10*ttl, "the lease expires once renewals stop", func() bool { return holder(t, l, "d1") == "" })
+	testwait.Until(t, 10*ttl, "the lease expires once renewals stop", func() bool { return holder(t, l, "d1") == "" })
 	if took := time.Since(stopped); took < ttl/2 {
 		t.Errorf("lease expired %s after the last renewal, TTL %s", took, ttl)
 	}
@@ -159,7 +160,7 @@ func TestLeases_Expiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*ttl, "the lease on d3 expires", func() bool { return holder(t, l, "d3") == "" })
+	testwait.Until(t, 10*ttl, "the lease on d3 expires", func() bool { return holder(t, l, "d3") == "" })
 	if err := c.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
 		t.Errorf("Renew of an expired lease = %v, want ErrLeaseLost", err)
 	}

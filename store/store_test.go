@@ -21,6 +21,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 func TestOpen_EmbeddedNeedsDir(t *testing.T) {
@@ -561,7 +562,7 @@ func TestOpen_WaitsForAClusterToAnswer(t *testing.T) {
 		c.Stop(i)
 	}
 	lone := natstest.JetStream(t, c.Servers[(leader+2)%3])
-	waitFor(t, 30*time.Second, "the node left stops answering", func() bool {
+	testwait.Until(t, 30*time.Second, "the node left stops answering", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		_, err := lone.AccountInfo(ctx)

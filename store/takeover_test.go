@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -58,13 +60,12 @@ func TestTakeOver_ResumedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for d.Record().State != a2a.TaskStateWorking {
-		if time.Now().After(deadline) {
-			t.Fatalf("state %s, want WORKING", d.Record().State)
+	testwait.Succeeds(t, 10*time.Second, "the delegation working", func() error {
+		if s := d.Record().State; s != a2a.TaskStateWorking {
+			return fmt.Errorf("state %s", s)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	first.Close() // gives its lease up; the agent's task runs on
 	before := agent.Calls()
 
@@ -78,13 +79,12 @@ func TestTakeOver_ResumedOnce(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for countOf(agent.Calls()[len(before):], "SubscribeToTask") == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("the task was not followed again: %v", agent.Calls()[len(before):])
+		testwait.Succeeds(t, 10*time.Second, "the task followed again", func() error {
+			if calls := agent.Calls()[len(before):]; countOf(calls, "SubscribeToTask") == 0 {
+				return fmt.Errorf("the agent's calls since: %v", calls)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 		second.Close() // waits for its followers, and gives the lease up
 		calls := agent.Calls()[len(before):]
 		before = agent.Calls()

@@ -25,6 +25,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testclock"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // tasksStart is where the test clocks of this file stand at first.
@@ -691,23 +692,15 @@ func TestTasks_Retention(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(10 * time.Second)
-	var goneAfter time.Duration
-	for {
+	testwait.Until(t, 10*time.Second, "ended tasks expiring (retention 2s)", func() bool {
 		_, err1 := tasks.Get(ctx, "born-ended")
 		_, err2 := tasks.Get(ctx, "ends")
-		if errors.Is(err1, a2a.ErrTaskNotFound) && errors.Is(err2, a2a.ErrTaskNotFound) {
-			goneAfter = time.Since(started)
-			break
-		}
 		if err1 != nil && !errors.Is(err1, a2a.ErrTaskNotFound) || err2 != nil && !errors.Is(err2, a2a.ErrTaskNotFound) {
 			t.Fatalf("Get while waiting for expiry: %v, %v", err1, err2)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ended tasks still stored %s after their write (retention 2s)", time.Since(started))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.Is(err1, a2a.ErrTaskNotFound) && errors.Is(err2, a2a.ErrTaskNotFound)
+	})
+	goneAfter := time.Since(started)
 	if goneAfter < 1500*time.Millisecond {
 		t.Errorf("ended tasks gone after %s, before their 2s retention", goneAfter)
 	}
@@ -715,19 +708,16 @@ func TestTasks_Retention(t *testing.T) {
 	if _, err := tasks.Get(ctx, "works"); err != nil {
 		t.Errorf("working task expired: %v", err)
 	}
-	for {
+	testwait.Succeeds(t, 10*time.Second, "index entries of expired tasks swept", func() error {
 		resp, err := tasks.List(ctx, &a2a.ListTasksRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.TotalSize == 1 && len(resp.Tasks) == 1 && resp.Tasks[0].ID == "works" {
-			break
+		if resp.TotalSize != 1 || len(resp.Tasks) != 1 || resp.Tasks[0].ID != "works" {
+			return fmt.Errorf("listed: total %d, %d tasks", resp.TotalSize, len(resp.Tasks))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("index entries of expired tasks still listed: total %d", resp.TotalSize)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := tasks.Create(ctx, &a2a.Task{ID: "ends", ContextID: "c2", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}); err != nil {
 		t.Errorf("Create on an expired task's id: %v", err)
 	}
