@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // TestNew_ExportErrorsGoToTheLog points the OTLP exporter at a closed port
@@ -48,10 +50,7 @@ func TestNew_ExportErrorsGoToTheLog(t *testing.T) {
 	_, span := tel.TracerProvider().Tracer("test").Start(context.Background(), "op")
 	span.End()
 	var exportErr, headerErr map[string]any
-	for deadline := time.Now().Add(10 * time.Second); exportErr == nil || headerErr == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("want an export error and a header complaint in the log, have:\n%s", logs)
-		}
+	testwait.Succeeds(t, 10*time.Second, "an export error and a header complaint in the log", func() error {
 		for line := range strings.Lines(logs.String()) {
 			var r map[string]any
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
@@ -64,7 +63,11 @@ func TestNew_ExportErrorsGoToTheLog(t *testing.T) {
 				headerErr = r
 			}
 		}
-	}
+		if exportErr == nil || headerErr == nil {
+			return fmt.Errorf("the log has\n%s", logs)
+		}
+		return nil
+	})
 	if exportErr["level"] != "ERROR" || !strings.Contains(exportErr["error"].(string), closed) {
 		t.Errorf("export error record %v, want level ERROR and an error naming %s", exportErr, closed)
 	}
