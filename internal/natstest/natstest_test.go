@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 func TestServer_KeepsAcrossRestart(t *testing.T) {
@@ -47,36 +49,25 @@ func TestCluster_WritesSurviveANode(t *testing.T) {
 	// Each try is bounded, and a try after one whose answer was lost
 	// finds the bucket made: CreateOrUpdate, not Create.
 	var kv jetstream.KeyValue
-	for kv == nil {
+	testwait.Succeeds(t, 20*time.Second, "the bucket created", func() error {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		kv, err = js.CreateOrUpdateKeyValue(attempt, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3, Storage: jetstream.FileStorage})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+		return err
+	})
 	// A bucket just created may have no stream leader yet ("no response
 	// from stream"), as a stream whose leader's node went has none until
 	// the others elect one: each write is tried until one goes through.
 	put := func(key, value, when string) {
 		t.Helper()
-		for {
+		testwait.Succeeds(t, 20*time.Second, "a write "+when, func() error {
 			// Each attempt is bounded: one sent to a leadership that
 			// is gone waits for an answer that never comes.
 			attempt, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
 			_, err := kv.Put(attempt, key, []byte(value))
-			cancel()
-			if err == nil {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("no write %s: %v", when, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err
+		})
 	}
 	put("k", "v", "to the new bucket")
 	c.Stop(0)
