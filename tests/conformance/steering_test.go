@@ -18,6 +18,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -162,16 +163,18 @@ func getJSON(url string, out any) (int, string) {
 // state, leaving the latest record in rec.
 func waitState(t *testing.T, base string, rec *delegation.Record, state a2a.TaskState) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for rec.State != state {
-		if time.Now().After(deadline) {
-			t.Fatalf("delegation %s stayed %s, want %s", rec.ID, rec.State, state)
+	testwait.Succeeds(t, 10*time.Second, "delegation "+rec.ID+" "+string(state), func() error {
+		if rec.State == state {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
 		if code, msg := getJSON(base+"/v1/delegations/"+rec.ID, rec); code != 200 {
 			t.Fatalf("get %s: %d %s", rec.ID, code, msg)
 		}
-	}
+		if rec.State != state {
+			return fmt.Errorf("it is %s", rec.State)
+		}
+		return nil
+	})
 }
 
 // interruptedEvent follows the delegation's server-sent events at the

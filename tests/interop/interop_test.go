@@ -22,6 +22,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/orchestrator"
 )
 
@@ -218,20 +219,18 @@ func do(t *testing.T, req *http.Request, out any) (int, string) {
 // (10 s), returning the record.
 func waitDelegation(t *testing.T, base, id string, cond func(delegation.Record) bool) delegation.Record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var rec delegation.Record
+	var rec delegation.Record
+	testwait.Succeeds(t, 10*time.Second, "delegation "+id+" reaching the expected condition", func() error {
+		rec = delegation.Record{}
 		if code, msg := getJSON(t, base+"/v1/delegations/"+id, &rec); code != http.StatusOK {
 			t.Fatalf("get delegation %s: %d %s", id, code, msg)
 		}
-		if cond(rec) {
-			return rec
+		if !cond(rec) {
+			return fmt.Errorf("last state %s, error %q", rec.State, rec.Error)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delegation %s did not reach the expected condition within 10 s; last state %s, error %q", id, rec.State, rec.Error)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return rec
 }
 
 // events reads the delegation's server-sent events from the start:
