@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/orchestrator"
 )
 
@@ -26,16 +28,17 @@ func runUntil(t *testing.T, want string, args ...string) string {
 	var out, logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, &out, &logs) }()
-	deadline := time.After(20 * time.Second)
-	for !strings.Contains(out.String(), want) {
+	testwait.Succeeds(t, 20*time.Second, fmt.Sprintf("%q in the output", want), func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("exited (%v) before %q:\n%s%s", err, want, out.String(), logs.String())
-		case <-deadline:
-			t.Fatalf("no %q:\n%s%s", want, out.String(), logs.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		if !strings.Contains(out.String(), want) {
+			return fmt.Errorf("output so far:\n%s%s", out.String(), logs.String())
+		}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)

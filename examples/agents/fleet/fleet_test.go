@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"go.uber.org/goleak"
 
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -178,20 +180,18 @@ func signal(t *testing.T, c *a2aclient.Client, task a2a.TaskInfoProvider, ctl st
 // waitTask polls the task until ok accepts it.
 func waitTask(t *testing.T, c *a2aclient.Client, id a2a.TaskID, what string, ok func(*a2a.Task) bool) *a2a.Task {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
-		if err != nil {
+	var task *a2a.Task
+	testwait.Succeeds(t, 10*time.Second, "task "+what, func() error {
+		var err error
+		if task, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id}); err != nil {
 			t.Fatal(err)
 		}
-		if ok(task) {
-			return task
+		if !ok(task) {
+			return fmt.Errorf("it is %s, progress %q", task.Status.State, artifactText(task, "progress"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task never %s: %s, progress %q", what, task.Status.State, artifactText(task, "progress"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return task
 }
 
 // The steerable agent says which steer it took, stops for an interrupt and
