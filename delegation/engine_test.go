@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/policies"
@@ -26,8 +28,16 @@ func TestDelegate_StreamingAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := waitState(t, d, a2a.TaskStateCompleted)
-	if r.Downstream.Agent != "worker" || r.Downstream.TaskID == "" || r.Decision.Chosen != "worker" || r.Result == nil || messageText(r.Result) != "done" {
-		t.Errorf("record = %+v", r)
+	if r.Downstream.TaskID == "" {
+		t.Errorf("no downstream task: %+v", r.Downstream)
+	}
+	if r.Result == nil {
+		t.Fatalf("no result: %+v", r)
+	}
+	type outcome struct{ Agent, Chosen, Result string }
+	got := outcome{Agent: r.Downstream.Agent, Chosen: r.Decision.Chosen, Result: messageText(r.Result)}
+	if diff := cmp.Diff(outcome{Agent: "worker", Chosen: "worker", Result: "done"}, got); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
 	}
 	if len(r.Artifacts) != 1 || len(r.Artifacts[0].Parts) != 2 {
 		t.Fatalf("artifacts = %+v", r.Artifacts)
@@ -40,8 +50,14 @@ func TestDelegate_StreamingAgent(t *testing.T) {
 		}
 		kinds = append(kinds, ev.Kind+":"+string(ev.State))
 	}
-	if !ended || !slices.Contains(kinds, "artifact:TASK_STATE_WORKING") || kinds[len(kinds)-1] != "state:TASK_STATE_COMPLETED" {
-		t.Errorf("events = %v", kinds)
+	if !ended {
+		t.Errorf("the events have not ended: %v", kinds)
+	}
+	if !slices.Contains(kinds, "artifact:TASK_STATE_WORKING") {
+		t.Errorf("no artifact while working in the events %v", kinds)
+	}
+	if last := kinds[len(kinds)-1]; last != "state:TASK_STATE_COMPLETED" {
+		t.Errorf("last event %s, want state:TASK_STATE_COMPLETED; events %v", last, kinds)
 	}
 	if calls := agent.Calls(); len(calls) != 1 || calls[0] != "SendStreamingMessage" {
 		t.Errorf("calls = %v", calls)
@@ -49,9 +65,12 @@ func TestDelegate_StreamingAgent(t *testing.T) {
 	// The work carried the chain context.
 	msgs := agent.Messages()
 	chain, ok, err := ChainFrom(msgs[0].Metadata)
-	if err != nil || !ok || !slices.Equal(chain.Path, []string{"root"}) || chain.Depth != 1 || chain.Skill != "research" ||
-		!slices.Equal(chain.Requires, []string{"streaming"}) || chain.RootTask != r.ID || chain.MaxDepth != DefaultMaxDepth {
-		t.Errorf("chain = %+v, %v, %v", chain, ok, err)
+	if err != nil || !ok {
+		t.Fatalf("chain sent %v, err %v", ok, err)
+	}
+	want := Chain{Path: []string{"root"}, Depth: 1, MaxDepth: DefaultMaxDepth, Skill: "research", Requires: []string{"streaming"}, RootTask: r.ID}
+	if diff := cmp.Diff(want, chain, cmpopts.IgnoreFields(Chain{}, "Names", "Deadline", "Verified", "OnBehalfOf")); diff != "" {
+		t.Errorf("chain (-want +got):\n%s", diff)
 	}
 	stored, err := f.engine.Lookup(t.Context(), r.ID)
 	if err != nil || stored.State != a2a.TaskStateCompleted {
@@ -73,8 +92,11 @@ func TestDelegate_NeverStreamsToNonStreamingAgent(t *testing.T) {
 		t.Errorf("record = %+v", r)
 	}
 	calls := agent.Calls()
-	if len(calls) < 2 || calls[0] != "SendMessage" || slices.Contains(calls, "SendStreamingMessage") || calls[len(calls)-1] != "GetTask" {
-		t.Errorf("calls = %v; want SendMessage then GetTask polls, never streaming", calls)
+	if slices.Contains(calls, "SendStreamingMessage") {
+		t.Errorf("calls = %v: streamed to an agent that does not stream", calls)
+	}
+	if len(calls) < 2 || calls[0] != "SendMessage" || calls[len(calls)-1] != "GetTask" {
+		t.Errorf("calls = %v; want SendMessage then GetTask polls", calls)
 	}
 }
 
@@ -160,9 +182,23 @@ func TestDelegate_FailsOverBeforeAcceptance(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := waitState(t, d, a2a.TaskStateCompleted)
-	at := r.Decision.Attempts
-	if len(at) != 2 || at[0].Agent != "broken" || !strings.Contains(at[0].Error, "503") || at[1].Agent != "good" || at[1].Error != "" || r.Decision.Chosen != "good" {
-		t.Errorf("attempts = %+v, chosen %q", at, r.Decision.Chosen)
+	if r.Decision.Chosen != "good" {
+		t.Errorf("chosen %q, want good", r.Decision.Chosen)
+	}
+	// Each attempt's agent and whether it failed; the failure must name
+	// the broken agent's 503.
+	type try struct {
+		Agent  string
+		Failed bool
+	}
+	var tries []try
+	for _, a := range r.Decision.Attempts {
+		tries = append(tries, try{a.Agent, a.Error != ""})
+	}
+	if diff := cmp.Diff([]try{{"broken", true}, {"good", false}}, tries); diff != "" {
+		t.Errorf("attempts (-want +got):\n%s", diff)
+	} else if why := r.Decision.Attempts[0].Error; !strings.Contains(why, "503") {
+		t.Errorf("the broken agent's attempt failed with %q, want its 503", why)
 	}
 
 	// With only the broken agent, the delegation fails with the attempt.
@@ -215,8 +251,14 @@ func TestDelegate_CancelGoesDownstream(t *testing.T) {
 		t.Errorf("input while working: err = %v", err)
 	}
 	r, err := f.engine.Cancel(t.Context(), d.ID())
-	if err != nil || r.State != a2a.TaskStateCanceled || agent.Cancels() != 1 {
-		t.Errorf("cancel: %v, state %s, agent saw %d cancels", err, r.State, agent.Cancels())
+	if err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if r.State != a2a.TaskStateCanceled {
+		t.Errorf("canceled delegation is %s (%s)", r.State, r.Error)
+	}
+	if n := agent.Cancels(); n != 1 {
+		t.Errorf("agent saw %d cancels, want 1", n)
 	}
 	if _, err := f.engine.Cancel(t.Context(), d.ID()); !errors.Is(err, ErrEnded) {
 		t.Errorf("second cancel: err = %v", err)
@@ -238,8 +280,14 @@ func TestDelegate_CancelAskedAgainWhileRefused(t *testing.T) {
 	waitState(t, d, a2a.TaskStateWorking)
 	start := time.Now()
 	r, err := f.engine.Cancel(t.Context(), d.ID())
-	if err != nil || r.State != a2a.TaskStateCanceled || agent.Cancels() != 3 {
-		t.Errorf("cancel: %v, state %s (%s), agent saw %d cancels, want 3", err, r.State, r.Error, agent.Cancels())
+	if err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if r.State != a2a.TaskStateCanceled {
+		t.Errorf("canceled delegation is %s (%s)", r.State, r.Error)
+	}
+	if n := agent.Cancels(); n != 3 {
+		t.Errorf("agent saw %d cancels, want 3", n)
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("cancel took %s", took)
@@ -282,8 +330,12 @@ func TestDelegate_ChainRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := waitState(t, d, a2a.TaskStateCompleted)
-	if r.Downstream.Agent != "steady" || r.Chain.Depth != 2 || !slices.Equal(r.Chain.Path, []string{"a", "b"}) || r.Chain.RootTask != "t-1" {
-		t.Errorf("record = %+v", r)
+	if r.Downstream.Agent != "steady" {
+		t.Errorf("went to %q, want steady", r.Downstream.Agent)
+	}
+	want := Chain{Path: []string{"a", "b"}, Depth: 2, MaxDepth: 4, Skill: "s", Requires: []string{"steerable"}, RootTask: "t-1"}
+	if diff := cmp.Diff(want, r.Chain, cmpopts.IgnoreFields(Chain{}, "Names", "Deadline", "Verified", "OnBehalfOf")); diff != "" {
+		t.Errorf("chain sent on (-want +got):\n%s", diff)
 	}
 	if len(plain.Calls()) != 0 {
 		t.Error("a non-steerable agent was used although the chain requires steerable")
@@ -438,8 +490,14 @@ func TestDelegate_ChainOnlyToAgentsThatReadIt(t *testing.T) {
 				if err != nil || ok != tc.chain {
 					t.Errorf("message %d: chain %+v sent = %v (%v), want %v", i, chain, ok, err, tc.chain)
 				}
-				if ok && (chain.OnBehalfOf == nil || chain.OnBehalfOf.ID != "alice" || !slices.Equal(chain.Path, []string{"root"})) {
-					t.Errorf("message %d: chain = %+v", i, chain)
+				if !ok {
+					continue
+				}
+				if !slices.Equal(chain.Path, []string{"root"}) {
+					t.Errorf("message %d: chain path %q, want [root]", i, chain.Path)
+				}
+				if chain.OnBehalfOf == nil || chain.OnBehalfOf.ID != "alice" {
+					t.Errorf("message %d: on behalf of %+v, want alice", i, chain.OnBehalfOf)
 				}
 			}
 		})
