@@ -86,12 +86,14 @@ func waitState(t testing.TB, d *Delegation, want a2a.TaskState) Record {
 	return waitRecord(t, d, "state "+string(want), func(r Record) bool { return r.State == want })
 }
 
-// waitRecord waits up to 10 seconds for the delegation's record to meet
+// waitRecord waits up to 30 seconds for the delegation's record to meet
 // cond, checked at each event, and returns it; what names cond in the
-// failure.
+// failure. The limit is wide because it only decides how long a broken
+// test takes to fail: under -race, on a busy machine, streaming 200
+// chunks takes 10s.
 func waitRecord(t testing.TB, d *Delegation, what string, cond func(Record) bool) Record {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		// The channel is taken before the record is read, so an event
 		// between the two still wakes the wait.
@@ -103,7 +105,7 @@ func waitRecord(t testing.TB, d *Delegation, what string, cond func(Record) bool
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("delegation %s: no %s in 10s; it is %s (error %q): %+v", r.ID, what, r.State, r.Error, r)
+			t.Fatalf("delegation %s: no %s in 30s; it is %s (error %q): %+v", r.ID, what, r.State, r.Error, r)
 		}
 	}
 }
