@@ -50,8 +50,11 @@ func TestArtifacts_StreamedInLinearSpace(t *testing.T) {
 	}
 	rec := waitState(t, d, a2a.TaskStateCompleted)
 	want := strings.Repeat("a", chunks*size)
-	if len(rec.Artifacts) != 1 || artifactText(rec.Artifacts[0]) != want || rec.Artifacts[0].Name != "answer 1" {
-		t.Fatalf("the record's artifacts: %d, want one of %d bytes", len(rec.Artifacts), len(want))
+	if len(rec.Artifacts) != 1 {
+		t.Fatalf("the record has %d artifacts, want 1", len(rec.Artifacts))
+	}
+	if got := rec.Artifacts[0]; got.Name != "answer 1" || artifactText(got) != want {
+		t.Fatalf("the record's artifact is %q of %d bytes, want %q of %d bytes of a", got.Name, len(artifactText(got)), "answer 1", len(want))
 	}
 	record, log := loggedBytes(t, store, d.ID())
 	if record > 8<<10 || log > 2*len(want) {
@@ -68,8 +71,11 @@ func TestArtifacts_StreamedInLinearSpace(t *testing.T) {
 		t.Errorf("%d artifact events append, want %d", appended, chunks-1)
 	}
 	stored, _, err := f.engine.rebuildArtifacts(t.Context(), mustGet(t, store, d.ID()))
-	if err != nil || len(stored) != 1 || artifactText(stored[0]) != want {
-		t.Errorf("artifacts rebuilt from the store: %d, %v; want the artifact whole", len(stored), err)
+	if err != nil {
+		t.Fatalf("rebuild the artifacts from the store: %v", err)
+	}
+	if len(stored) != 1 || artifactText(stored[0]) != want {
+		t.Errorf("artifacts rebuilt from the store: %d, want the artifact whole", len(stored))
 	}
 }
 
@@ -109,8 +115,11 @@ func TestArtifacts_RestatedBeforeTheLogForgetsThem(t *testing.T) {
 		t.Fatalf("rebuilt %d artifacts, %v; want 3", len(arts), err)
 	}
 	for i, a := range arts {
-		if a.ID != rec.Artifacts[i].ID || artifactText(a) != artifactText(rec.Artifacts[i]) || len(artifactText(a)) != 3000 {
-			t.Errorf("artifact %d rebuilt as %q (%d bytes), want %q", i, a.Name, len(artifactText(a)), rec.Artifacts[i].Name)
+		if a.ID != rec.Artifacts[i].ID {
+			t.Errorf("artifact %d rebuilt as %s, want %s", i, a.ID, rec.Artifacts[i].ID)
+		}
+		if text := artifactText(a); text != artifactText(rec.Artifacts[i]) || len(text) != 3000 {
+			t.Errorf("artifact %d rebuilt with %d bytes, not the 3000 it had", i, len(text))
 		}
 	}
 }

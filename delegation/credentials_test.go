@@ -21,6 +21,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/internal/syncbuf"
@@ -372,8 +373,8 @@ func TestDelegate_CredentialsMissing(t *testing.T) {
 		t.Fatalf("Delegate = %v, want a RefusedError", err)
 	}
 	want := `credentials: needs oauth2 scheme "corp"; no credentials configured for agent research`
-	if c := refused.Decision.Candidates; len(c) != 1 || c[0].Agent != "research" || len(c[0].Reasons) != 1 || c[0].Reasons[0] != want {
-		t.Fatalf("candidates %+v, want research refused: %s", refused.Decision.Candidates, want)
+	if diff := cmp.Diff([]Candidate{{Agent: "research", Reasons: []string{want}}}, refused.Decision.Candidates); diff != "" {
+		t.Fatalf("candidates (-want +got):\n%s", diff)
 	}
 	if n := agent.served.Load() + agent.refused.Load(); n != 0 {
 		t.Fatalf("agent got %d A2A requests, want none", n)

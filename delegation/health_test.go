@@ -15,6 +15,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testclock"
@@ -42,15 +44,19 @@ func stoppedAgent(t *testing.T) (*fixture, *testagent.Agent, *testclock.Clock) {
 		// The first may find the connection kept alive from the delegation
 		// before closed (EOF, "server closed idle connection"); the next
 		// ones dial.
-		if !errors.As(err, &failed) || len(failed.Decision.Attempts) != 1 || failed.Decision.Attempts[0].Error == "" ||
-			i > 0 && !strings.Contains(failed.Decision.Attempts[0].Error, "connection refused") {
-			t.Fatalf("delegation %d to the stopped agent: %v", i+1, err)
+		if !errors.As(err, &failed) {
+			t.Fatalf("delegation %d to the stopped agent: %v, want a FailedError", i+1, err)
+		}
+		if at := failed.Decision.Attempts; len(at) != 1 || at[0].Error == "" || i > 0 && !strings.Contains(at[0].Error, "connection refused") {
+			t.Fatalf("delegation %d to the stopped agent: attempts %+v, want one refused connection", i+1, at)
 		}
 	}
 	a, _ := f.reg.Get("b")
-	if a.Healthy || a.Breaker.State != registry.BreakerOpen || !strings.Contains(a.UnhealthyReason, "breaker open: 3 calls failed in a row, last: ") ||
-		!strings.Contains(a.UnhealthyReason, "connection refused") {
-		t.Fatalf("after three refused calls: healthy %v, breaker %+v, reason %q", a.Healthy, a.Breaker, a.UnhealthyReason)
+	if a.Healthy || a.Breaker.State != registry.BreakerOpen {
+		t.Fatalf("after three refused calls: healthy %v, breaker %+v; want unhealthy and open", a.Healthy, a.Breaker)
+	}
+	if why := a.UnhealthyReason; !strings.Contains(why, "breaker open: 3 calls failed in a row, last: ") || !strings.Contains(why, "connection refused") {
+		t.Fatalf("after three refused calls: unhealthy because %q", why)
 	}
 	return f, agent, clk
 }
@@ -64,8 +70,14 @@ func assertRefusedUnhealthy(t *testing.T, err error, retry string) {
 		t.Fatalf("err = %v, want *RefusedError", err)
 	}
 	d := refused.Decision
-	if len(d.Attempts) != 0 || len(d.Candidates) != 1 || d.Candidates[0].Agent != "b" || len(d.Candidates[0].Reasons) != 1 {
-		t.Fatalf("decision = %+v", d)
+	if len(d.Attempts) != 0 {
+		t.Fatalf("attempts %+v, want none: refused before anything was sent", d.Attempts)
+	}
+	if len(d.Candidates) != 1 {
+		t.Fatalf("candidates %+v, want b alone", d.Candidates)
+	}
+	if c := d.Candidates[0]; c.Agent != "b" || len(c.Reasons) != 1 {
+		t.Fatalf("candidate %+v, want b with one reason", c)
 	}
 	why := d.Candidates[0].Reasons[0]
 	if !strings.HasPrefix(why, "unhealthy: 3 calls failed in a row, last: ") || !strings.Contains(why, "connection refused") ||
@@ -103,8 +115,13 @@ func TestDelegate_BreakerRefusesAStoppedAgentUntilItIsBack(t *testing.T) {
 			t.Fatalf("after the backoff: %v", err)
 		}
 		waitState(t, d, a2a.TaskStateCompleted)
-		if a, _ := f.reg.Get("b"); !a.Healthy || a.Breaker.State != registry.BreakerClosed || a.Breaker.Failures != 0 || a.Breaker.Opens != 0 {
-			t.Errorf("after a call succeeded: healthy %v, breaker %+v", a.Healthy, a.Breaker)
+		a, _ := f.reg.Get("b")
+		if !a.Healthy {
+			t.Errorf("unhealthy after a call succeeded: %s", a.UnhealthyReason)
+		}
+		reset := cmp.Options{cmpopts.IgnoreUnexported(registry.Breaker{}), cmpopts.IgnoreFields(registry.Breaker{}, "LastError", "RetryAt")}
+		if diff := cmp.Diff(registry.Breaker{State: registry.BreakerClosed}, a.Breaker, reset); diff != "" {
+			t.Errorf("breaker after a call succeeded (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("a card refresh", func(t *testing.T) {
@@ -117,8 +134,12 @@ func TestDelegate_BreakerRefusesAStoppedAgentUntilItIsBack(t *testing.T) {
 		assertRefusedUnhealthy(t, err, "10s")
 
 		agent.Restart(t)
-		if a, err := f.reg.Refresh(t.Context(), "b"); err != nil || !a.Healthy || a.Breaker.State != registry.BreakerClosed {
-			t.Fatalf("refresh after restart: %v, healthy %v, breaker %+v", err, a.Healthy, a.Breaker)
+		a, err := f.reg.Refresh(t.Context(), "b")
+		if err != nil {
+			t.Fatalf("refresh after restart: %v", err)
+		}
+		if !a.Healthy || a.Breaker.State != registry.BreakerClosed {
+			t.Fatalf("refresh after restart: healthy %v, breaker %+v; want healthy and closed", a.Healthy, a.Breaker)
 		}
 		d, err := f.engine.Delegate(t.Context(), Request{Text: "hi", Agent: "b"})
 		if err != nil {
@@ -151,9 +172,10 @@ func TestDelegate_BreakerSkipsTheStoppedCandidate(t *testing.T) {
 		want := "b,c"
 		if i == 3 {
 			want = "c"
-			if why := r.Decision.Candidates[len(r.Decision.Candidates)-1]; why.Agent != "b" || why.Allowed ||
-				len(why.Reasons) != 1 || !strings.HasPrefix(why.Reasons[0], "unhealthy: 3 calls failed in a row") {
-				t.Errorf("b in the decision: %+v", why)
+			if why := r.Decision.Candidates[len(r.Decision.Candidates)-1]; why.Agent != "b" || why.Allowed {
+				t.Errorf("last candidate %+v, want b refused", why)
+			} else if len(why.Reasons) != 1 || !strings.HasPrefix(why.Reasons[0], "unhealthy: 3 calls failed in a row") {
+				t.Errorf("b refused for %q, want only: unhealthy: 3 calls failed in a row…", why.Reasons)
 			}
 		}
 		if got := strings.Join(tried, ","); got != want || r.Decision.Chosen != "c" {
