@@ -303,8 +303,11 @@ func TestPush_FollowsWithoutPolling(t *testing.T) {
 				t.Errorf("SendStreamingMessage calls = %d, want none with push", n)
 			}
 			stored, err := f.engine.store.Get(t.Context(), d.ID())
-			if err != nil || stored.Progress == nil || stored.Progress.Follow != FollowPush || len(stored.Progress.PushToken) != 64 {
-				t.Errorf("stored progress = %+v, %v; want follow push with a token hash", stored.Progress, err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := stored.Progress; p == nil || p.Follow != FollowPush || len(p.PushToken) != 64 {
+				t.Fatalf("stored progress = %+v; want follow push with a token hash", p)
 			}
 			_, token := f.agent.token(t, r.Downstream.TaskID)
 			if strings.Contains(stored.Progress.PushToken, token) {

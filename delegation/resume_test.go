@@ -73,8 +73,14 @@ func TestResume_CarriesOnAfterRestart(t *testing.T) {
 				t.Errorf("%d terminal events, want 1: %+v", terminal, evs)
 			}
 			stored, err := store.Get(t.Context(), d.ID())
-			if err != nil || stored.State != a2a.TaskStateCompleted || stored.LastEvent != evs[len(evs)-1].Seq {
-				t.Errorf("stored = %+v, %v", stored, err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.State != a2a.TaskStateCompleted {
+				t.Errorf("stored record is %s (%s), want completed", stored.State, stored.Error)
+			}
+			if last := evs[len(evs)-1].Seq; stored.LastEvent != last {
+				t.Errorf("stored record's last event %d, want %d", stored.LastEvent, last)
 			}
 		})
 	}

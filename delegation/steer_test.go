@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/steering"
@@ -49,15 +51,20 @@ func TestSteer_ReachesTheAgentInOrderOnce(t *testing.T) {
 			receipts = append(receipts, r)
 			if i == 0 {
 				dup, err := f.engine.Steer(t.Context(), d.ID(), steering.Steer, m)
-				if err != nil || !dup.Duplicate || dup.Seq != 1 {
-					t.Errorf("retried steer: %+v, %v", dup, err)
+				if err != nil {
+					t.Fatalf("retried steer: %v", err)
+				}
+				if !dup.Duplicate || dup.Seq != 1 {
+					t.Errorf("retried steer: receipt %+v, want a duplicate of 1", dup)
 				}
 			}
 		}
 		for i, r := range receipts {
-			want := []steering.Hop{{Agent: "b", Seq: int64(i + 1)}, {Agent: "C", Seq: int64(i + 1)}}
-			if r.Seq != int64(i+1) || !slices.Equal(r.Hops, want) || r.ReferenceMessageID != "out-"+string(rune('1'+i)) {
-				t.Errorf("streaming %v: receipt %d = %+v, want hops %v", streaming, i, r, want)
+			seq := int64(i + 1)
+			want := steering.Receipt{Control: steering.Steer, Seq: seq, ReferenceMessageID: "out-" + string(rune('1'+i)),
+				Hops: []steering.Hop{{Agent: "b", Seq: seq}, {Agent: "C", Seq: seq}}}
+			if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(steering.Receipt{}, "MessageID")); diff != "" {
+				t.Errorf("streaming %v: receipt %d (-want +got):\n%s", streaming, i, diff)
 			}
 		}
 		rec := waitState(t, d, a2a.TaskStateCompleted)
@@ -87,9 +94,11 @@ func TestInterrupt_SettlesAndResumesTheSameTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := d.Record()
-	if rec.State != a2a.TaskStateInputRequired || r.Control != steering.Interrupt || len(r.Hops) != 2 {
-		t.Fatalf("after interrupt: state %s, receipt %+v", rec.State, r)
+	if rec := d.Record(); rec.State != a2a.TaskStateInputRequired {
+		t.Fatalf("after interrupt: state %s, want input required", rec.State)
+	}
+	if r.Control != steering.Interrupt || len(r.Hops) != 2 {
+		t.Fatalf("after interrupt: receipt %+v, want an interrupt through 2 hops", r)
 	}
 	evs, _, _ := d.Events(0)
 	interrupted := false
@@ -102,7 +111,7 @@ func TestInterrupt_SettlesAndResumesTheSameTask(t *testing.T) {
 	// Interrupted work waits for input: another interrupt is refused, and
 	// says it is an interrupt that was.
 	_, err = f.engine.Steer(t.Context(), d.ID(), steering.Interrupt, textMessage("stop again"))
-	if want := "cannot interrupt: delegation " + strconv.Quote(d.ID()) + " is TASK_STATE_INPUT_REQUIRED; only WORKING work can be interrupted"; !errors.Is(err, ErrNotSteerable) || err == nil || err.Error() != want {
+	if want := "cannot interrupt: delegation " + strconv.Quote(d.ID()) + " is TASK_STATE_INPUT_REQUIRED; only WORKING work can be interrupted"; !errors.Is(err, ErrNotSteerable) || err.Error() != want {
 		t.Errorf("interrupt while waiting: err = %v, want %q", err, want)
 	}
 	// The caller's next message resumes the same downstream task.
@@ -129,7 +138,7 @@ func TestSteer_RefusedAtANonSteerableHop(t *testing.T) {
 		steering.Interrupt: "cannot interrupt: hop d does not advertise the interruptible mode of " + steering.URI,
 	} {
 		_, err := f.engine.Steer(t.Context(), d.ID(), c, textMessage("x"))
-		if !errors.Is(err, ErrNotSteerable) || err == nil || err.Error() != want {
+		if !errors.Is(err, ErrNotSteerable) || err.Error() != want {
 			t.Errorf("%s: err = %v, want %q", c, err, want)
 		}
 	}
