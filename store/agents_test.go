@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -205,8 +206,12 @@ func TestAgents_RestartServesFromTheStore(t *testing.T) {
 		t.Helper()
 		// The configured agent is the one in the store: no fetch, no error,
 		// although its card server is down.
-		if a, err := r.AddOrRetry(ctx, registry.Spec{URL: conf.URL()}); err != nil || a == nil || a.ID != "configured" {
-			t.Fatalf("%s: AddOrRetry of the configured agent = %v, %v; want it served from the store", name, a, err)
+		a, err := r.AddOrRetry(ctx, registry.Spec{URL: conf.URL()})
+		if err != nil {
+			t.Fatalf("%s: AddOrRetry of the configured agent: %v; want it served from the store", name, err)
+		}
+		if a == nil || a.ID != "configured" {
+			t.Fatalf("%s: AddOrRetry of the configured agent = %+v; want it served from the store", name, a)
 		}
 		if r.Len() != 2 || len(r.Pending()) != 0 {
 			t.Fatalf("%s: %d agents, pending %+v; want 2 and none", name, r.Len(), r.Pending())
@@ -341,8 +346,11 @@ func TestAgents_AddFailsWhileTheStoreIsDown(t *testing.T) {
 		t.Errorf("Add took %s with StoreTimeout %s", took, timeout)
 	}
 	t.Logf("Add failed after %s: %v", took, err)
-	if _, ok := r.Get("lost"); ok || r.Len() != 1 || r.Generation() != g {
+	if _, ok := r.Get("lost"); ok || r.Len() != 1 {
 		t.Errorf("a failed Add registered something: %d agents", r.Len())
+	}
+	if r.Generation() != g {
+		t.Errorf("a failed Add moved the generation from %d to %d", g, r.Generation())
 	}
 	if err := r.Remove("kept"); !errors.Is(err, registry.ErrUnavailable) {
 		t.Errorf("Remove with the store down: err = %v, want ErrUnavailable", err)
@@ -439,8 +447,11 @@ func TestAgents_UnbuildableCardIsFetchedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(saved) != 1 || saved[0].Digest != a.Digest || saved[0].ETag == "" {
-		t.Errorf("stored after the fetch: %+v", saved)
+	if len(saved) != 1 {
+		t.Fatalf("stored after the fetch: %d agents, want 1", len(saved))
+	}
+	if saved[0].Digest != a.Digest || saved[0].ETag == "" {
+		t.Errorf("stored after the fetch: digest %s (want %s), etag %q (want one)", saved[0].Digest, a.Digest, saved[0].ETag)
 	}
 }
 
@@ -531,8 +542,17 @@ func TestAgents_SaveLoadWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 1 || all[0].ID != "c_d-e" || all[0].Revision != rev3 || string(all[0].Card) != `{}` {
-		t.Errorf("Load = %+v", all)
+	type kept struct {
+		ID       string
+		Revision uint64
+		Card     string
+	}
+	var got []kept
+	for _, a := range all {
+		got = append(got, kept{a.ID, a.Revision, string(a.Card)})
+	}
+	if diff := cmp.Diff([]kept{{"c_d-e", rev3, `{}`}}, got); diff != "" {
+		t.Errorf("Load (-want +got):\n%s", diff)
 	}
 	// A deleted id can be stored again from scratch.
 	if _, err := st.Save(ctx, saved("a.b")); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
@@ -126,8 +127,11 @@ func TestDelegations_Expiry(t *testing.T) {
 		t.Errorf("the running record went too: %v", err)
 	}
 	p, err := d.List(t.Context(), delegation.Query{})
-	if err != nil || len(p.Records) != 1 || p.Records[0].ID != "running" {
-		t.Errorf("List after expiry = %v, %v; want the running record", idsOf(p.Records), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"running"}, idsOf(p.Records)); diff != "" {
+		t.Errorf("List after expiry (-want +got):\n%s", diff)
 	}
 	testwait.Until(t, 20*time.Second, "the events expire", func() bool {
 		evs, err := d.Events(t.Context(), "ended", 0, 0)
@@ -137,8 +141,12 @@ func TestDelegations_Expiry(t *testing.T) {
 		info, err := d.index.Info(t.Context())
 		return err == nil && info.State.Msgs == 1
 	})
-	if running, err := d.Running(t.Context()); err != nil || len(running) != 1 || running[0] != "running" {
-		t.Errorf("Running = %v, %v", running, err)
+	running, err := d.Running(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"running"}, running); diff != "" {
+		t.Errorf("Running (-want +got):\n%s", diff)
 	}
 }
 
@@ -518,8 +526,11 @@ func TestPutEnded_FoldsASmallLog(t *testing.T) {
 			}
 		}
 		got, err := d.Events(t.Context(), id, 0, 0)
-		if err != nil || len(got) != tc.events || got[len(got)-1].Seq != int64(tc.events) {
-			t.Errorf("%s: Events = %d events, %v; want %d", tc.name, len(got), err, tc.events)
+		if err != nil {
+			t.Fatalf("%s: Events: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(eventsOf(evs), eventsOf(got)); diff != "" {
+			t.Errorf("%s: Events (-written +read):\n%s", tc.name, diff)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/internal/natstest"
 )
@@ -57,17 +58,25 @@ func TestPushConfigs_SaveGetListDelete(t *testing.T) {
 				t.Errorf("Get = %s, %v; want %s", tasksJSON(got), err, tasksJSON(want))
 			}
 			list, err := p.List(ctx, "task-1")
-			if err != nil || len(list) != 2 || list[0].ID != "c1" || list[1].ID != generated.ID {
-				t.Fatalf("List = %s, %v; want c1 then %s", tasksJSON(list), err, generated.ID)
+			if err != nil {
+				t.Fatalf("List: %v", err)
 			}
+			var ids []string
 			for _, c := range list {
+				ids = append(ids, c.ID)
 				if c.Token != "" || c.Auth == nil || c.Auth.Credentials != "" {
 					t.Errorf("List shows a secret: %s", tasksJSON(c))
 				}
 			}
+			if diff := cmp.Diff([]string{"c1", generated.ID}, ids); diff != "" {
+				t.Fatalf("List's ids (-want +got):\n%s", diff)
+			}
 			full, err := p.ForDelivery(t.Context(), "task-1", "c1")
-			if err != nil || full.Token != "tok-c1-secret" || full.Auth.Credentials != "cred-c1-secret" {
-				t.Errorf("ForDelivery = %s, %v; want the token and credentials", tasksJSON(full), err)
+			if err != nil {
+				t.Fatalf("ForDelivery: %v", err)
+			}
+			if full.Token != "tok-c1-secret" || full.Auth == nil || full.Auth.Credentials != "cred-c1-secret" {
+				t.Errorf("ForDelivery = %s; want the token and credentials", tasksJSON(full))
 			}
 			// Saving the same id replaces it.
 			repl := secretConfig("c1")

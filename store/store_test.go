@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/orchd/orchd/delegation"
@@ -262,8 +263,11 @@ func TestStore_Restart(t *testing.T) {
 		t.Errorf("after restart Running = %v, %v", running, err)
 	}
 	evs, err := d.Events(t.Context(), "r1", 2, 0)
-	if err != nil || len(evs) != 3 || evs[0].Seq != 3 {
-		t.Errorf("after restart Events(r1, 2) = %v, %v", evs, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"3:state", "4:state", "5:state"}, eventsOf(evs)); diff != "" {
+		t.Errorf("after restart Events(r1, 2) (-want +got):\n%s", diff)
 	}
 	// Appends go on from the log's tail, the cache of this process empty.
 	if err := d.Append(t.Context(), "r1", delegation.Event{Seq: 5, Kind: "again"}); err != nil {
@@ -273,9 +277,23 @@ func TestStore_Restart(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs, err = d.Events(t.Context(), "r1", 4, 0)
-	if err != nil || len(evs) != 2 || evs[0].Kind != "state" || evs[1].Seq != 6 {
-		t.Errorf("after appends Events(r1, 4) = %+v, %v", evs, err)
+	if err != nil {
+		t.Fatal(err)
 	}
+	// Event 5 is the one stored before the restart, not the append that
+	// came again with its number.
+	if diff := cmp.Diff([]string{"5:state", "6:state"}, eventsOf(evs)); diff != "" {
+		t.Errorf("after appends Events(r1, 4) (-want +got):\n%s", diff)
+	}
+}
+
+// eventsOf lists events as seq:kind, for a diff that shows which differ.
+func eventsOf(evs []delegation.Event) []string {
+	out := make([]string, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, fmt.Sprintf("%d:%s", ev.Seq, ev.Kind))
+	}
+	return out
 }
 
 func idsOf(rs []delegation.Record) []string {

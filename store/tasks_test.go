@@ -21,6 +21,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
@@ -207,8 +209,8 @@ func TestTasks_Golden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("split golden record: %v", err)
 	}
-	if hdr.User != "alice" || !hdr.Updated.Equal(tasksStart) || hdr.V != 1 {
-		t.Errorf("golden header %+v", hdr)
+	if diff := cmp.Diff(taskHeader{V: 1, User: "alice", Users: taskUsersMarked, Updated: tasksStart}, hdr); diff != "" {
+		t.Errorf("golden header (-want +got):\n%s", diff)
 	}
 	var task a2a.Task
 	if err := json.Unmarshal(body, &task); err != nil {
@@ -861,8 +863,14 @@ func TestNewTasks_Config(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Bucket() != DefaultTasksBucket || st.History() != 1 || st.LimitMarkerTTL() != taskMarkerTTL {
-		t.Errorf("bucket %s history %d marker TTL %s", st.Bucket(), st.History(), st.LimitMarkerTTL())
+	type bucket struct {
+		Name      string
+		History   int64
+		MarkerTTL time.Duration
+	}
+	got := bucket{st.Bucket(), st.History(), st.LimitMarkerTTL()}
+	if diff := cmp.Diff(bucket{DefaultTasksBucket, 1, taskMarkerTTL}, got); diff != "" {
+		t.Errorf("bucket (-want +got):\n%s", diff)
 	}
 }
 
@@ -990,8 +998,11 @@ func TestTasks_A2AHandler(t *testing.T) {
 	client := tasksServe(t, tasks1, agent1)
 
 	done := tasksSend(t, client, "hello", false)
-	if done.Status.State != a2a.TaskStateCompleted || len(done.Artifacts) != 1 || done.Artifacts[0].Parts[0].Text() != "result of "+string(done.ID) {
-		t.Fatalf("sent task ended as\n%s", tasksJSON(done))
+	if done.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("sent task ended %s:\n%s", done.Status.State, tasksJSON(done))
+	}
+	if len(done.Artifacts) != 1 || done.Artifacts[0].Parts[0].Text() != "result of "+string(done.ID) {
+		t.Fatalf("sent task's artifacts are not the one result:\n%s", tasksJSON(done))
 	}
 	gotDone, err := client.GetTask(t.Context(), &a2a.GetTaskRequest{ID: done.ID})
 	if err != nil {
@@ -1265,8 +1276,11 @@ func TestTasks_LegacyUsers(t *testing.T) {
 			}
 			alice, owner := tasksAs(t.Context(), "alice"), tasksAs(t.Context(), tc.owner)
 			got, err := tasks.Get(owner, "golden")
-			if err != nil || got.User != tc.owner || got.Task.ID != "golden" {
-				t.Fatalf("Get as %q = %+v, %v", tc.owner, got, err)
+			if err != nil {
+				t.Fatalf("Get as %q: %v", tc.owner, err)
+			}
+			if got.User != tc.owner || got.Task.ID != "golden" {
+				t.Fatalf("Get as %q = task %s of %q, want golden of %q", tc.owner, got.Task.ID, got.User, tc.owner)
 			}
 			if tc.owner == "alice" {
 				return // nothing is mapped: the stored name owns it
@@ -1289,8 +1303,12 @@ func TestTasks_LegacyUsers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if hdr, _, err := splitTaskRecord(stored.Value()); err != nil || hdr.User != tc.owner || hdr.Users != taskUsersMarked {
-				t.Errorf("header after the owner's write = %+v, %v", hdr, err)
+			hdr, _, err := splitTaskRecord(stored.Value())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(taskHeader{V: 1, User: tc.owner, Users: taskUsersMarked}, hdr, cmpopts.IgnoreFields(taskHeader{}, "Updated")); diff != "" {
+				t.Errorf("header after the owner's write (-want +got):\n%s", diff)
 			}
 			if got, err := tasks.Get(owner, "golden"); err != nil || got.Task.Status.State != a2a.TaskStateCompleted {
 				t.Errorf("Get as its owner after the write = %+v, %v", got, err)
@@ -1302,8 +1320,12 @@ func TestTasks_LegacyUsers(t *testing.T) {
 			if _, err := tasks.Create(alice, &a2a.Task{ID: "new", ContextID: "c"}); err != nil {
 				t.Fatal(err)
 			}
-			if list, err := tasks.List(alice, &a2a.ListTasksRequest{}); err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != "new" || list.TotalSize != 1 {
-				t.Errorf("List as alice = %s, %v; want only her new task", tasksJSON(list), err)
+			list, err := tasks.List(alice, &a2a.ListTasksRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Tasks) != 1 || list.Tasks[0].ID != "new" || list.TotalSize != 1 {
+				t.Errorf("List as alice = %s; want only her new task", tasksJSON(list))
 			}
 		})
 	}
