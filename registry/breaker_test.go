@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/orchd/orchd/internal/testwait"
 )
 
@@ -142,8 +145,12 @@ func TestBreaker_Transitions(t *testing.T) {
 				if st.do == "wait" {
 					where += " " + st.wait.String()
 				}
-				if b.State != st.state || b.Failures != st.failures || b.Opens != st.opens {
-					t.Fatalf("step %d (%s): breaker %s, %d failures, %d opens; want %s, %d, %d", i, where, b.State, b.Failures, b.Opens, st.state, st.failures, st.opens)
+				type view struct {
+					State           BreakerState
+					Failures, Opens int
+				}
+				if diff := cmp.Diff(view{st.state, st.failures, st.opens}, view{b.State, b.Failures, b.Opens}); diff != "" {
+					t.Fatalf("step %d (%s): breaker (-want +got):\n%s", i, where, diff)
 				}
 				if got := r.CallRefusal(a); st.refusal == "" && got != "" || !strings.Contains(got, st.refusal) {
 					t.Fatalf("step %d (%s): refusal %q, want %q", i, where, got, st.refusal)
@@ -262,8 +269,17 @@ func TestBreaker_Disabled(t *testing.T) {
 		r.CallFailed("b", syscall.ECONNREFUSED)
 	}
 	a, _ := r.Get("b")
-	if err := r.Admit("b"); err != nil || !a.Healthy || a.Breaker.State != BreakerClosed || a.Breaker.Failures != 0 || r.CallRefusal(a) != "" {
-		t.Errorf("breaker off: Admit %v, agent healthy %v, breaker %+v", err, a.Healthy, a.Breaker)
+	if err := r.Admit("b"); err != nil {
+		t.Errorf("breaker off: Admit = %v", err)
+	}
+	if !a.Healthy {
+		t.Errorf("breaker off: unhealthy: %s", a.UnhealthyReason)
+	}
+	if diff := cmp.Diff(Breaker{State: BreakerClosed}, a.Breaker, cmpopts.IgnoreUnexported(Breaker{}), cmpopts.IgnoreFields(Breaker{}, "LastError")); diff != "" {
+		t.Errorf("breaker off (-want +got):\n%s", diff)
+	}
+	if why := r.CallRefusal(a); why != "" {
+		t.Errorf("breaker off: calls refused: %s", why)
 	}
 }
 

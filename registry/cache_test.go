@@ -128,8 +128,14 @@ func TestCache_StaleIfErrorAndNegativeCaching(t *testing.T) {
 	s.set(func(s *cardServer) { s.status = http.StatusBadGateway })
 	clk.Advance(time.Minute)
 	a, err := r.Inspect(t.Context(), s.URL)
-	if err != nil || a.Profile == nil || a.Failures != 1 || !strings.Contains(a.LastError, "502") {
-		t.Fatalf("stale-if-error: err %v, agent %+v", err, a)
+	if err != nil {
+		t.Fatalf("stale-if-error: %v", err)
+	}
+	if a.Profile == nil {
+		t.Fatal("stale-if-error: the stale card's profile is gone")
+	}
+	if a.Failures != 1 || !strings.Contains(a.LastError, "502") {
+		t.Fatalf("stale-if-error: %d failures, last %q; want 1, the 502", a.Failures, a.LastError)
 	}
 	// Within the backoff the stale card is served without a new request.
 	n := s.requests.Load()
@@ -239,7 +245,10 @@ func TestInspect_UnhealthySaysWhy(t *testing.T) {
 	s.set(func(s *cardServer) { s.status = http.StatusBadGateway })
 	clk.Advance(time.Minute)
 	a, err := r.Inspect(t.Context(), s.URL)
-	if err != nil || a.Healthy || !strings.HasPrefix(a.UnhealthyReason, "1 card refreshes failed in a row, last: ") || !strings.Contains(a.UnhealthyReason, "502") {
-		t.Errorf("stale card after a failed revalidation: err %v, healthy %v, reason %q", err, a.Healthy, a.UnhealthyReason)
+	if err != nil {
+		t.Fatalf("stale card after a failed revalidation: %v", err)
+	}
+	if why := a.UnhealthyReason; a.Healthy || !strings.HasPrefix(why, "1 card refreshes failed in a row, last: ") || !strings.Contains(why, "502") {
+		t.Errorf("stale card after a failed revalidation: healthy %v, reason %q; want unhealthy for the 502", a.Healthy, why)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/internal/testwait"
 )
@@ -35,8 +37,11 @@ func TestRegistry_AddAndLookups(t *testing.T) {
 	if a1.ID != "research-agent" || a2.ID != "research-agent-2" {
 		t.Errorf("derived ids = %q, %q; want research-agent, research-agent-2", a1.ID, a2.ID)
 	}
-	if a1.URL != s1.URL || !a1.Healthy || a1.FetchedAt.IsZero() || a1.ETag == "" {
-		t.Errorf("agent = %+v", a1)
+	if a1.URL != s1.URL || !a1.Healthy {
+		t.Errorf("agent at %s, healthy %v; want %s, healthy", a1.URL, a1.Healthy, s1.URL)
+	}
+	if a1.FetchedAt.IsZero() || a1.ETag == "" {
+		t.Errorf("agent fetched at %v with etag %q; want both set", a1.FetchedAt, a1.ETag)
 	}
 
 	if got, ok := r.Get("research-agent"); !ok || got != a1 {
@@ -143,8 +148,13 @@ func TestRegistry_LegacyPathFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.CardFormat != "0.2" || !slices.Equal(a.Versions(""), []string{"0.2"}) || a.ClientCompatible {
-		t.Errorf("legacy agent: format %s, versions %v, compatible %v", a.CardFormat, a.Versions(""), a.ClientCompatible)
+	type legacy struct {
+		Format     string
+		Versions   []string
+		Compatible bool
+	}
+	if diff := cmp.Diff(legacy{"0.2", []string{"0.2"}, false}, legacy{a.CardFormat, a.Versions(""), a.ClientCompatible}); diff != "" {
+		t.Errorf("legacy agent (-want +got):\n%s", diff)
 	}
 }
 
@@ -168,8 +178,13 @@ func TestRegistry_DriftOnRefresh(t *testing.T) {
 		t.Fatalf("drift = %+v", b.Drift)
 	}
 	d := b.Drift[0]
-	if !slices.Equal(d.Added, []string{capability.PauseResume}) || !slices.Equal(d.Removed, []string{capability.PushNotifications}) || len(d.Violations) != 1 {
-		t.Errorf("drift = %+v", d)
+	type drift struct {
+		Added, Removed []string
+		Violations     int
+	}
+	want := drift{Added: []string{capability.PauseResume}, Removed: []string{capability.PushNotifications}, Violations: 1}
+	if diff := cmp.Diff(want, drift{d.Added, d.Removed, len(d.Violations)}); diff != "" {
+		t.Errorf("drift (-want +got):\n%s", diff)
 	}
 	if !b.DriftedSince(clk.Now().Add(-time.Hour)) || b.DriftedSince(clk.Now().Add(time.Second)) {
 		t.Error("DriftedSince disagrees with the drift record")
@@ -218,21 +233,42 @@ func TestRegistry_UnhealthyAfterFailuresKeepsLastGoodCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.set(func(s *cardServer) { s.status = http.StatusInternalServerError })
+	// health is what each refresh must leave.
+	type health struct {
+		Healthy  bool
+		Failures int
+		Profile  bool
+	}
 	a, err := r.Refresh(ctx, "f")
-	if err == nil || !a.Healthy || a.Failures != 1 || a.Profile == nil {
-		t.Fatalf("after one failure: err %v, agent %+v", err, a)
+	if err == nil {
+		t.Fatal("refresh against a 500 worked")
+	}
+	if diff := cmp.Diff(health{true, 1, true}, health{a.Healthy, a.Failures, a.Profile != nil}); diff != "" {
+		t.Fatalf("after one failure (-want +got):\n%s", diff)
 	}
 	a, err = r.Refresh(ctx, "f")
-	if err == nil || a.Healthy || a.Failures != 2 || !strings.Contains(a.LastError, "HTTP 500") {
-		t.Fatalf("after two failures: err %v, healthy %v failures %d lastError %q", err, a.Healthy, a.Failures, a.LastError)
+	if err == nil {
+		t.Fatal("second refresh against a 500 worked")
+	}
+	if diff := cmp.Diff(health{false, 2, true}, health{a.Healthy, a.Failures, a.Profile != nil}); diff != "" {
+		t.Fatalf("after two failures (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(a.LastError, "HTTP 500") {
+		t.Fatalf("after two failures: last error %q, want the HTTP 500", a.LastError)
 	}
 	if got, _ := r.Get("f"); !got.Supports(capability.Streaming) || got.Healthy {
 		t.Error("unhealthy agent lost its last good profile or its health flag")
 	}
 	s.set(func(s *cardServer) { s.status = http.StatusOK })
 	a, err = r.Refresh(ctx, "f")
-	if err != nil || !a.Healthy || a.Failures != 0 || a.LastError != "" {
-		t.Errorf("after recovery: err %v, agent healthy %v failures %d", err, a.Healthy, a.Failures)
+	if err != nil {
+		t.Fatalf("after recovery: %v", err)
+	}
+	if diff := cmp.Diff(health{true, 0, true}, health{a.Healthy, a.Failures, a.Profile != nil}); diff != "" {
+		t.Errorf("after recovery (-want +got):\n%s", diff)
+	}
+	if a.LastError != "" {
+		t.Errorf("after recovery: last error %q, want none", a.LastError)
 	}
 }
 
@@ -262,8 +298,11 @@ func TestRegistry_AddOrRetryKeepsPendingAgents(t *testing.T) {
 		t.Fatal("AddOrRetry succeeded against a 503")
 	}
 	p := r.Pending()
-	if len(p) != 1 || p[0].URL != s.URL || !strings.Contains(p[0].LastError, "503") {
-		t.Fatalf("Pending = %+v", p)
+	if len(p) != 1 {
+		t.Fatalf("Pending = %+v, want the agent", p)
+	}
+	if p[0].URL != s.URL || !strings.Contains(p[0].LastError, "503") {
+		t.Fatalf("pending agent at %s, last error %q; want %s and the 503", p[0].URL, p[0].LastError, s.URL)
 	}
 	r.Start()
 	testwait.Until(t, 10*time.Second, "more retries", func() bool { return s.requests.Load() >= 3 })

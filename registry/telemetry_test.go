@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -98,8 +99,8 @@ func TestTelemetry_CardCacheAndFetches(t *testing.T) {
 			}
 		}
 	}
-	if len(outcomes) != 3 || outcomes[0] != "fetched" || outcomes[1] != "not_modified" || outcomes[2] != "error" {
-		t.Errorf("fetch span outcomes %v", outcomes)
+	if diff := cmp.Diff([]string{"fetched", "not_modified", "error"}, outcomes); diff != "" {
+		t.Errorf("fetch span outcomes (-want +got):\n%s", diff)
 	}
 }
 
