@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/orchd/orchd/registry"
 )
 
@@ -62,8 +65,9 @@ rules:
 			for _, res := range []*Result{set.Choose(t.Context(), []*registry.Agent{tt.agent}, in),
 				set.Evaluate(t.Context(), []*registry.Agent{tt.agent}, in)} {
 				d := res.Decisions[0]
-				if d.Agent != tt.agent.ID || d.Allowed != tt.allowed || d.Rank != tt.rank {
-					t.Fatalf("decision = %+v, want agent %s allowed %v rank %v", d, tt.agent.ID, tt.allowed, tt.rank)
+				want := Decision{Agent: tt.agent.ID, Allowed: tt.allowed, Rank: tt.rank}
+				if diff := cmp.Diff(want, d, cmpopts.IgnoreFields(Decision{}, "Reasons", "Rules")); diff != "" {
+					t.Fatalf("decision (-want +got):\n%s", diff)
 				}
 			}
 		})

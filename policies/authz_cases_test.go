@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestRunCases_Examples runs the authorization example and the
@@ -75,8 +78,11 @@ func TestRunCases_Authorization(t *testing.T) {
 		{"decidedBy: want operators/cancel-tenant, got default-authorization/no-authentication-configured"},
 	}
 	for i, r := range results {
-		if strings.Join(r.Failures, "|") != strings.Join(want[i], "|") || r.Authorization == nil || r.Result != nil {
-			t.Errorf("%s: failures %q, want %q (authorization %v)", r.Name, r.Failures, want[i], r.Authorization)
+		if diff := cmp.Diff(want[i], r.Failures, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: failures (-want +got):\n%s", r.Name, diff)
+		}
+		if r.Authorization == nil || r.Result != nil {
+			t.Errorf("%s: authorization %v, delegation result %v; want an authorization case", r.Name, r.Authorization, r.Result)
 		}
 		if r.Authorization != nil && len(r.Authorization.Explain) == 0 {
 			t.Errorf("%s: the decision is not explained", r.Name)

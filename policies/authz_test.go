@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -55,12 +57,18 @@ func runAuthz(t *testing.T, set *Set, cases []authzCase) {
 			if got.Allowed != tc.want || by != tc.by {
 				t.Errorf("Authorize = allowed %v by %q (%s), want allowed %v by %q", got.Allowed, by, got.Reason, tc.want, tc.by)
 			}
-			if got.Reason == "" || got.PolicySet != set.Digest() || got.Explain != nil {
-				t.Errorf("Authorize = %+v: want a reason, the set's digest and no explanation", got)
+			if got.Reason == "" {
+				t.Errorf("Authorize = %+v: no reason", got)
+			}
+			if got.PolicySet != set.Digest() {
+				t.Errorf("Authorize's policy set %q, want the set's digest %q", got.PolicySet, set.Digest())
+			}
+			if got.Explain != nil {
+				t.Errorf("Authorize explained itself: %+v", got.Explain)
 			}
 			ex := set.ExplainAuthorization(in)
-			if ex.Allowed != got.Allowed || ex.Policy != got.Policy || ex.Rule != got.Rule || ex.Reason != got.Reason {
-				t.Errorf("ExplainAuthorization = %+v, Authorize = %+v: the decisions differ", ex, got)
+			if diff := cmp.Diff(got, ex, cmpopts.IgnoreFields(AuthzDecision{}, "Explain")); diff != "" {
+				t.Errorf("ExplainAuthorization decided otherwise than Authorize (-Authorize +ExplainAuthorization):\n%s", diff)
 			}
 			if knownAction(tc.action) && len(ex.Explain) < set.AuthorizationRules() {
 				t.Errorf("ExplainAuthorization explained %d entries for %d rules", len(ex.Explain), set.AuthorizationRules())
@@ -72,8 +80,11 @@ func runAuthz(t *testing.T, set *Set, cases []authzCase) {
 func TestSet_Authorize_Default(t *testing.T) {
 	t.Parallel()
 	set := compileText(t)
-	if got := set.AuthorizationPolicies(); len(got) != 1 || got[0] != DefaultAuthorizationName || set.AuthorizationRules() != 5 {
-		t.Fatalf("authorization policies = %v, %d rules", got, set.AuthorizationRules())
+	if diff := cmp.Diff([]string{DefaultAuthorizationName}, set.AuthorizationPolicies()); diff != "" {
+		t.Fatalf("authorization policies (-want +got):\n%s", diff)
+	}
+	if n := set.AuthorizationRules(); n != 5 {
+		t.Fatalf("%d authorization rules, want 5", n)
 	}
 	const own = DefaultAuthorizationName + "/own-delegations"
 	runAuthz(t, set, []authzCase{
@@ -214,8 +225,12 @@ rules:
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for _, got := range []AuthzDecision{set.Authorize(AuthzInput{Caller: tc.caller, Action: tc.action}), set.ExplainAuthorization(AuthzInput{Caller: tc.caller, Action: tc.action})} {
-				if got.Allowed != tc.want || got.Policy+"/"+got.Rule != tc.by || got.Reason != tc.reason {
-					t.Errorf("got allowed %v by %s/%s: %q; want %v by %s: %q", got.Allowed, got.Policy, got.Rule, got.Reason, tc.want, tc.by, tc.reason)
+				type decided struct {
+					Allowed    bool
+					By, Reason string
+				}
+				if diff := cmp.Diff(decided{tc.want, tc.by, tc.reason}, decided{got.Allowed, got.Policy + "/" + got.Rule, got.Reason}); diff != "" {
+					t.Errorf("decision (-want +got):\n%s", diff)
 				}
 			}
 		})
@@ -241,7 +256,10 @@ rules:
 		roles[i] = fmt.Sprint("role-", i)
 	}
 	got := set.Authorize(AuthzInput{Caller: Caller{Roles: roles, Method: MethodNone}, Action: ActionAgentsList})
-	if got.Allowed || got.Rule != "expensive" || !strings.Contains(got.Reason, "exceeded the cost limit of 500") {
+	if got.Allowed || got.Rule != "expensive" {
+		t.Errorf("allowed %v by rule %q, want denied by expensive", got.Allowed, got.Rule)
+	}
+	if !strings.Contains(got.Reason, "exceeded the cost limit of 500") {
 		t.Errorf("an expression over the cost limit: %+v", got)
 	}
 	got = set.Authorize(AuthzInput{Caller: Caller{Roles: roles[:2], Method: MethodNone}, Action: ActionAgentsList})
@@ -351,8 +369,13 @@ func TestCompile_AuthorizationErrors(t *testing.T) {
 func TestCompile_DelegationKind(t *testing.T) {
 	t.Parallel()
 	set := compileText(t, "kind: delegation\npolicy: p\ndefault: allow\nrules:\n  - name: r\n    rank: \"1\"\n")
-	if got := set.Policies(); len(got) != 1 || got[0] != "p" || set.Rules() != 1 || len(set.AuthorizationPolicies()) != 1 {
-		t.Errorf("policies = %v, authorization = %v", got, set.AuthorizationPolicies())
+	type kinds struct {
+		Policies, Authorization []string
+		Rules                   int
+	}
+	want := kinds{Policies: []string{"p"}, Authorization: []string{DefaultAuthorizationName}, Rules: 1}
+	if diff := cmp.Diff(want, kinds{set.Policies(), set.AuthorizationPolicies(), set.Rules()}); diff != "" {
+		t.Errorf("compiled (-want +got):\n%s", diff)
 	}
 }
 
@@ -383,8 +406,9 @@ func TestEngine_AuthorizationReloadKeepsLastGoodSet(t *testing.T) {
 	}
 	good := e.Set()
 	st := e.Status()
-	if strings.Join(st.AuthorizationPolicies, ",") != "operators,"+DefaultAuthorizationName || st.AuthorizationRules != 7 || len(st.Policies) != 0 {
-		t.Fatalf("status = %+v", st)
+	want := Status{AuthorizationPolicies: []string{"operators", DefaultAuthorizationName}, AuthorizationRules: 7}
+	if diff := cmp.Diff(want, st, statusOf("AuthorizationPolicies", "AuthorizationRules", "Policies")); diff != "" {
+		t.Fatalf("status (-want +got):\n%s", diff)
 	}
 	cancel := AuthzInput{Caller: olivia, Action: ActionDelegationsCancel, Resource: alicesDelegation}
 	if !good.Authorize(cancel).Allowed {
@@ -400,16 +424,20 @@ func TestEngine_AuthorizationReloadKeepsLastGoodSet(t *testing.T) {
 		t.Error("a broken edit replaced the set in force")
 	}
 	st = e.Status()
-	if st.Digest != good.Digest() || st.AuthorizationRules != 7 || len(st.Diagnostics) != 1 || st.Diagnostics[0].Line != 5 || st.Diagnostics[0].Col != 33 {
-		t.Errorf("status after a broken edit = %+v", st)
+	want = Status{Digest: good.Digest(), AuthorizationRules: 7, Diagnostics: []Diagnostic{{Line: 5, Col: 33}}}
+	if diff := cmp.Diff(want, st, statusOf("Digest", "AuthorizationRules", "Diagnostics"), cmpopts.IgnoreFields(Diagnostic{}, "File", "Msg")); diff != "" {
+		t.Errorf("status after a broken edit (-want +got):\n%s", diff)
 	}
 
 	write("kind: authorization\npolicy: empty\n")
 	if err := e.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.Status(); st.LastError != "" || st.AuthorizationRules != 5 || e.Set().Authorize(cancel).Allowed {
-		t.Errorf("after a good edit: status %+v, decision %+v", st, e.Set().Authorize(cancel))
+	if diff := cmp.Diff(Status{AuthorizationRules: 5}, e.Status(), statusOf("LastError", "AuthorizationRules")); diff != "" {
+		t.Errorf("status after a good edit (-want +got):\n%s", diff)
+	}
+	if d := e.Set().Authorize(cancel); d.Allowed {
+		t.Errorf("after a good edit the operator's cancel is still allowed: %+v", d)
 	}
 }
 

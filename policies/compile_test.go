@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata")
@@ -77,8 +79,11 @@ func TestCompile_MultipleDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := set.Policies(); len(got) != 2 || got[0] != "one" || got[1] != "two" || set.Rules() != 1 {
-		t.Errorf("policies = %v, rules = %d", got, set.Rules())
+	if diff := cmp.Diff([]string{"one", "two"}, set.Policies()); diff != "" {
+		t.Errorf("policies (-want +got):\n%s", diff)
+	}
+	if n := set.Rules(); n != 1 {
+		t.Errorf("%d rules, want 1", n)
 	}
 	if !strings.HasPrefix(set.Digest(), "sha256:") {
 		t.Errorf("digest = %q", set.Digest())
@@ -97,8 +102,12 @@ func TestReadFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2 || filepath.Base(files[0].Path) != "a.yml" || filepath.Base(files[1].Path) != "b.yaml" {
-		t.Errorf("files = %v", files)
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f.Path))
+	}
+	if diff := cmp.Diff([]string{"a.yml", "b.yaml"}, names); diff != "" {
+		t.Errorf("files read (-want +got):\n%s", diff)
 	}
 	if _, err := ReadFiles([]string{filepath.Join(dir, "missing.yaml")}); err == nil {
 		t.Error("a missing file must be an error")

@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
@@ -33,8 +38,8 @@ func TestEngine_ReloadKeepsLastGoodSet(t *testing.T) {
 	}
 	good := e.Set()
 	st := e.Status()
-	if st.Digest != good.Digest() || st.Rules != 1 || st.LastError != "" || len(st.Files) != 1 {
-		t.Fatalf("status = %+v", st)
+	if diff := cmp.Diff(Status{Digest: good.Digest(), Rules: 1, Files: []string{path}}, st, statusOf("Digest", "Rules", "LastError", "Files")); diff != "" {
+		t.Fatalf("status (-want +got):\n%s", diff)
 	}
 
 	write("policy: p\nrules:\n  - name: healthy\n    allow: agent.healty\n")
@@ -46,16 +51,23 @@ func TestEngine_ReloadKeepsLastGoodSet(t *testing.T) {
 		t.Error("a broken edit replaced the set in force")
 	}
 	st = e.Status()
-	if st.Digest != good.Digest() || !strings.Contains(st.LastError, "healty") || len(st.Diagnostics) != 1 || st.Diagnostics[0].Line != 4 {
-		t.Errorf("status after a broken edit = %+v", st)
+	want := Status{Digest: good.Digest(), Diagnostics: []Diagnostic{{Line: 4}}}
+	if diff := cmp.Diff(want, st, statusOf("Digest", "Diagnostics"), cmpopts.IgnoreFields(Diagnostic{}, "File", "Col", "Msg")); diff != "" {
+		t.Errorf("status after a broken edit (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(st.LastError, "healty") {
+		t.Errorf("status after a broken edit: last error %q, want it to name the field healty", st.LastError)
 	}
 
 	write(allowHealthy + "  - name: rank\n    rank: \"1\"\n")
 	if err := e.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.Status(); e.Set() == good || st.Rules != 2 || st.LastError != "" {
-		t.Errorf("status after a fix = %+v", st)
+	if e.Set() == good {
+		t.Error("the fix did not replace the set in force")
+	}
+	if diff := cmp.Diff(Status{Rules: 2}, e.Status(), statusOf("Rules", "LastError")); diff != "" {
+		t.Errorf("status after a fix (-want +got):\n%s", diff)
 	}
 }
 
@@ -114,4 +126,19 @@ func TestEngine_WatchReloadsOnChange(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// statusOf compares only the named fields of a Status (nil and empty
+// slices alike), so a diff shows the ones a test checks.
+func statusOf(fields ...string) cmp.Option {
+	return cmp.Options{
+		cmp.FilterPath(func(p cmp.Path) bool {
+			if len(p) < 2 || p.Index(-2).Type() != reflect.TypeFor[Status]() {
+				return false
+			}
+			sf, ok := p.Last().(cmp.StructField)
+			return ok && !slices.Contains(fields, sf.Name())
+		}, cmp.Ignore()),
+		cmpopts.EquateEmpty(),
+	}
 }
