@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/orchestrator"
 )
@@ -47,8 +49,14 @@ func TestAgentsCommands(t *testing.T) {
 	for _, s := range steps {
 		args := append(s.args, "--server", base)
 		code, out, errOut := orchd(t, t.Context(), args...)
-		if code != s.code || (s.out != nil && !s.out.MatchString(out)) || (s.out == nil && out != "") || !strings.Contains(errOut, s.err) {
-			t.Errorf("%s: exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", s.name, code, s.code, out, errOut)
+		if code != s.code {
+			t.Errorf("%s: exit %d, want %d; stderr:\n%s", s.name, code, s.code, errOut)
+		}
+		if s.out == nil && out != "" || s.out != nil && !s.out.MatchString(out) {
+			t.Errorf("%s: stdout does not match %v:\n%s", s.name, s.out, out)
+		}
+		if !strings.Contains(errOut, s.err) {
+			t.Errorf("%s: stderr lacks %q:\n%s", s.name, s.err, errOut)
 		}
 	}
 
@@ -57,8 +65,16 @@ func TestAgentsCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &l); code != exitOK || err != nil {
 		t.Fatalf("list -o json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
-	if len(l.Agents) != 1 || l.Agents[0].Name != "Plain" || l.Agents[0].URL != plain.URL || !l.Agents[0].Healthy {
-		t.Errorf("list -o json: %s", out)
+	type listed struct {
+		Name, URL string
+		Healthy   bool
+	}
+	var got []listed
+	for _, a := range l.Agents {
+		got = append(got, listed{a.Name, a.URL, a.Healthy})
+	}
+	if diff := cmp.Diff([]listed{{"Plain", plain.URL, true}}, got); diff != "" {
+		t.Errorf("list -o json (-want +got):\n%s", diff)
 	}
 }
 
@@ -66,7 +82,10 @@ func TestAgentsCommands(t *testing.T) {
 func TestAgentsList_NoDaemon(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := orchd(t, t.Context(), "agents", "list", "--server", "http://127.0.0.1:1")
-	if code != exitFailure || out != "" || !strings.Contains(errOut, "reach orchd at http://127.0.0.1:1") {
-		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	if code != exitFailure || out != "" {
+		t.Errorf("exit %d, stdout %q; want %d and nothing", code, out, exitFailure)
+	}
+	if !strings.Contains(errOut, "reach orchd at http://127.0.0.1:1") {
+		t.Errorf("stderr %q does not say orchd could not be reached", errOut)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 )
 
@@ -41,8 +42,8 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		code, out, errOut := orchd(t, t.Context(), tt.args...)
-		if code != exitUsage || out != "" || errOut != "orchd: "+tt.want+"\n" {
-			t.Errorf("orchd %s: exit %d, stdout %q\nstderr %q\nwant exit 2 and %q", strings.Join(tt.args, " "), code, out, errOut, tt.want)
+		if diff := cmp.Diff(result{exitUsage, "", "orchd: " + tt.want + "\n"}, result{code, out, errOut}); diff != "" {
+			t.Errorf("orchd %s (-want +got):\n%s", strings.Join(tt.args, " "), diff)
 		}
 	}
 }
@@ -54,8 +55,11 @@ func TestGroupAlone(t *testing.T) {
 	for _, group := range [][]string{nil, {"agents"}, {"policy"}, {"tasks"}, {"config"}} {
 		code, out, errOut := orchd(t, t.Context(), group...)
 		name := strings.TrimSpace("orchd " + strings.Join(group, " "))
-		if code != exitUsage || out != "" || !strings.Contains(errOut, "Usage:\n") || !strings.Contains(errOut, "orchd: "+name+" needs a command: ") {
-			t.Errorf("%s: exit %d, stdout %q, stderr:\n%s", name, code, out, errOut)
+		if code != exitUsage || out != "" {
+			t.Errorf("%s: exit %d, stdout %q; want %d and nothing", name, code, out, exitUsage)
+		}
+		if m := missing(errOut, "Usage:\n", "orchd: "+name+" needs a command: "); m != nil {
+			t.Errorf("%s: stderr lacks %q:\n%s", name, m, errOut)
 		}
 	}
 	code, out, _ := orchd(t, t.Context(), "agents", "--help")

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
@@ -85,8 +87,11 @@ func TestDelegate_CtrlCLeavesTheWorkRunning(t *testing.T) {
 	// Following it again shows the decision and its events, and stops
 	// the same way.
 	code, out, errOut = interrupted(working, "tasks", "follow", "--server", base, id)
-	if code != exitFailure || !strings.HasPrefix(out, "delegation "+id+" → slow") || errOut != want {
-		t.Errorf("tasks follow stopped: exit %d\n%s%s", code, out, errOut)
+	if code != exitFailure || errOut != want {
+		t.Errorf("tasks follow stopped: exit %d, stderr %q; want %d and %q", code, errOut, exitFailure, want)
+	}
+	if !strings.HasPrefix(out, "delegation "+id+" → slow") {
+		t.Errorf("tasks follow stopped without the decision first:\n%s", out)
 	}
 	if code, out, errOut := orchd(t, t.Context(), "tasks", "cancel", "--server", base, id); code != 0 {
 		t.Errorf("tasks cancel: exit %d\n%s%s", code, out, errOut)
@@ -135,13 +140,16 @@ func TestTasksFollow_ResumesAStreamThatEnds(t *testing.T) {
 			t.Errorf("event %d printed as [%s]; want every event once, in order", i+1, s[1])
 		}
 	}
-	if code != 0 || len(seqs) < 3 || !strings.HasSuffix(out, "] completed: done\n") {
-		t.Errorf("tasks follow: exit %d\n%s%s", code, out, errOut)
+	if code != 0 {
+		t.Errorf("tasks follow: exit %d\n%s", code, errOut)
+	}
+	if len(seqs) < 3 || !strings.HasSuffix(out, "] completed: done\n") {
+		t.Errorf("tasks follow printed %d events, want 3 or more ending completed:\n%s", len(seqs), out)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(resumedAfter) != 2 || resumedAfter[0] != "0" || resumedAfter[1] != "1" {
-		t.Errorf("event streams asked for after %q; want after 0, then after 1", resumedAfter)
+	if diff := cmp.Diff([]string{"0", "1"}, resumedAfter); diff != "" {
+		t.Errorf("event streams asked for after (-want +got):\n%s", diff)
 	}
 }
 
@@ -186,8 +194,11 @@ func TestTasksFollow_RetriesAServerError(t *testing.T) {
 	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", front.URL, m[1])
 	mu.Lock()
 	defer mu.Unlock()
-	if code != 0 || !strings.HasSuffix(out, "] completed: done\n") || streams != 2 {
-		t.Errorf("tasks follow after a 502: exit %d, %d event streams asked for\n%s%s", code, streams, out, errOut)
+	if code != 0 || !strings.HasSuffix(out, "] completed: done\n") {
+		t.Errorf("tasks follow after a 502: exit %d, want 0 and completed\n%s%s", code, out, errOut)
+	}
+	if streams != 2 {
+		t.Errorf("tasks follow after a 502 asked for %d event streams, want 2", streams)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
@@ -51,52 +53,75 @@ func TestDelegateAndTasks(t *testing.T) {
 	base := daemon(t, registry.Spec{ID: "worker", URL: worker.URL}, registry.Spec{ID: "asker", URL: asker.URL}, registry.Spec{ID: "slow", URL: slow.URL})
 
 	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--require", "streaming", "find papers")
-	if code != 0 || !regexp.MustCompile(`(?m)^delegation \S+ → worker \(task \S+\)$`).MatchString(out) ||
-		!strings.Contains(out, "artifact") || !strings.Contains(out, "] completed: done") {
-		t.Errorf("delegate: exit %d\n%s%s", code, out, errOut)
+	if code != 0 {
+		t.Errorf("delegate: exit %d\n%s", code, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^delegation \S+ → worker \(task \S+\)$`).MatchString(out) {
+		t.Errorf("delegate did not say where the work went:\n%s", out)
+	}
+	if m := missing(out, "artifact", "] completed: done"); m != nil {
+		t.Errorf("delegate: stdout lacks %q:\n%s", m, out)
 	}
 
 	// A refusal lists every candidate with its reasons, says once that no
 	// agent can take the work, naming the skill, and exits 3.
 	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "research", "--require", "steerable", "x")
-	if code != exitRefused || out != "refused worker: lacks required capability steerable\n" ||
-		errOut != "orchd: refused: no agent with skill \"research\" can take the work\n" {
-		t.Errorf("refused delegate: exit %d\n%s%s", code, out, errOut)
+	want := result{exitRefused, "refused worker: lacks required capability steerable\n", "orchd: refused: no agent with skill \"research\" can take the work\n"}
+	if diff := cmp.Diff(want, result{code, out, errOut}); diff != "" {
+		t.Errorf("refused delegate (-want +got):\n%s", diff)
 	}
 	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "nosuch", "x")
-	if code != exitRefused || out != "" || errOut != "orchd: refused: no agent has skill \"nosuch\"\n" {
-		t.Errorf("delegate to an unknown skill: exit %d\n%s%s", code, out, errOut)
+	if diff := cmp.Diff(result{exitRefused, "", "orchd: refused: no agent has skill \"nosuch\"\n"}, result{code, out, errOut}); diff != "" {
+		t.Errorf("delegate to an unknown skill (-want +got):\n%s", diff)
 	}
 	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "nosuch", "-o", "json", "x")
-	if code != exitRefused || !strings.Contains(out, `"code": "refused"`) || !strings.Contains(errOut, `no agent has skill "nosuch"`) {
-		t.Errorf("delegate -o json to an unknown skill: exit %d\n%s%s", code, out, errOut)
+	if code != exitRefused {
+		t.Errorf("delegate -o json to an unknown skill: exit %d, want %d", code, exitRefused)
+	}
+	if !strings.Contains(out, `"code": "refused"`) || !strings.Contains(errOut, `no agent has skill "nosuch"`) {
+		t.Errorf("delegate -o json to an unknown skill: want the refusal as JSON and the skill named\n%s%s", out, errOut)
 	}
 
 	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--agent", "asker", "history")
 	id := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
-	if code != 0 || id == nil || !strings.Contains(out, "input_required: which year?") || !strings.Contains(errOut, "orchd tasks send --server "+base+" "+id[1]) {
+	if code != 0 || id == nil {
 		t.Fatalf("delegate to asker: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "input_required: which year?") {
+		t.Errorf("delegate to asker did not print the question:\n%s", out)
+	}
+	if !strings.Contains(errOut, "orchd tasks send --server "+base+" "+id[1]) {
+		t.Errorf("delegate to asker did not say how to answer:\n%s", errOut)
 	}
 	// Following it again replays its events and stops where it waits.
 	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", base, id[1])
-	if code != 0 || !strings.Contains(out, "input_required: which year?") || !strings.Contains(errOut, "waits for input") {
-		t.Errorf("tasks follow of a waiting delegation: exit %d\n%s%s", code, out, errOut)
+	if code != 0 {
+		t.Errorf("tasks follow of a waiting delegation: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "input_required: which year?") || !strings.Contains(errOut, "waits for input") {
+		t.Errorf("tasks follow of a waiting delegation did not stop at the question:\n%s%s", out, errOut)
 	}
 	code, out, errOut = orchd(t, t.Context(), "tasks", "send", "--server", base, id[1], "1999")
-	if code != 0 || !strings.Contains(out, "completed: answered: 1999") || strings.Contains(out, "which year?") {
-		t.Errorf("tasks send: exit %d\n%s%s", code, out, errOut)
+	if code != 0 {
+		t.Errorf("tasks send: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "completed: answered: 1999") || strings.Contains(out, "which year?") {
+		t.Errorf("tasks send: want the answer's completion and not the question again:\n%s", out)
 	}
 	// Once answered and ended, following replays it all, the answered
 	// wait included, to the end.
 	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", base, id[1])
-	if code != 0 || !strings.Contains(out, "input_required: which year?") || !strings.Contains(out, "completed: answered: 1999") {
-		t.Errorf("tasks follow of an ended delegation: exit %d\n%s%s", code, out, errOut)
+	if m := missing(out, "input_required: which year?", "completed: answered: 1999"); code != 0 || m != nil {
+		t.Errorf("tasks follow of an ended delegation: exit %d, stdout lacks %q\n%s%s", code, m, out, errOut)
 	}
 
 	code, out, errOut = orchd(t, t.Context(), "delegate", "--server", base, "--skill", "slow", "--detach", "forever")
 	slowID := regexp.MustCompile(`delegation (\S+) →`).FindStringSubmatch(out)
-	if code != 0 || slowID == nil || errOut != "delegation "+slowID[1]+" goes on in the daemon; follow it with 'orchd tasks follow --server "+base+" "+slowID[1]+"'\n" {
+	if code != 0 || slowID == nil {
 		t.Fatalf("delegate slow: exit %d\n%s%s", code, out, errOut)
+	}
+	if want := "delegation " + slowID[1] + " goes on in the daemon; follow it with 'orchd tasks follow --server " + base + " " + slowID[1] + "'\n"; errOut != want {
+		t.Errorf("delegate slow: stderr %q, want %q", errOut, want)
 	}
 	waitTask(t, base, slowID[1], `(?m)^state +working$`)
 	code, out, errOut = orchd(t, t.Context(), "tasks", "cancel", "--server", base, slowID[1])
@@ -104,8 +129,11 @@ func TestDelegateAndTasks(t *testing.T) {
 		t.Errorf("tasks cancel: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = orchd(t, t.Context(), "tasks", "follow", "--server", base, slowID[1])
-	if code != exitFailure || !strings.Contains(out, "] canceled") || errOut != "orchd: delegation "+slowID[1]+" was canceled\n" {
-		t.Errorf("tasks follow of a canceled delegation: exit %d\n%s%s", code, out, errOut)
+	if code != exitFailure || errOut != "orchd: delegation "+slowID[1]+" was canceled\n" {
+		t.Errorf("tasks follow of a canceled delegation: exit %d, stderr %q; want %d and that it was canceled", code, errOut, exitFailure)
+	}
+	if !strings.Contains(out, "] canceled") {
+		t.Errorf("tasks follow of a canceled delegation did not print the cancel:\n%s", out)
 	}
 	code, out, _ = orchd(t, t.Context(), "tasks", "list", "--server", base, "--state", "completed")
 	if code != 0 || strings.Count(out, "completed") != 2 {
@@ -158,8 +186,8 @@ func TestClientCommands_SendTheToken(t *testing.T) {
 
 	t.Setenv("ORCHD_TOKEN", "")
 	code, _, errOut := orchd(t, t.Context(), "tasks", "list", "--server", base)
-	if code == 0 || !strings.Contains(errOut, "HTTP 401") || !strings.Contains(errOut, "set ORCHD_TOKEN") {
-		t.Errorf("without a token: exit %d, %s", code, errOut)
+	if m := missing(errOut, "HTTP 401", "set ORCHD_TOKEN"); code == 0 || m != nil {
+		t.Errorf("without a token: exit %d, stderr lacks %q: %s", code, m, errOut)
 	}
 	t.Setenv("ORCHD_TOKEN", "cli-token-0123456789")
 	if code, out, errOut := orchd(t, t.Context(), "tasks", "list", "--server", base); code != 0 || !strings.Contains(out, "STATE") {
@@ -184,8 +212,11 @@ func TestClientCommands_UsageErrors(t *testing.T) {
 		{[]string{"tasks", "follow", "--server", "ftp://orchd.example.com", "id"}, `--server "ftp://orchd.example.com": want an http or https URL such as "http://127.0.0.1:8080"`},
 	} {
 		code, out, errOut := orchd(t, t.Context(), append(tc.args, "--server", "http://127.0.0.1:1")...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", tc.args, code, out, errOut, exitUsage, tc.want)
+		if code != exitUsage || out != "" {
+			t.Errorf("%v: exit %d, stdout %q; want %d and nothing", tc.args, code, out, exitUsage)
+		}
+		if !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: stderr %q, want %q in it", tc.args, errOut, tc.want)
 		}
 	}
 }

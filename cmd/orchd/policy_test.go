@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestPolicyTest_Examples runs every example policy against its cases, as
@@ -64,8 +66,9 @@ func TestPolicyTest_ReportsFailures(t *testing.T) {
 	// --cases that holds no case file is a failure, not a pass of none.
 	none := t.TempDir()
 	code, out, errOut := orchd(t, t.Context(), "policy", "test", policy, "--cases", none)
-	if code != exitFailure || out != "" || errOut != "orchd: no case files (*.yaml or *.yml with a top-level cases: key) under "+none+"\n" {
-		t.Errorf("no case files: exit %d, stdout %q, stderr %q", code, out, errOut)
+	want := result{exitFailure, "", "orchd: no case files (*.yaml or *.yml with a top-level cases: key) under " + none + "\n"}
+	if diff := cmp.Diff(want, result{code, out, errOut}); diff != "" {
+		t.Errorf("no case files (-want +got):\n%s", diff)
 	}
 }
 
@@ -103,7 +106,10 @@ func TestPolicyCheck_Directories(t *testing.T) {
 	t.Parallel()
 	dirs, _ := filepath.Glob(filepath.Join("..", "..", "examples", "policies", "*", "policy.yaml"))
 	code, out, errOut := orchd(t, t.Context(), "policy", "check", filepath.Join("..", "..", "examples", "policies"))
-	if code != exitOK || !regexp.MustCompile(`^ok: [1-9][0-9]* policies, [1-9][0-9]* rules in `+fmt.Sprint(len(dirs))+` files `).MatchString(out) || len(dirs) < 5 {
+	if len(dirs) < 5 {
+		t.Fatalf("examples/policies holds %d policy files, want 5 or more", len(dirs))
+	}
+	if code != exitOK || !regexp.MustCompile(`^ok: [1-9][0-9]* policies, [1-9][0-9]* rules in `+fmt.Sprint(len(dirs))+` files `).MatchString(out) {
 		t.Errorf("examples/policies (%d policy files): exit %d\n%s%s", len(dirs), code, out, errOut)
 	}
 
@@ -111,8 +117,8 @@ func TestPolicyCheck_Directories(t *testing.T) {
 	write(t, filepath.Join(empty, "cases.yaml"), "cases:\n  - name: c\n")
 	write(t, filepath.Join(empty, "notes.txt"), "policy: not read\n")
 	code, out, errOut = orchd(t, t.Context(), "policy", "check", empty)
-	if code != exitFailure || out != "" || errOut != "orchd: no policy files (*.yaml or *.yml) under "+empty+"\n" {
-		t.Errorf("a directory of no policies: exit %d, stdout %q, stderr %q", code, out, errOut)
+	if diff := cmp.Diff(result{exitFailure, "", "orchd: no policy files (*.yaml or *.yml) under " + empty + "\n"}, result{code, out, errOut}); diff != "" {
+		t.Errorf("a directory of no policies (-want +got):\n%s", diff)
 	}
 
 	one := t.TempDir()

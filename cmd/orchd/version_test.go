@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestVersionOf(t *testing.T) {
@@ -35,12 +37,21 @@ func TestVersionCommand(t *testing.T) {
 	t.Parallel()
 	want := versionOf(debug.ReadBuildInfo())
 	code, out, errOut := orchd(t, t.Context(), "version")
-	if code != exitOK || !strings.HasPrefix(out, "orchd  "+want.Version+"\n") || !strings.Contains(out, "go     "+want.Go+" "+want.Platform+"\n") {
-		t.Errorf("version: exit %d\n%s%s", code, out, errOut)
+	if code != exitOK {
+		t.Errorf("version: exit %d\n%s", code, errOut)
+	}
+	if !strings.HasPrefix(out, "orchd  "+want.Version+"\n") || !strings.Contains(out, "go     "+want.Go+" "+want.Platform+"\n") {
+		t.Errorf("version printed\n%s\nwant version %s, go %s %s", out, want.Version, want.Go, want.Platform)
 	}
 	code, out, errOut = orchd(t, t.Context(), "version", "-o", "json")
+	if code != exitOK {
+		t.Fatalf("version -o json: exit %d\n%s", code, errOut)
+	}
 	var got versionInfo
-	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || got != want {
-		t.Errorf("version -o json: exit %d, %v\n%s%s", code, err, out, errOut)
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("version -o json: %v\n%s", err, out)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("version -o json (-want +got):\n%s", diff)
 	}
 }
