@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
@@ -38,7 +37,7 @@ func TestEngine_ReloadKeepsLastGoodSet(t *testing.T) {
 	}
 	good := e.Set()
 	st := e.Status()
-	if diff := cmp.Diff(Status{Digest: good.Digest(), Rules: 1, Files: []string{path}}, st, statusOf("Digest", "Rules", "LastError", "Files")); diff != "" {
+	if diff := cmp.Diff(Status{Digest: good.Digest(), Rules: 1, Files: []string{path}}, st, testcmp.Only[Status]("Digest", "Rules", "LastError", "Files"), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("status (-want +got):\n%s", diff)
 	}
 
@@ -52,7 +51,7 @@ func TestEngine_ReloadKeepsLastGoodSet(t *testing.T) {
 	}
 	st = e.Status()
 	want := Status{Digest: good.Digest(), Diagnostics: []Diagnostic{{Line: 4}}}
-	if diff := cmp.Diff(want, st, statusOf("Digest", "Diagnostics"), cmpopts.IgnoreFields(Diagnostic{}, "File", "Col", "Msg")); diff != "" {
+	if diff := cmp.Diff(want, st, testcmp.Only[Status]("Digest", "Diagnostics"), cmpopts.EquateEmpty(), testcmp.Only[Diagnostic]("Line")); diff != "" {
 		t.Errorf("status after a broken edit (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(st.LastError, "healty") {
@@ -66,7 +65,7 @@ func TestEngine_ReloadKeepsLastGoodSet(t *testing.T) {
 	if e.Set() == good {
 		t.Error("the fix did not replace the set in force")
 	}
-	if diff := cmp.Diff(Status{Rules: 2}, e.Status(), statusOf("Rules", "LastError")); diff != "" {
+	if diff := cmp.Diff(Status{Rules: 2}, e.Status(), testcmp.Only[Status]("Rules", "LastError"), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("status after a fix (-want +got):\n%s", diff)
 	}
 }
@@ -126,19 +125,4 @@ func TestEngine_WatchReloadsOnChange(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// statusOf compares only the named fields of a Status (nil and empty
-// slices alike), so a diff shows the ones a test checks.
-func statusOf(fields ...string) cmp.Option {
-	return cmp.Options{
-		cmp.FilterPath(func(p cmp.Path) bool {
-			if len(p) < 2 || p.Index(-2).Type() != reflect.TypeFor[Status]() {
-				return false
-			}
-			sf, ok := p.Last().(cmp.StructField)
-			return ok && !slices.Contains(fields, sf.Name())
-		}, cmp.Ignore()),
-		cmpopts.EquateEmpty(),
-	}
 }
