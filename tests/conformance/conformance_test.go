@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/delegation"
@@ -138,10 +140,10 @@ func TestCapabilityDiscovery(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := step.ExpectProfiles[name]
-				if a.ClientCompatible != want.Compatible || !slices.Equal(a.Versions(""), want.Versions) ||
-					a.Supports("streaming_message") != want.Streaming || a.IncompatibleReason != want.IncompatibleReason {
-					t.Errorf("%s: compatible %v versions %v streaming %v reason %q; want %+v",
-						name, a.ClientCompatible, a.Versions(""), a.Supports("streaming_message"), a.IncompatibleReason, want)
+				got := want
+				got.Compatible, got.Versions, got.Streaming, got.IncompatibleReason = a.ClientCompatible, a.Versions(""), a.Supports("streaming_message"), a.IncompatibleReason
+				if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s: profile (-want +got):\n%s", name, diff)
 				}
 				if w.agents[name].CardFetches() == 0 {
 					t.Errorf("%s: discovered without fetching its card", name)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/orchdtest"
@@ -113,8 +115,16 @@ func TestSteering(t *testing.T) {
 				for _, h := range r.Hops {
 					hops = append(hops, fmt.Sprintf("%s#%d", h.Agent, h.Seq))
 				}
-				if code != 200 || !slices.Equal(hops, sig.Hops) || r.Duplicate != sig.Duplicate {
-					t.Errorf("%s %q: %d %s, receipt hops %v duplicate %v; want %v %v", sig.Control, sig.Text, code, msg, hops, r.Duplicate, sig.Hops, sig.Duplicate)
+				if code != 200 {
+					t.Errorf("%s %q: %d %s, want 200", sig.Control, sig.Text, code, msg)
+					continue
+				}
+				type receipt struct {
+					Hops      []string
+					Duplicate bool
+				}
+				if diff := cmp.Diff(receipt{sig.Hops, sig.Duplicate}, receipt{hops, r.Duplicate}, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s %q: receipt (-want +got):\n%s", sig.Control, sig.Text, diff)
 				}
 			}
 			var now delegation.Record

@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -149,9 +152,9 @@ func nodeProfiles(t *testing.T, base string, sdk nodeSDK, peers map[string]strin
 		if code, msg := getJSON(t, base+"/v1/agents/"+sdk.id(b), &p); code != http.StatusOK {
 			t.Fatalf("profile of %s: %d %s", sdk.id(b), code, msg)
 		}
-		if p.Name != sdk.id(b) || p.CardFormat != sdk.version || !p.Compatible || p.IncompatibleReason != "" {
-			t.Errorf("%s: name %q, cardFormat %q, compatible %v (%q); want %q, %q, compatible",
-				b, p.Name, p.CardFormat, p.Compatible, p.IncompatibleReason, sdk.id(b), sdk.version)
+		want := nodeProfile{Name: sdk.id(b), CardFormat: sdk.version, Compatible: true}
+		if diff := cmp.Diff(want, p, testcmp.Only[nodeProfile]("Name", "CardFormat", "Compatible", "IncompatibleReason")); diff != "" {
+			t.Errorf("%s: profile (-want +got):\n%s", b, diff)
 		}
 		var protocols []string
 		for _, pr := range p.Protocols {
@@ -172,9 +175,10 @@ func nodeProfiles(t *testing.T, base string, sdk nodeSDK, peers map[string]strin
 			t.Errorf("%s: streaming capability %v", b, streaming)
 		}
 		steer := b == "steer"
-		if steerable != steer || interruptible != steer || extension != steer || p.Steering.Steerable != steer || p.Steering.Interruptible != steer {
-			t.Errorf("%s: capabilities steerable %v, interruptible %v, extension %v, steering %+v; want all %v",
-				b, steerable, interruptible, extension, p.Steering, steer)
+		type modes struct{ Steerable, Interruptible, Extension, ModeSteerable, ModeInterruptible bool }
+		got := modes{steerable, interruptible, extension, p.Steering.Steerable, p.Steering.Interruptible}
+		if diff := cmp.Diff(modes{steer, steer, steer, steer, steer}, got); diff != "" {
+			t.Errorf("%s: steering capabilities and modes (-want +got):\n%s", b, diff)
 		}
 		if len(p.Skills) != 1 || p.Skills[0].ID != b {
 			t.Errorf("%s: skills %+v, want the one skill %q", b, p.Skills, b)
@@ -217,8 +221,11 @@ func nodeVersionDecisions(t *testing.T, base string) {
 					t.Fatalf("delegate: %d, want 201 (decision %+v)", code, dec)
 				}
 				t.Cleanup(func() { postJSON(t, base+"/v1/delegations/"+rec.ID+":cancel", nil, nil) })
-				if rec.Downstream.Agent != tc.chosen || dec == nil || dec.Chosen != tc.chosen {
-					t.Errorf("went to %q (decision %+v), want %q", rec.Downstream.Agent, dec, tc.chosen)
+				if rec.Downstream.Agent != tc.chosen {
+					t.Errorf("went to %q, want %q", rec.Downstream.Agent, tc.chosen)
+				}
+				if dec == nil || dec.Chosen != tc.chosen {
+					t.Errorf("decision %+v, want %q chosen", dec, tc.chosen)
 				}
 			} else if code != http.StatusUnprocessableEntity {
 				t.Fatalf("delegate: %d, want 422 refused", code)
@@ -454,33 +461,46 @@ func nodeClient(t *testing.T, sdk nodeSDK, binding, base string) {
 			t.Errorf("%s: %s %v: %s", step, got.Error, got.Code, got.Message)
 			return
 		}
-		if got.Kind != "task" || got.State != st(state) || got.Status != status || !slices.Equal(got.Artifacts, artifacts) {
-			t.Errorf("%s: %+v; want a task %s, status %q, artifacts %q", step, got, st(state), status, artifacts)
+		want := nodeClientTask{Kind: "task", State: st(state), Status: status, Artifacts: artifacts}
+		if diff := cmp.Diff(want, got, testcmp.Only[nodeClientTask]("Kind", "State", "Status", "Artifacts"), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", step, diff)
 		}
 	}
 
 	// The card, and the interface the SDK chose from it.
 	c := out.Card
-	if c.Name != "orchd" || !c.Streaming || !slices.Equal(c.Skills, []string{"work", "reply", "ask", "hang"}) ||
-		!slices.Contains(c.Extensions, steering.URI) || !slices.Contains(c.Extensions, delegation.ExtensionURI) {
-		t.Errorf("card %+v", c)
+	type card struct {
+		Name                  string
+		Streaming             bool
+		Skills                []string
+		Steering, Delegations bool
+	}
+	want := card{Name: "orchd", Streaming: true, Skills: []string{"work", "reply", "ask", "hang"}, Steering: true, Delegations: true}
+	got := card{c.Name, c.Streaming, c.Skills, slices.Contains(c.Extensions, steering.URI), slices.Contains(c.Extensions, delegation.ExtensionURI)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("card (-want +got):\n%s", diff)
 	}
 	rest := binding == "HTTP+JSON"
 	endpoint := map[string]string{"JSONRPC": "/a2a/jsonrpc", "HTTP+JSON": "/a2a/rest"}[binding]
 	version := "1.0"
 	if sdk.version == "1.0" {
 		want := nodeClientInterface{URL: base + endpoint, Binding: binding, Version: "1.0"}
-		if !slices.Contains(c.Interfaces, want) || out.Transport.Protocol != binding || out.Transport.Version != "1.0" {
-			t.Errorf("interfaces %+v, transport %+v; want %+v chosen", c.Interfaces, out.Transport, want)
+		if !slices.Contains(c.Interfaces, want) {
+			t.Errorf("interfaces %+v, want %+v among them", c.Interfaces, want)
+		}
+		if out.Transport.Protocol != binding || out.Transport.Version != "1.0" {
+			t.Errorf("transport %+v, want %s 1.0 chosen", out.Transport, binding)
 		}
 	} else {
 		endpoint = map[string]string{"JSONRPC": "/a2a/v0.3/jsonrpc", "HTTP+JSON": "/a2a/v0.3/rest"}[binding]
 		version = ""
 		rpc := base + "/a2a/v0.3/jsonrpc"
-		if c.ProtocolVersion != "0.3" || c.URL != rpc || c.PreferredTransport != "JSONRPC" ||
-			!slices.Contains(c.Interfaces, nodeClientInterface{URL: base + "/a2a/v0.3/rest", Binding: "HTTP+JSON"}) {
-			t.Errorf("0.3 view of the card: protocolVersion %q, url %q, preferredTransport %q, additionalInterfaces %+v",
-				c.ProtocolVersion, c.URL, c.PreferredTransport, c.Interfaces)
+		type view struct{ ProtocolVersion, URL, PreferredTransport string }
+		if diff := cmp.Diff(view{"0.3", rpc, "JSONRPC"}, view{c.ProtocolVersion, c.URL, c.PreferredTransport}); diff != "" {
+			t.Errorf("0.3 view of the card (-want +got):\n%s", diff)
+		}
+		if rest := (nodeClientInterface{URL: base + "/a2a/v0.3/rest", Binding: "HTTP+JSON"}); !slices.Contains(c.Interfaces, rest) {
+			t.Errorf("0.3 view of the card: additionalInterfaces %+v, want %+v among them", c.Interfaces, rest)
 		}
 	}
 	if len(out.Calls) < 10 {
@@ -491,8 +511,11 @@ func nodeClient(t *testing.T, sdk nodeSDK, binding, base string) {
 		if i == len(out.Calls)-1 && rest { // the unknown task
 			status = http.StatusNotFound
 		}
-		if !(call.Path == endpoint || rest && strings.HasPrefix(call.Path, endpoint+"/")) || call.Version != version || call.Status != status {
-			t.Errorf("call %+v; want %s with A2A-Version %q, answered %d", call, endpoint, version, status)
+		if !(call.Path == endpoint || rest && strings.HasPrefix(call.Path, endpoint+"/")) {
+			t.Errorf("call %+v; want it to %s", call, endpoint)
+		}
+		if call.Version != version || call.Status != status {
+			t.Errorf("call %+v; want A2A-Version %q, answered %d", call, version, status)
 		}
 	}
 
@@ -514,10 +537,14 @@ func nodeClient(t *testing.T, sdk nodeSDK, binding, base string) {
 		// any agent streaming chunks (docs/interop.md).
 		streamed = []string{"part two"}
 	}
-	if s.Error != "" || len(s.Events) < 3 || s.Events[0] != kinds["task"] || s.Events[len(s.Events)-1] != kinds["status"] ||
-		!slices.Contains(s.Events, kinds["artifact"]) || s.State != st(a2a.TaskStateCompleted) ||
-		!slices.Equal(s.Artifacts, streamed) {
-		t.Errorf("stream: %+v; want %s, …, %s events ending %s with the artifact", s, kinds["task"], kinds["status"], st(a2a.TaskStateCompleted))
+	if s.Error != "" {
+		t.Errorf("stream: %s %v: %s", s.Error, s.Code, s.Message)
+	}
+	if ev := s.Events; len(ev) < 3 || ev[0] != kinds["task"] || ev[len(ev)-1] != kinds["status"] || !slices.Contains(ev, kinds["artifact"]) {
+		t.Errorf("stream events %q; want %s, …, %s, …, %s", ev, kinds["task"], kinds["artifact"], kinds["status"])
+	}
+	if s.State != st(a2a.TaskStateCompleted) || !slices.Equal(s.Artifacts, streamed) {
+		t.Errorf("stream ended %s with artifacts %q; want %s with %q", s.State, s.Artifacts, st(a2a.TaskStateCompleted), streamed)
 	}
 
 	task("get", out.Get, a2a.TaskStateCompleted, "done", []string{"part one, part two"})
@@ -540,14 +567,23 @@ func nodeClient(t *testing.T, sdk nodeSDK, binding, base string) {
 	u := out.Unknown
 	switch {
 	case !rest:
-		if u.Error != "TaskNotFoundError" || u.Code != -32001 || u.WireCode != -32001 {
-			t.Errorf("unknown task: %+v; want TaskNotFoundError -32001", u)
+		type notFound struct {
+			Error          string
+			Code, WireCode int
+		}
+		if diff := cmp.Diff(notFound{"TaskNotFoundError", -32001, -32001}, notFound{u.Error, u.Code, u.WireCode}); diff != "" {
+			t.Errorf("unknown task (-want +got):\n%s", diff)
 		}
 	default:
 		// Over 0.3 too: orchd adds the JSON-RPC code the 0.3.x client
 		// reads to a2a-go's google.rpc.Status body (docs/interop.md).
-		if u.Error != "TaskNotFoundError" || u.WireStatus != http.StatusNotFound || u.WireReason != "TASK_NOT_FOUND" {
-			t.Errorf("unknown task: %+v; want TaskNotFoundError from 404 TASK_NOT_FOUND", u)
+		type notFound struct {
+			Error      string
+			WireStatus int
+			WireReason string
+		}
+		if diff := cmp.Diff(notFound{"TaskNotFoundError", http.StatusNotFound, "TASK_NOT_FOUND"}, notFound{u.Error, u.WireStatus, u.WireReason}); diff != "" {
+			t.Errorf("unknown task (-want +got):\n%s", diff)
 		}
 	}
 }

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -164,9 +166,9 @@ func TestPythonAgents(t *testing.T) {
 				t.Fatalf("profile %s: %d %s", id, code, msg)
 			}
 			behaviour := strings.TrimPrefix(id, "py-")
-			if p.Name != id || p.CardFormat != "1.0" || !p.ClientCompatible || p.CardVersion != "1.0.0" {
-				t.Errorf("%s: name %q format %q compatible %v (%s) version %q; want %s, 1.0, compatible, 1.0.0",
-					id, p.Name, p.CardFormat, p.ClientCompatible, p.IncompatibleReason, p.CardVersion, id)
+			want := capability.Profile{Name: id, CardFormat: "1.0", ClientCompatible: true, CardVersion: "1.0.0"}
+			if diff := cmp.Diff(want, p, testcmp.Only[capability.Profile]("Name", "CardFormat", "ClientCompatible", "IncompatibleReason", "CardVersion")); diff != "" {
+				t.Errorf("%s: profile (-want +got):\n%s", id, diff)
 			}
 			var protocols []string
 			for _, pr := range p.Protocols {
@@ -182,8 +184,11 @@ func TestPythonAgents(t *testing.T) {
 			if p.Supports("streaming") != w.streaming {
 				t.Errorf("%s: streaming %v, want %v", id, p.Supports("streaming"), w.streaming)
 			}
-			if p.Steering != w.steering || p.Supports("steerable") != w.steering.Steerable || p.Supports(steering.URI) != w.steering.Steerable {
-				t.Errorf("%s: steering %+v (steerable capability %v), want %+v", id, p.Steering, p.Supports("steerable"), w.steering)
+			if diff := cmp.Diff(w.steering, p.Steering); diff != "" {
+				t.Errorf("%s: steering (-want +got):\n%s", id, diff)
+			}
+			if p.Supports("steerable") != w.steering.Steerable || p.Supports(steering.URI) != w.steering.Steerable {
+				t.Errorf("%s: capabilities steerable %v, %s %v; want both %v", id, p.Supports("steerable"), steering.URI, p.Supports(steering.URI), w.steering.Steerable)
 			}
 			if len(p.Skills) != 1 || p.Skills[0].ID != behaviour {
 				t.Errorf("%s: skills %+v, want the one skill %q", id, p.Skills, behaviour)
@@ -204,8 +209,13 @@ func TestPythonAgents(t *testing.T) {
 		if code, msg := postJSON(t, orchd+"/v1/agents/py-steer:refresh", nil, &after); code != http.StatusOK {
 			t.Fatalf("refresh: %d %s", code, msg)
 		}
-		if !strings.HasPrefix(before.ETag, `W/"`) || after.Digest != before.Digest || after.ETag != before.ETag || !after.Healthy || after.Failures != 0 {
-			t.Errorf("refresh: %+v after %+v, want the same card and weak ETag, healthy", after, before)
+		if !strings.HasPrefix(before.ETag, `W/"`) {
+			t.Errorf("the SDK's ETag %q is not weak", before.ETag)
+		}
+		kept := before
+		kept.Healthy, kept.Failures = true, 0
+		if diff := cmp.Diff(kept, after); diff != "" {
+			t.Errorf("refresh, want the same card, healthy (-want +got):\n%s", diff)
 		}
 	})
 
@@ -290,8 +300,11 @@ func TestPythonAgents(t *testing.T) {
 		if code, msg := postJSON(t, orchd+"/v1/agents", map[string]any{"url": srv.URL + "/card.json", "id": "py-complete-v03"}, &p); code != http.StatusCreated {
 			t.Fatalf("register the 0.3 card: %d %s", code, msg)
 		}
-		if len(p.Protocols) != 1 || p.Protocols[0].Version != "0.3" || !p.ClientCompatible {
-			t.Fatalf("profile protocols %+v compatible %v, want one 0.3 protocol orchd speaks", p.Protocols, p.ClientCompatible)
+		if !p.ClientCompatible {
+			t.Fatalf("the 0.3 agent is not compatible: %s", p.IncompatibleReason)
+		}
+		if len(p.Protocols) != 1 || p.Protocols[0].Version != "0.3" {
+			t.Fatalf("profile protocols %+v, want one 0.3 protocol", p.Protocols)
 		}
 		rec := delegate(t, orchd, map[string]any{"text": "old wire", "agent": "py-complete-v03"})
 		rec = waitDelegation(t, orchd, rec.ID, func(r delegation.Record) bool { return r.State.Terminal() })
@@ -567,9 +580,16 @@ func TestPythonClient(t *testing.T) {
 		ifaces = append(ifaces, i.Version+" "+i.Binding+" "+strings.TrimPrefix(i.URL, orchd))
 	}
 	wantIfaces := []string{"1.0 JSONRPC /a2a/jsonrpc", "1.0 HTTP+JSON /a2a/rest", "0.3 JSONRPC /a2a/v0.3/jsonrpc", "0.3 HTTP+JSON /a2a/v0.3/rest"}
-	if rep.Card.Name != "orchd" || !rep.Card.Streaming || !slices.Equal(ifaces, wantIfaces) ||
-		!slices.Contains(rep.Card.Extensions, steering.URI) || !slices.Equal(rep.Card.Skills, []string{"work", "reply", "hang", "steer"}) {
-		t.Errorf("card: %+v, want orchd, streaming, the steering extension, skills [work reply hang steer] and interfaces %v", rep.Card, wantIfaces)
+	type card struct {
+		Name              string
+		Streaming         bool
+		Steering          bool
+		Skills, Interface []string
+	}
+	want := card{Name: "orchd", Streaming: true, Steering: true, Skills: []string{"work", "reply", "hang", "steer"}, Interface: wantIfaces}
+	got := card{rep.Card.Name, rep.Card.Streaming, slices.Contains(rep.Card.Extensions, steering.URI), rep.Card.Skills, ifaces}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("card (-want +got):\n%s", diff)
 	}
 
 	for _, iface := range []string{"1.0 JSONRPC", "1.0 HTTP+JSON", "0.3 JSONRPC", "0.3 HTTP+JSON"} {
@@ -581,11 +601,13 @@ func TestPythonClient(t *testing.T) {
 			if run.Fatal != nil {
 				t.Fatalf("%s: %+v", iface, run.Fatal)
 			}
-			if s := run.Send; s.Error != "" || s.Kind != "task" || s.State != "TASK_STATE_COMPLETED" || !slices.Equal(s.Artifacts, []string{"part one, part two"}) {
-				t.Errorf("blocking send: %+v, want a COMPLETED task with the artifact %q", s, "part one, part two")
+			done := pyClientStep{Kind: "task", State: "TASK_STATE_COMPLETED", Artifacts: []string{"part one, part two"}}
+			if diff := cmp.Diff(done, run.Send, testcmp.Only[pyClientStep]("Error", "Kind", "State", "Artifacts")); diff != "" {
+				t.Errorf("blocking send (-want +got):\n%s", diff)
 			}
-			if s := run.Get; s.Error != "" || !s.SameTask || s.State != "TASK_STATE_COMPLETED" || !slices.Equal(s.Artifacts, []string{"part one, part two"}) {
-				t.Errorf("get task: %+v, want the same COMPLETED task", s)
+			done.SameTask = true
+			if diff := cmp.Diff(done, run.Get, testcmp.Only[pyClientStep]("Error", "SameTask", "State", "Artifacts")); diff != "" {
+				t.Errorf("get task, want the same task (-want +got):\n%s", diff)
 			}
 			if s := run.CancelDone; s.Error != "TaskNotCancelableError" || s.Code != -32002 {
 				t.Errorf("cancel a completed task: %+v, want TaskNotCancelableError (-32002)", s)
@@ -596,26 +618,35 @@ func TestPythonClient(t *testing.T) {
 			if st := run.Steer; st.Unactivated.Error != "UnsupportedOperationError" || st.Unactivated.Code != -32004 {
 				t.Errorf("steer without activating the extension: %+v, want UnsupportedOperationError (-32004)", st.Unactivated)
 			}
-			if s := run.Cancel; s.Error != "" || s.State != "TASK_STATE_CANCELED" || s.After != "TASK_STATE_CANCELED" || (s.Started != "TASK_STATE_SUBMITTED" && s.Started != "TASK_STATE_WORKING") {
-				t.Errorf("cancel a running task: %+v, want it started and answered CANCELED", s)
+			canceled := pyClientStep{State: "TASK_STATE_CANCELED", After: "TASK_STATE_CANCELED"}
+			if diff := cmp.Diff(canceled, run.Cancel, testcmp.Only[pyClientStep]("Error", "State", "After")); diff != "" {
+				t.Errorf("cancel a running task (-want +got):\n%s", diff)
+			}
+			if s := run.Cancel.Started; s != "TASK_STATE_SUBMITTED" && s != "TASK_STATE_WORKING" {
+				t.Errorf("cancel a running task: it started %s, want SUBMITTED or WORKING", s)
 			}
 			st := run.Steer
 			if st.Error != nil || st.Started != "TASK_STATE_WORKING" {
 				t.Errorf("steering: started %s, error %+v; want a WORKING task", st.Started, st.Error)
 			}
-			if a := st.Steer; a.State != "TASK_STATE_WORKING" || !a.InHistory || !slices.Equal(a.Hops, []string{"orchd#1", "go-steer#1"}) {
-				t.Errorf("steer: %+v, want the WORKING task with the steer in its history and hops [orchd#1 go-steer#1]", a)
+			steered := pySignalAck{State: "TASK_STATE_WORKING", InHistory: true, Hops: []string{"orchd#1", "go-steer#1"}}
+			if diff := cmp.Diff(steered, st.Steer, testcmp.Only[pySignalAck]("State", "InHistory", "Hops")); diff != "" {
+				t.Errorf("steer (-want +got):\n%s", diff)
 			}
-			if a := st.Interrupt; a.State != "TASK_STATE_INPUT_REQUIRED" || !a.Interrupted || !a.InHistory || !slices.Equal(a.Hops, []string{"orchd#2", "go-steer#2"}) {
-				t.Errorf("interrupt: %+v, want the INPUT_REQUIRED task marked interrupted, hops [orchd#2 go-steer#2]", a)
+			interrupted := pySignalAck{State: "TASK_STATE_INPUT_REQUIRED", Interrupted: true, InHistory: true, Hops: []string{"orchd#2", "go-steer#2"}}
+			if diff := cmp.Diff(interrupted, st.Interrupt); diff != "" {
+				t.Errorf("interrupt (-want +got):\n%s", diff)
 			}
-			if s := run.Reply; s.Error != "" || s.Kind != "message" || s.Text != "pong" {
-				t.Errorf("send answered by a message: %+v, want the message %q", s, "pong")
+			if diff := cmp.Diff(pyClientStep{Kind: "message", Text: "pong"}, run.Reply, testcmp.Only[pyClientStep]("Error", "Kind", "Text")); diff != "" {
+				t.Errorf("send answered by a message (-want +got):\n%s", diff)
 			}
 			s := run.Stream
-			if s.Error != "" || s.State != "TASK_STATE_COMPLETED" || !slices.Equal(s.Artifacts, []string{"part one, part two"}) ||
-				len(s.Kinds) == 0 || s.Kinds[0] != "task" || !slices.Contains(s.Kinds, "artifact_update") || s.Kinds[len(s.Kinds)-1] != "status_update" {
-				t.Errorf("stream: %+v, want task, ..., artifact_update, ..., status_update ending COMPLETED with %q", s, "part one, part two")
+			done.SameTask = false
+			if diff := cmp.Diff(done, s, testcmp.Only[pyClientStep]("Error", "State", "Artifacts")); diff != "" {
+				t.Errorf("stream (-want +got):\n%s", diff)
+			}
+			if k := s.Kinds; len(k) == 0 || k[0] != "task" || k[len(k)-1] != "status_update" || !slices.Contains(k, "artifact_update") {
+				t.Errorf("stream events %q, want task, …, artifact_update, …, status_update", k)
 			}
 		})
 	}
