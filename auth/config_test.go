@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestDecodeConfig(t *testing.T) {
@@ -34,11 +36,18 @@ mtls:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.TokensFileInterval != 2*time.Second || cfg.JWT.ClockSkew != 45*time.Second || cfg.JWT.RefreshInterval != 15*time.Minute {
-		t.Errorf("durations: %v %v %v", cfg.TokensFileInterval, cfg.JWT.ClockSkew, cfg.JWT.RefreshInterval)
+	type decoded struct {
+		TokensFileInterval, ClockSkew, RefreshInterval time.Duration
+		TokenRoles                                     []string
+		PrincipalClaim                                 string
+		MTLSTenants                                    map[string]string
+		MTLSRoles                                      map[string][]string
 	}
-	if cfg.Tokens[0].Roles[0] != "admin" || cfg.JWT.PrincipalClaim != "email" || cfg.MTLS.Tenants["spiffe://acme/agent"] != "acme" || cfg.MTLS.Roles["spiffe://acme/agent"][0] != "peer" {
-		t.Errorf("decoded %+v", cfg)
+	want := decoded{2 * time.Second, 45 * time.Second, 15 * time.Minute, []string{"admin"}, "email",
+		map[string]string{"spiffe://acme/agent": "acme"}, map[string][]string{"spiffe://acme/agent": {"peer"}}}
+	got := decoded{cfg.TokensFileInterval, cfg.JWT.ClockSkew, cfg.JWT.RefreshInterval, cfg.Tokens[0].Roles, cfg.JWT.PrincipalClaim, cfg.MTLS.Tenants, cfg.MTLS.Roles}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decoded (-want +got):\n%s", diff)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestAuthenticator_Authenticate_JWT(t *testing.T) {
@@ -28,11 +30,14 @@ func TestAuthenticator_Authenticate_JWT(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Authenticate: %v", err)
 			}
-			if p.ID != "alice" || p.Tenant != "acme" || p.Method != MethodJWT {
-				t.Errorf("principal = %+v, want alice@acme by jwt", p)
+			type who struct{ ID, Tenant, Method string }
+			if diff := cmp.Diff(who{"alice", "acme", MethodJWT}, who{p.ID, p.Tenant, p.Method}); diff != "" {
+				t.Errorf("principal (-want +got):\n%s", diff)
 			}
-			if !p.HasRole("admin") || !p.HasRole("reader") || p.HasRole("root") {
-				t.Errorf("roles = %v, want reader and admin", p.Roles)
+			for role, want := range map[string]bool{"admin": true, "reader": true, "root": false} {
+				if p.HasRole(role) != want {
+					t.Errorf("HasRole(%q) = %v with roles %v", role, !want, p.Roles)
+				}
 			}
 			if p.Claims["iss"] != idp.URL() {
 				t.Errorf("claims[iss] = %v, want %s", p.Claims["iss"], idp.URL())
@@ -42,8 +47,11 @@ func TestAuthenticator_Authenticate_JWT(t *testing.T) {
 			}
 			// Again: answered from the verified-token cache, same result.
 			p2, err := a.Authenticate(bearerRequest(tok))
-			if err != nil || p2.ID != "alice" || p2.Token() != tok || len(p2.Roles) != 2 {
-				t.Fatalf("second Authenticate = %+v, %v", p2, err)
+			if err != nil {
+				t.Fatalf("second Authenticate: %v", err)
+			}
+			if p2.ID != "alice" || len(p2.Roles) != 2 || p2.Token() != tok {
+				t.Fatalf("second Authenticate = %+v, want alice with her 2 roles and the token", p2)
 			}
 			p2.Roles[0] = "changed"
 			p3, _ := a.Authenticate(bearerRequest(tok))
@@ -72,8 +80,12 @@ func TestAuthenticator_Authenticate_JWTClaimShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.ID != "bob@example.com" || p.Tenant != "globex" || strings.Join(p.Roles, ",") != "agents.read,delegations.create" {
-		t.Errorf("principal = %+v", p)
+	type who struct {
+		ID, Tenant string
+		Roles      []string
+	}
+	if diff := cmp.Diff(who{"bob@example.com", "globex", []string{"agents.read", "delegations.create"}}, who{p.ID, p.Tenant, p.Roles}); diff != "" {
+		t.Errorf("principal (-want +got):\n%s", diff)
 	}
 
 	bad := []struct {

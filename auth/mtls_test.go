@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/orchd/orchd/internal/testca"
 )
 
@@ -146,8 +148,19 @@ func TestAuthenticator_ServerTLS(t *testing.T) {
 	}
 	base := &tls.Config{MinVersion: tls.VersionTLS13, ServerName: "orchd"}
 	c := a.ServerTLS(base)
-	if c == base || c.ClientCAs == nil || c.ClientAuth != tls.VerifyClientCertIfGiven || c.MinVersion != tls.VersionTLS13 || c.ServerName != "orchd" {
-		t.Errorf("ServerTLS(base) = %+v", c)
+	if c == base {
+		t.Fatal("ServerTLS(base) returned base itself, not a copy")
+	}
+	if c.ClientCAs == nil {
+		t.Error("ServerTLS(base) has no client CAs")
+	}
+	type kept struct {
+		ClientAuth tls.ClientAuthType
+		MinVersion uint16
+		ServerName string
+	}
+	if diff := cmp.Diff(kept{tls.VerifyClientCertIfGiven, tls.VersionTLS13, "orchd"}, kept{c.ClientAuth, c.MinVersion, c.ServerName}); diff != "" {
+		t.Errorf("ServerTLS(base) (-want +got):\n%s", diff)
 	}
 	if base.ClientCAs != nil {
 		t.Error("ServerTLS changed base")

@@ -171,8 +171,10 @@ func TestAuthenticator_TokensFileReload(t *testing.T) {
 		_, err := a.Authenticate(bearerRequest(tok))
 		return err == nil
 	}
-	if !accepts("old-token") || !accepts("inline-token") || accepts("new-token") {
-		t.Fatal("initial tokens wrong")
+	for tok, want := range map[string]bool{"old-token": true, "inline-token": true, "new-token": false} {
+		if accepts(tok) != want {
+			t.Fatalf("initial tokens: %s accepted %v, want %v", tok, !want, want)
+		}
 	}
 
 	write("tokens:\n  - sha256: " + sha256Hex("new-token") + "\n    principal: new\n    tenant: acme\n")
