@@ -3,6 +3,10 @@ package capability
 import (
 	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/orchd/orchd/internal/testcmp"
 )
 
 func mustBuild(t *testing.T, card string) *Profile {
@@ -37,8 +41,8 @@ func TestDiff(t *testing.T) {
 	if !slices.Equal(d.Violations, []string{"push_notifications was removed without being deprecated first"}) {
 		t.Errorf("Violations = %v", d.Violations)
 	}
-	if len(d.Versions) != 1 || d.Versions[0].Binding != BindingJSONRPC || !slices.Equal(d.Versions[0].Added, []string{"0.3"}) {
-		t.Errorf("Versions = %+v", d.Versions)
+	if diff := cmp.Diff([]VersionChange{{Binding: BindingJSONRPC, Added: []string{"0.3"}}}, d.Versions); diff != "" {
+		t.Errorf("Versions (-want +got):\n%s", diff)
 	}
 	if d.Empty() || d.From == d.To {
 		t.Errorf("drift reported empty: %+v", d)
@@ -56,8 +60,8 @@ func TestDiff(t *testing.T) {
 
 	r := Diff(old, mustBuild(t, `{"name":"D","maxProtocolVersion":"1.0","supportedInterfaces":[{"url":"http://d.example.com","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],
 		"capabilities":{"streaming":true,"pushNotifications":true,"artifactStreaming":true}}`))
-	if r.Range == nil || r.Range.NewMax != "1.0" || r.Range.OldMax != "" {
-		t.Errorf("Range = %+v", r.Range)
+	if diff := cmp.Diff(&RangeChange{NewMax: "1.0"}, r.Range, testcmp.Only[RangeChange]("OldMax", "NewMax")); diff != "" {
+		t.Errorf("Range (-want +got):\n%s", diff)
 	}
 }
 
