@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/registry"
@@ -102,8 +105,11 @@ func TestFlash_RoundTripsAControlsOutcome(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := c.flashFrom("d-1", q)
-			if got == nil || got.Action != tc.want.Action || !slices.Equal(got.Hops, tc.want.Hops) || got.State != tc.want.State || got.Error != tc.want.Error {
-				t.Errorf("flash = %+v, want %+v", got, tc.want)
+			if got == nil {
+				t.Fatalf("no flash, want %+v", tc.want)
+			}
+			if diff := cmp.Diff(tc.want, *got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("flash (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.opentelemetry.io/otel/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -244,8 +246,9 @@ func TestLogHandler_StampsTraceAndSpanIDs(t *testing.T) {
 	var in, out map[string]any
 	_ = json.Unmarshal([]byte(lines[0]), &in)
 	_ = json.Unmarshal([]byte(lines[1]), &out)
-	if in["trace_id"] != span.SpanContext().TraceID().String() || in["span_id"] != span.SpanContext().SpanID().String() || in["component"] != "test" {
-		t.Errorf("inside the span: %v", in)
+	want := map[string]any{"trace_id": span.SpanContext().TraceID().String(), "span_id": span.SpanContext().SpanID().String(), "component": "test"}
+	if diff := cmp.Diff(want, in, cmpopts.IgnoreMapEntries(func(k string, _ any) bool { _, checked := want[k]; return !checked })); diff != "" {
+		t.Errorf("the record inside the span (-want +got):\n%s", diff)
 	}
 	if _, ok := out["trace_id"]; ok {
 		t.Errorf("outside any span: %v", out)
