@@ -191,8 +191,11 @@ func TestTransport_Schemes(t *testing.T) {
 			}
 			_, err = call(t.Context(), bare, srv.URL+"/rpc?keep=1")
 			re, ok := errors.AsType[*RefusedError](err)
-			if !ok || re.Status != http.StatusUnauthorized || !errors.Is(err, a2a.ErrUnauthenticated) {
+			if !ok || re.Status != http.StatusUnauthorized {
 				t.Fatalf("call without credentials: %v, want a RefusedError of 401", err)
+			}
+			if !errors.Is(err, a2a.ErrUnauthenticated) {
+				t.Fatalf("call without credentials: %v, want it to be a2a.ErrUnauthenticated", err)
 			}
 			if hits.Load() != 2 {
 				t.Fatalf("agent got %d requests, want 2", hits.Load())

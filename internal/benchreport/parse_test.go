@@ -98,8 +98,11 @@ func TestReadEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state, artifact, err := readEvents(strings.NewReader(tc.in))
-			if state != tc.state || artifact != tc.artifact || (err == nil) != tc.ok {
-				t.Errorf("readEvents = %s, %v, %v; want %s, %v (ok %v)", state, artifact, err, tc.state, tc.artifact, tc.ok)
+			if (err == nil) != tc.ok {
+				t.Errorf("readEvents: err %v, want ok %v", err, tc.ok)
+			}
+			if state != tc.state || artifact != tc.artifact {
+				t.Errorf("readEvents = %s, artifact %v; want %s, %v", state, artifact, tc.state, tc.artifact)
 			}
 		})
 	}

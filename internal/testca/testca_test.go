@@ -79,8 +79,11 @@ func TestCA_WriteFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	block, rest := pem.Decode(b)
-	if block == nil || block.Type != "CERTIFICATE" || len(rest) != 0 || string(block.Bytes) != string(ca.Cert.Raw) {
-		t.Fatalf("ca.pem = %q, want the CA certificate", b)
+	if block == nil || block.Type != "CERTIFICATE" {
+		t.Fatalf("ca.pem = %q, want a CERTIFICATE block", b)
+	}
+	if len(rest) != 0 || string(block.Bytes) != string(ca.Cert.Raw) {
+		t.Fatalf("ca.pem = %q, want the CA certificate alone", b)
 	}
 	if string(ca.PEM()) != string(b) {
 		t.Error("PEM and the file differ")
