@@ -899,9 +899,12 @@ func TestTaskToken(t *testing.T) {
 
 // tasksAgent is an A2A agent whose every task goes WORKING, gets an
 // artifact and COMPLETES; a message saying "hold" waits at WORKING until
-// released or cancelled.
+// released or cancelled, or until the test ends (stop).
 type tasksAgent struct {
 	release chan struct{}
+	// stop cancels held tasks: a2a-go runs executions on contexts of
+	// their own, which closing the HTTP server does not end.
+	stop <-chan struct{}
 }
 
 func (a *tasksAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -920,6 +923,11 @@ func (a *tasksAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) it
 			select {
 			case <-a.release:
 			case <-ctx.Done():
+				return
+			case <-a.stop:
+				// a2a-go ends an execution at its final event, not when
+				// the executor returns.
+				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 				return
 			}
 		}
@@ -951,6 +959,7 @@ func (tasksAlice) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.
 // 127.0.0.1 and returns a client of it.
 func tasksServe(t *testing.T, tasks *Tasks, agent *tasksAgent) *a2aclient.Client {
 	t.Helper()
+	agent.stop = t.Context().Done()
 	h := a2asrv.NewHandler(agent, a2asrv.WithTaskStore(tasks), a2asrv.WithCallInterceptors(tasksAlice{}),
 		a2asrv.WithLogger(slog.New(slog.DiscardHandler)))
 	srv := httptest.NewServer(a2asrv.NewJSONRPCHandler(h))
