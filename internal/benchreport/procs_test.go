@@ -9,15 +9,18 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary play the helper roles the out-of-process
-// runs start it in, as the command does.
+// runs start it in, as the command does; run as tests, it fails them on
+// leaked goroutines.
 func TestMain(m *testing.M) {
 	if role := os.Getenv(roleEnv); role != "" {
 		os.Exit(playRole(role, os.Getenv(roleArgsEnv)))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // The out-of-process runs in their smallest form: every path, kind and
