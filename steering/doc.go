@@ -8,19 +8,40 @@
 // answers steering messages before a2a-go's handler runs, and a per-task
 // [Inbox] the executor reads signals from.
 //
-//	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Tasks: store})
-//	handler := a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
+// The package's Example is a whole agent and a client of it, compiled and
+// run by go test (steering/example_test.go); the snippets below are copied
+// from it, and a test keeps them so. The agent makes a [Steering] over the
+// task store its handler writes, and registers its interceptors:
+//
+//	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+//	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "researcher", Tasks: store})
+//	handler := a2asrv.NewHandler(&researcher{st: st}, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
 //		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
-//	mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
-//	card.Capabilities.Extensions = append(card.Capabilities.Extensions, st.Extension())
 //
-// and in the executor:
+// Its card declares [Steering.Extension], and its A2A endpoint is wrapped
+// in [Echo]:
 //
-//	inbox := st.Open(ec)
-//	defer inbox.Close() // before the final event; see Inbox.Close
-//	...
-//	case <-inbox.Ready():
-//		for _, sig := range inbox.Take() { ... }
+//	mux.Handle("/a2a", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
+//
+// Its executor opens the task's inbox with [Steering.Open] before it
+// reports WORKING, takes the signals as they come, and closes the inbox
+// before its final event:
+//
+//	for _, sig := range inbox.Take() {
+//		if sig.Control == steering.Interrupt {
+//			// Close before the final event: signals acknowledged
+//			// meanwhile come back, and must be handled too.
+//			for _, late := range inbox.Close() {
+//				brief = append(brief, late.Message.Parts[0].Text())
+//			}
+//			yield(steering.Interrupted(ec, "stopped having taken: "+strings.Join(brief, "; ")), nil)
+//			return
+//		}
+//		brief = append(brief, sig.Message.Parts[0].Text())
+//		if !yield(steering.Acknowledged(ec, sig), nil) { // the steer becomes the status message
+//			return
+//		}
+//	}
 //
 // Guarantees: a signal the client got an acknowledgement for has been
 // queued for the executor, in order (each task numbers its signals 1, 2,
