@@ -2,10 +2,11 @@ package steering
 
 import (
 	"encoding/json"
-	"slices"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // FuzzReceiptFrom checks that no acknowledgement metadata a downstream hop
@@ -35,9 +36,11 @@ func FuzzReceiptFrom(f *testing.F) {
 			t.Fatal(err)
 		}
 		back, ok := ReceiptFrom(&a2a.Task{Metadata: md})
-		if !ok || back.Control != r.Control || back.MessageID != r.MessageID || back.Seq != r.Seq ||
-			back.ReferenceMessageID != r.ReferenceMessageID || back.Duplicate != r.Duplicate || !slices.Equal(back.Hops, r.Hops) {
-			t.Fatalf("passed on, %+v read back as %+v", r, back)
+		if !ok {
+			t.Fatalf("passed on, %+v read back as no receipt", r)
+		}
+		if diff := cmp.Diff(r, back, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("passed on and read back (-passed +read):\n%s", diff)
 		}
 	})
 }

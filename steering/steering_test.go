@@ -21,6 +21,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/internal/testwait"
@@ -230,8 +232,13 @@ func TestSteer_DeliveredInOrderOnceAndAcknowledged(t *testing.T) {
 	}
 	for i, ack := range acks {
 		r, ok := steering.ReceiptFrom(ack)
-		if !ok || r.Seq != int64(i+1) || r.Control != steering.Steer || r.ReferenceMessageID != "out-7" || len(r.Hops) != 1 || r.Hops[0] != (steering.Hop{Agent: "worker", Seq: int64(i + 1)}) {
-			t.Errorf("receipt %d = %+v", i, r)
+		if !ok {
+			t.Fatalf("ack %d carries no receipt: %+v", i, ack.Metadata)
+		}
+		seq := int64(i + 1)
+		want := steering.Receipt{Control: steering.Steer, Seq: seq, ReferenceMessageID: "out-7", Hops: []steering.Hop{{Agent: "worker", Seq: seq}}}
+		if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(steering.Receipt{}, "MessageID")); diff != "" {
+			t.Errorf("receipt %d (-want +got):\n%s", i, diff)
 		}
 		if ack.Status.State != a2a.TaskStateWorking || textOf(ack.History[len(ack.History)-1]) == "" {
 			t.Errorf("ack %d: state %s, history %d", i, ack.Status.State, len(ack.History))
@@ -276,8 +283,10 @@ func TestInterrupt_SettlesAndResumes(t *testing.T) {
 	if ack.Status.State != a2a.TaskStateInputRequired || ack.Metadata[steering.InterruptedKey] != true {
 		t.Errorf("interrupt ack: state %s, metadata %v", ack.Status.State, ack.Metadata)
 	}
-	if r, ok := steering.ReceiptFrom(ack); !ok || r.Control != steering.Interrupt || r.Seq != 1 {
-		t.Errorf("interrupt receipt = %+v", r)
+	if r, ok := steering.ReceiptFrom(ack); !ok {
+		t.Errorf("interrupt ack carries no receipt: %+v", ack.Metadata)
+	} else if r.Control != steering.Interrupt || r.Seq != 1 {
+		t.Errorf("interrupt receipt = %+v, want interrupt 1", r)
 	}
 	// The next ordinary message resumes the same task.
 	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
@@ -426,9 +435,11 @@ func TestInterrupt_RetryAcknowledgedOnceSettled(t *testing.T) {
 		if a.err != nil {
 			t.Fatalf("%s: %v", name, a.err)
 		}
-		r, _ := steering.ReceiptFrom(a.ack)
-		if a.ack.Status.State != a2a.TaskStateInputRequired || a.ack.Metadata[steering.InterruptedKey] != true || r.Seq != 1 || r.Duplicate != (name == "retry") {
-			t.Errorf("%s ack: state %s, receipt %+v", name, a.ack.Status.State, r)
+		if a.ack.Status.State != a2a.TaskStateInputRequired || a.ack.Metadata[steering.InterruptedKey] != true {
+			t.Errorf("%s ack: state %s, metadata %v; want input required, interrupted", name, a.ack.Status.State, a.ack.Metadata)
+		}
+		if r, _ := steering.ReceiptFrom(a.ack); r.Seq != 1 || r.Duplicate != (name == "retry") {
+			t.Errorf("%s ack: receipt %+v, want 1, a duplicate only for the retry", name, r)
 		}
 	}
 	// A retry after the task settled is a duplicate too, not a refusal.
@@ -436,8 +447,11 @@ func TestInterrupt_RetryAcknowledgedOnceSettled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retry after the task settled: %v", err)
 	}
-	if r, _ := steering.ReceiptFrom(late); !r.Duplicate || r.Seq != 1 || late.Status.State != a2a.TaskStateInputRequired {
-		t.Errorf("late retry ack: state %s, receipt %+v", late.Status.State, r)
+	if late.Status.State != a2a.TaskStateInputRequired {
+		t.Errorf("late retry ack: state %s, want input required", late.Status.State)
+	}
+	if r, _ := steering.ReceiptFrom(late); !r.Duplicate || r.Seq != 1 {
+		t.Errorf("late retry ack: receipt %+v, want a duplicate of 1", r)
 	}
 	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
 		Parts: a2a.ContentParts{a2a.NewTextPart("go on")}}, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
@@ -455,8 +469,14 @@ func TestInterrupt_RetryAcknowledgedOnceSettled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retry while the task works again: %v", err)
 	}
-	if r, _ := steering.ReceiptFrom(old); !r.Duplicate || r.Seq != 1 || old.Status.State != a2a.TaskStateWorking || time.Since(began) > 2*time.Second {
-		t.Errorf("retry while the task works again: state %s, receipt %+v, after %v", old.Status.State, r, time.Since(began))
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("retry while the task works again answered after %v, want at once", took)
+	}
+	if old.Status.State != a2a.TaskStateWorking {
+		t.Errorf("retry while the task works again: state %s, want it still working", old.Status.State)
+	}
+	if r, _ := steering.ReceiptFrom(old); !r.Duplicate || r.Seq != 1 {
+		t.Errorf("retry while the task works again: receipt %+v, want a duplicate of 1", r)
 	}
 	if got := w.signals(); len(got) != 1 {
 		t.Errorf("executor took %d signals, want the interrupt once", len(got))
