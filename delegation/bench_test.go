@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +18,9 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
+
+	"github.com/orchd/orchd/internal/helperproc"
 )
 
 // inUse is the memory the Go runtime holds for live objects and goroutine
@@ -45,7 +47,7 @@ func BenchmarkInFlight(b *testing.B) {
 	}{{"polled-10000", 10_000, false}, {"streamed-10000", 10_000, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				url := slowAgentProcess(b, tc.streaming)
+				url := agentProcess(b, "slow-agent", strconv.FormatBool(tc.streaming))
 				f := newFixture(b, Config{PollInterval: time.Minute, KeepFinished: tc.n})
 				f.add(b, "slow", url)
 				before := inUse()
@@ -66,13 +68,27 @@ func BenchmarkInFlight(b *testing.B) {
 	}
 }
 
-// slowAgentProcess runs this test binary as an agent whose tasks never
-// finish, in its own process, and returns its URL. The process ends with
-// the benchmark.
-func slowAgentProcess(b *testing.B, streaming bool) string {
+// helpers are the processes the benchmarks start from this test binary
+// (see TestMain): agents whose tasks never finish, in processes of their
+// own so that only orchd's side of the work counts.
+var helpers = helperproc.Commands{
+	// slow-agent's tasks work until the process ends; it streams when its
+	// argument is "true".
+	"slow-agent": func(args []string) int {
+		return serveForever(foreverAgent{name: "Slow", skill: "slow", streaming: len(args) > 0 && args[0] == "true"})
+	},
+	// push-agent's tasks never finish either; it streams and sends push
+	// notifications.
+	"push-agent": func([]string) int {
+		return serveForever(foreverAgent{name: "Forever", skill: "forever", streaming: true, push: true})
+	},
+}
+
+// agentProcess starts the helper agent, with args, and returns its URL.
+// The process ends with the benchmark.
+func agentProcess(b *testing.B, helper string, args ...string) string {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), slowAgentEnv+"="+strconv.FormatBool(streaming))
+	cmd := helpers.Command(b, helper, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -88,34 +104,44 @@ func slowAgentProcess(b *testing.B, streaming bool) string {
 	b.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		b.Fatalf("agent process: %v", err)
+		b.Fatalf("%s process: %v", helper, err)
 	}
 	return strings.TrimSpace(line)
 }
 
-// slowAgentEnv makes the test binary serve a slow agent instead of
-// running tests (see TestMain).
-const slowAgentEnv = "ORCHD_TEST_SLOW_AGENT"
+// foreverAgent describes an agent of forever tasks.
+type foreverAgent struct {
+	name, skill     string
+	streaming, push bool
+}
 
-// serveSlowAgent serves an agent whose tasks work until the process ends,
-// prints its URL and returns when stdin closes.
-func serveSlowAgent(streaming bool) {
+// serveForever serves the agent on 127.0.0.1, prints its URL, and serves
+// until stdin closes; it returns the process's exit status.
+func serveForever(a foreverAgent) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	url := "http://" + ln.Addr().String()
-	card := &a2a.AgentCard{Name: "Slow", Description: "never finishes", Version: "1",
+	card := &a2a.AgentCard{Name: a.name, Description: "never finishes", Version: "1",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(url+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: streaming},
-		Skills:              []a2a.AgentSkill{{ID: "slow", Name: "slow", Tags: []string{}}}}
+		Capabilities:        a2a.AgentCapabilities{Streaming: a.streaming, PushNotifications: a.push},
+		Skills:              []a2a.AgentSkill{{ID: a.skill, Name: a.skill, Tags: []string{}}}}
+	var opts []a2asrv.RequestHandlerOption
+	if a.push {
+		sender := push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 30 * time.Second, AllowPrivateNetworks: true})
+		opts = append(opts, a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender))
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(forever{})))
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(forever{}, opts...)))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	go func() { _ = http.Serve(ln, mux) }()
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
 	fmt.Println(url)
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	// The tasks it served never end: they end with the process.
+	return 0
 }
 
 // forever works on every task until the process ends or the task is

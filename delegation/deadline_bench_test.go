@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func BenchmarkDeadline(b *testing.B) {
 		n := tc.n
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				url := slowAgentProcess(b, tc.streaming)
+				url := agentProcess(b, "slow-agent", strconv.FormatBool(tc.streaming))
 				transport, err := registry.NewTransport(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}})
 				if err != nil {
 					b.Fatal(err)

@@ -2,7 +2,6 @@ package delegation
 
 import (
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -13,11 +12,11 @@ import (
 	"github.com/orchd/orchd/registry"
 )
 
+// TestMain runs a helper process when the test binary was started as one
+// (see helpers), and otherwise the tests, failing them on leaked
+// goroutines.
 func TestMain(m *testing.M) {
-	if v, ok := os.LookupEnv(slowAgentEnv); ok {
-		serveSlowAgent(v == "true")
-		return
-	}
+	helpers.Main()
 	goleak.VerifyTestMain(m)
 }
 

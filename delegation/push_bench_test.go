@@ -1,22 +1,10 @@
 package delegation
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 
 	"github.com/orchd/orchd/internal/testwait"
 )
@@ -38,7 +26,7 @@ func BenchmarkInFlightFollow(b *testing.B) {
 		b.Run(fmt.Sprintf("%s-%d", tc.follow, tc.n), func(b *testing.B) {
 			for b.Loop() {
 				hook := startWebhook(b)
-				url := pushAgentProcess(b)
+				url := agentProcess(b, "push-agent")
 				f := newFixture(b, Config{Follow: tc.follow, PushURL: hook.URL + "/push/", PollInterval: time.Minute,
 					SilenceTimeout: 10 * time.Minute, KeepFinished: tc.n})
 				hook.engine.Store(f.engine)
@@ -90,63 +78,4 @@ func settle(b *testing.B, e *Engine, hook *webhook, n int) {
 		}
 		return nil
 	})
-}
-
-// pushAgentEnv makes the test binary serve a push agent instead of
-// running TestPushAgentProcess's body as a test.
-const pushAgentEnv = "ORCHD_TEST_PUSH_AGENT"
-
-// pushAgentProcess runs this test binary as a push agent whose tasks
-// never finish, in its own process, and returns its URL.
-func pushAgentProcess(b *testing.B) string {
-	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPushAgentProcess$")
-	cmd.Env = append(os.Environ(), pushAgentEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("push agent process: %v", err)
-	}
-	return strings.TrimSpace(line)
-}
-
-// TestPushAgentProcess is the push agent of BenchmarkInFlightFollow when
-// run with pushAgentEnv set: it serves until stdin closes. Otherwise it
-// does nothing.
-func TestPushAgentProcess(t *testing.T) {
-	if os.Getenv(pushAgentEnv) == "" {
-		t.Skip("runs only as BenchmarkInFlightFollow's agent")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	card := &a2a.AgentCard{Name: "Forever", Description: "never finishes", Version: "1",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(url+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true, PushNotifications: true},
-		Skills:              []a2a.AgentSkill{{ID: "forever", Name: "forever", Tags: []string{}}}}
-	sender := push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 30 * time.Second, AllowPrivateNetworks: true})
-	mux := http.NewServeMux()
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(forever{}, a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender))))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(ln) }()
-	fmt.Println(url)
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = srv.Shutdown(ctx)
-	os.Exit(0) // the tasks it served never end: no leak check applies
 }
