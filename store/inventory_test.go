@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -97,24 +96,15 @@ func TestOpen_RefusesLostMessages(t *testing.T) {
 	}
 }
 
-// seqChildEnv names the state directory of
-// TestOpen_RefusesLostSequencesAfterACrash's child process.
-const seqChildEnv = "ORCHD_STORE_SEQ_CHILD"
-
 // TestOpen_RefusesLostSequencesAfterACrash kills a process writing
 // records with SIGKILL, so no record of its blocks is left, once it has
 // recorded its streams' sequences while running; then cuts the records'
 // block short. Open refuses the store: a stream ends before the sequence
 // recorded for it.
 func TestOpen_RefusesLostSequencesAfterACrash(t *testing.T) {
-	if dir := os.Getenv(seqChildEnv); dir != "" {
-		seqChild(dir)
-		return
-	}
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestOpen_RefusesLostSequencesAfterACrash$")
-	cmd.Env = append(os.Environ(), seqChildEnv+"="+dir)
+	cmd := helpers.Command(t, "seq-writer", dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -178,24 +168,25 @@ func TestOpen_RefusesLostSequencesAfterACrash(t *testing.T) {
 
 // seqChild puts records, recording its sequences every 50ms, until it is
 // killed.
-func seqChild(dir string) {
+func seqChild(args []string) int {
+	dir := args[0]
 	ctx := context.Background()
 	s, err := Open(ctx, dir, Config{seqEvery: 50 * time.Millisecond, Sync: "10ms"}, nil)
 	if err != nil {
 		fmt.Println("open:", err)
-		os.Exit(1)
+		return 1
 	}
 	d, err := s.Delegations(ctx, DelegationsConfig{})
 	if err != nil {
 		fmt.Println("delegations:", err)
-		os.Exit(1)
+		return 1
 	}
 	pid := strconv.Itoa(os.Getpid())
 	for i := 0; ; i++ {
 		id := pid + "-" + strconv.Itoa(i)
 		if err := d.Put(ctx, delegation.Record{ID: id, State: a2a.TaskStateWorking, CreatedAt: time.Now()}); err != nil {
 			fmt.Println("put:", err)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Println("acked", id)
 		time.Sleep(time.Millisecond)

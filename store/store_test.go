@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -304,19 +303,11 @@ func idsOf(rs []delegation.Record) []string {
 	return out
 }
 
-// crashChildEnv names the state directory of TestStore_CrashLosesNothing's
-// child process.
-const crashChildEnv = "ORCHD_STORE_CRASH_CHILD"
-
 // TestStore_CrashLosesNothing starts a child process that puts records as
 // fast as it can, printing each acknowledged id, kills it with SIGKILL,
 // and checks the store opens again (the recovery of a crash is no damage)
 // holding every record the child saw acknowledged.
 func TestStore_CrashLosesNothing(t *testing.T) {
-	if dir := os.Getenv(crashChildEnv); dir != "" {
-		crashChild(dir)
-		return
-	}
 	if testing.Short() {
 		t.Skip("runs child processes")
 	}
@@ -345,8 +336,7 @@ func TestStore_CrashLosesNothing(t *testing.T) {
 // crashRound runs the child until it acknowledged n records, kills it and
 // returns the ids it printed.
 func crashRound(t *testing.T, dir string, n int) []string {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStore_CrashLosesNothing$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	cmd := helpers.Command(t, "crash-writer", dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -378,17 +368,18 @@ func crashRound(t *testing.T, dir string, n int) []string {
 
 // crashChild puts records until it is killed, printing each id once its
 // Put returned.
-func crashChild(dir string) {
+func crashChild(args []string) int {
+	dir := args[0]
 	ctx := context.Background()
 	s, err := Open(ctx, dir, Config{}, nil)
 	if err != nil {
 		fmt.Println("open:", err)
-		os.Exit(1)
+		return 1
 	}
 	d, err := s.Delegations(ctx, DelegationsConfig{})
 	if err != nil {
 		fmt.Println("delegations:", err)
-		os.Exit(1)
+		return 1
 	}
 	pid := strconv.Itoa(os.Getpid())
 	for i := 0; ; i++ {
@@ -399,11 +390,11 @@ func crashChild(dir string) {
 		}
 		if err := d.Put(ctx, delegation.Record{ID: id, State: st, CreatedAt: time.Now()}); err != nil {
 			fmt.Println("put:", err)
-			os.Exit(1)
+			return 1
 		}
 		if err := d.Append(ctx, id, delegation.Event{Seq: 1, Kind: "state"}); err != nil {
 			fmt.Println("append:", err)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Println("acked", id)
 	}
