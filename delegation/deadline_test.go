@@ -13,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/internal/testagent"
@@ -65,8 +66,15 @@ func TestDeadline_EndsTheDelegation(t *testing.T) {
 				t.Errorf("FAILED %s after the deadline", late)
 			}
 			evs, _, ended := d.Events(0)
-			if last := evs[len(evs)-1]; !ended || last.State != a2a.TaskStateFailed || last.Error != want {
-				t.Errorf("last event = %+v (ended %v)", last, ended)
+			if !ended {
+				t.Error("the delegation's events have not ended")
+			}
+			type end struct {
+				State a2a.TaskState
+				Error string
+			}
+			if last := evs[len(evs)-1]; last.State != a2a.TaskStateFailed || last.Error != want {
+				t.Errorf("last event (-want +got):\n%s", cmp.Diff(end{a2a.TaskStateFailed, want}, end{last.State, last.Error}))
 			}
 			if _, err := f.engine.Cancel(t.Context(), d.ID()); !errors.Is(err, ErrEnded) {
 				t.Errorf("cancel after the deadline: err = %v", err)

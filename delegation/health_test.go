@@ -96,8 +96,12 @@ func TestDelegate_BreakerRefusesAStoppedAgentUntilItIsBack(t *testing.T) {
 		f, agent, clk := stoppedAgent(t)
 		_, err := f.engine.Delegate(t.Context(), Request{Text: "hi", Agent: "b"})
 		assertRefusedUnhealthy(t, err, "10s")
-		if d, err := f.engine.Decide(t.Context(), Request{Text: "hi", Agent: "b"}); err != nil || len(d.Candidates) != 1 || d.Candidates[0].Allowed {
-			t.Errorf("dry run = %+v, %v; want b refused", d, err)
+		dry, err := f.engine.Decide(t.Context(), Request{Text: "hi", Agent: "b"})
+		if err != nil {
+			t.Fatalf("dry run: %v", err)
+		}
+		if len(dry.Candidates) != 1 || dry.Candidates[0].Allowed {
+			t.Errorf("dry run candidates %+v, want b refused", dry.Candidates)
 		}
 
 		agent.Restart(t)

@@ -9,7 +9,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/orchd/orchd/credentials"
+	"github.com/orchd/orchd/internal/testcmp"
 )
 
 // securedCard is a card requiring the oauth2 scheme "corp".
@@ -48,8 +51,12 @@ func TestRegistry_CredentialsStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.Credentials.Satisfied || a.Credentials.Using != `oauth2 scheme "corp": client-credentials token (scopes a2a)` || a.CredentialConfig() != oauthCreds {
-		t.Fatalf("status %+v", a.Credentials)
+	if a.CredentialConfig() != oauthCreds {
+		t.Fatalf("the agent's credentials are %+v, not the ones configured", a.CredentialConfig())
+	}
+	using := credentials.Status{Satisfied: true, Using: `oauth2 scheme "corp": client-credentials token (scopes a2a)`}
+	if diff := cmp.Diff(using, a.Credentials, testcmp.Only[credentials.Status]("Satisfied", "Using")); diff != "" {
+		t.Fatalf("credentials status (-want +got):\n%s", diff)
 	}
 	b, err := json.Marshal(a)
 	if err != nil {
@@ -72,8 +79,11 @@ func TestRegistry_CredentialsStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.Credentials.Satisfied || len(a.Credentials.Required) != 0 || a.CredentialConfig() != oauthCreds {
-		t.Fatalf("status after refresh %+v", a.Credentials)
+	if a.CredentialConfig() != oauthCreds {
+		t.Fatalf("after refresh the agent's credentials are %+v, not the ones configured", a.CredentialConfig())
+	}
+	if diff := cmp.Diff(credentials.Status{Satisfied: true}, a.Credentials, testcmp.Only[credentials.Status]("Satisfied", "Required")); diff != "" {
+		t.Fatalf("credentials status after refresh (-want +got):\n%s", diff)
 	}
 	if got, _ := r.Get("research"); got.Credentials.Using != "client-credentials token" {
 		t.Fatalf("status in the registry %+v", got.Credentials)
@@ -173,8 +183,11 @@ func TestRegistry_CredentialsFromConfigAfterLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaded, ok := second.Get("research")
-	if !ok || loaded.Credentials.Satisfied || loaded.CredentialConfig() != nil {
-		t.Fatalf("loaded agent %v: status %+v, want unsatisfied until configured", ok, loaded.Credentials)
+	if !ok {
+		t.Fatal("the stored agent was not loaded")
+	}
+	if loaded.Credentials.Satisfied || loaded.CredentialConfig() != nil {
+		t.Fatalf("loaded agent: status %+v, credentials %+v; want unsatisfied and none until configured", loaded.Credentials, loaded.CredentialConfig())
 	}
 	fetches := srv.requests.Load()
 	a, err := second.AddOrRetry(t.Context(), spec)

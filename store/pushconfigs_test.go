@@ -319,12 +319,18 @@ func FuzzPushConfigs_Save(f *testing.F) {
 			}
 			return
 		}
-		if saved.URL != rawURL || saved.Token != "" || (saved.Auth != nil && saved.Auth.Credentials != "") {
-			t.Fatalf("Save returned %+v", saved)
+		if saved.URL != rawURL {
+			t.Fatalf("Save returned the URL %q, want %q", saved.URL, rawURL)
+		}
+		if saved.Token != "" || saved.Auth != nil && saved.Auth.Credentials != "" {
+			t.Fatalf("Save returned a secret: %+v", saved)
 		}
 		full, err := p.ForDelivery(ctx, "t", saved.ID)
-		if err != nil || full.Token != token || (in.Auth != nil && full.Auth.Credentials != creds) {
-			t.Fatalf("ForDelivery = %+v, %v", full, err)
+		if err != nil {
+			t.Fatalf("ForDelivery: %v", err)
+		}
+		if full.Token != token || in.Auth != nil && (full.Auth == nil || full.Auth.Credentials != creds) {
+			t.Fatalf("ForDelivery = %+v, want the token and credentials saved", full)
 		}
 	})
 }
