@@ -2,7 +2,6 @@ package httpgate
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -18,75 +17,34 @@ import (
 	"github.com/orchd/orchd/telemetry"
 )
 
-// LogConfig is the config file's log section: what the daemon logs
-// besides what changes or goes wrong. The log's format and level are the
-// command line's (--log-format, --log-level).
-type LogConfig struct {
-	// Access is the level of the access log, one record per HTTP request
-	// and gRPC call: debug (the default), info, or off. At debug the
-	// records show only with --log-level debug, and a request costs a
-	// level check; at info they show at the default level.
-	Access string `yaml:"access"`
-}
-
-// Access log levels, as LogConfig.Access names them.
-const (
-	accessOff   = "off"
-	accessDebug = "debug"
-	accessInfo  = "info"
-)
-
-// validate checks the section.
-func (c LogConfig) validate() error {
-	_, _, err := c.accessLevel()
-	return err
-}
-
-// accessLevel is the level access records are logged at; on is false
-// when they are not logged at all.
-func (c LogConfig) accessLevel() (level slog.Level, on bool, err error) {
-	switch c.Access {
-	case accessDebug, "":
-		return slog.LevelDebug, true, nil
-	case accessInfo:
-		return slog.LevelInfo, true, nil
-	case accessOff:
-		return 0, false, nil
-	}
-	return 0, false, fmt.Errorf("config: log.access %q: want debug, info or off", c.Access)
-}
-
 // maxAccessField bounds the method and path an access record carries: a
 // request line may be as long as the server's header limit, and the log
 // should not grow by as much per request.
 const maxAccessField = 1024
 
-// accessLog writes the access log: for each HTTP request and gRPC call,
+// AccessLog writes the access log: for each HTTP request and gRPC call,
 // its method, path (never the query string, where callers put tokens as
 // often as not), status, duration, the bytes of the answer, the remote
 // address, the authenticated principal (and tenant) if any, and the trace
 // id: the one orchd's server span has, else the one the caller sent.
 // Nothing secret is in a record: no header, no query, no body.
-type accessLog struct {
+type AccessLog struct {
 	log   *slog.Logger
 	level slog.Level
 	// prop reads a caller's trace id when orchd does not trace.
 	prop propagation.TraceContext
 }
 
-// newAccessLog returns the access log cfg asks for, or nil when it is off.
-func newAccessLog(cfg LogConfig, log *slog.Logger) *accessLog {
-	level, on, _ := cfg.accessLevel() // validated with the config
-	if !on {
-		return nil
-	}
-	return &accessLog{log: log, level: level}
+// NewAccessLog returns the access log that writes its records to log at
+// level. A nil *AccessLog, the access log turned off, logs nothing.
+func NewAccessLog(level slog.Level, log *slog.Logger) *AccessLog {
+	return &AccessLog{log: log, level: level}
 }
 
-// wrap logs each request h serves once it has been served. A request
+// Wrap logs each request h serves once it has been served. A request
 // arriving when records at the access log's level would be dropped costs
-// one level check. A nil accessLog returns h itself.
-func (a *accessLog) wrap(h http.Handler) http.Handler {
+// one level check. A nil AccessLog returns h itself.
+func (a *AccessLog) Wrap(h http.Handler) http.Handler {
 	if a == nil {
 		return h
 	}
@@ -115,10 +73,10 @@ func (a *accessLog) wrap(h http.Handler) http.Handler {
 	})
 }
 
-// grpcCall logs a gRPC call that ended with err, started at start, over
+// GRPCCall logs a gRPC call that ended with err, started at start, over
 // ctx: the call's context as the gRPC server's interceptors prepared it
 // (its principal, its span).
-func (a *accessLog) grpcCall(ctx context.Context, fullMethod string, start time.Time, err error) {
+func (a *AccessLog) GRPCCall(ctx context.Context, fullMethod string, start time.Time, err error) {
 	if a == nil || !a.log.Enabled(ctx, a.level) {
 		return
 	}
@@ -146,7 +104,7 @@ func (a *accessLog) grpcCall(ctx context.Context, fullMethod string, start time.
 
 // record logs one access record: attrs, then the duration, the principal
 // and the trace id when there are any.
-func (a *accessLog) record(ctx context.Context, took time.Duration, sc trace.SpanContext, principal, tenant string, attrs ...slog.Attr) {
+func (a *AccessLog) record(ctx context.Context, took time.Duration, sc trace.SpanContext, principal, tenant string, attrs ...slog.Attr) {
 	attrs = append(attrs, slog.Duration("duration", took))
 	if principal != "" {
 		attrs = append(attrs, slog.String("principal", principal))
@@ -158,7 +116,7 @@ func (a *accessLog) record(ctx context.Context, took time.Duration, sc trace.Spa
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
 	// ctx carries no span (an HTTP request's access log is outside them
-	// all; grpcCall drops the call's), so the log handler adds no trace id
+	// all; GRPCCall drops the call's), so the log handler adds no trace id
 	// of its own beside this one.
 	a.log.LogAttrs(ctx, a.level, "request", attrs...)
 }

@@ -9,9 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
-
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/policies"
@@ -39,20 +36,20 @@ type AuthConfig struct {
 	Anonymous []string `yaml:"anonymous"`
 }
 
-// Route groups, as AuthConfig.Anonymous names them.
+// Route groups, as AuthConfig.Anonymous names them: each route is in one.
 const (
-	groupHealth  = "health"
-	groupCard    = "card"
-	groupOpenAPI = "openapi"
-	groupMetrics = "metrics"
-	groupAPI     = "api"
-	groupA2A     = "a2a"
+	GroupHealth  = "health"
+	GroupCard    = "card"
+	GroupOpenAPI = "openapi"
+	GroupMetrics = "metrics"
+	GroupAPI     = "api"
+	GroupA2A     = "a2a"
 )
 
-var routeGroups = []string{groupHealth, groupCard, groupOpenAPI, groupMetrics, groupAPI, groupA2A}
+var routeGroups = []string{GroupHealth, GroupCard, GroupOpenAPI, GroupMetrics, GroupAPI, GroupA2A}
 
-// validate checks the section's own fields; auth.New checks the rest.
-func (c AuthConfig) validate() error {
+// Validate checks the section's own fields; auth.New checks the rest.
+func (c AuthConfig) Validate() error {
 	for _, g := range c.Anonymous {
 		if !slices.Contains(routeGroups, g) {
 			return fmt.Errorf("config: auth.anonymous: unknown route group %q (want one of %s)", g, strings.Join(routeGroups, ", "))
@@ -66,16 +63,17 @@ func (c AuthConfig) validate() error {
 	return nil
 }
 
-// gate authenticates every request before the routes see it. A caller's
+// Gate authenticates every request before the routes see it. A caller's
 // credentials are checked whenever it presents some, on every route; a
 // route outside the anonymous groups also needs them. The principal, or
-// the refusal, travels in the request's context: the HTTP API answers 401
-// at once, while the A2A endpoints refuse in callerInterceptor, so A2A
-// clients get A2A's own error (-31401) over their binding; bodyLimits
-// reads little or nothing of a refused caller's body before that
-// (standIn), and gRPC refuses such a caller before reading its message
-// (grpcServer.tap).
-type gate struct {
+// the refusal, travels in the request's context: routes served through
+// Wrap (the HTTP API, the card, health, metrics) answer 401 at once, while
+// those served through Admit (the A2A endpoints) refuse in their own
+// protocol, so A2A clients get A2A's own error (-31401) over their
+// binding; BodyLimits reads little or nothing of a refused caller's body
+// before that (StandIn), and gRPC refuses such a caller before reading
+// its message (GRPCCaller).
+type Gate struct {
 	// authn is nil when no authentication is configured: every caller is
 	// then the development principal (policies.MethodNone).
 	authn     *auth.Authenticator
@@ -87,13 +85,17 @@ type gate struct {
 	log   *slog.Logger
 }
 
-// newGate builds the gate of a validated auth section
-// (AuthConfig.validate).
-func newGate(cfg AuthConfig, authn *auth.Authenticator, log *slog.Logger) *gate {
-	g := &gate{authn: authn, cfg: cfg, anonymous: map[string]bool{}, peers: map[auth.Identity]string{}, log: log}
+// NewGate builds the gate of a validated auth section
+// (AuthConfig.Validate) and the authenticator it configures, nil when it
+// configures no authentication.
+func NewGate(cfg AuthConfig, authn *auth.Authenticator, log *slog.Logger) *Gate {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gate{authn: authn, cfg: cfg, anonymous: map[string]bool{}, peers: map[auth.Identity]string{}, log: log}
 	anon := cfg.Anonymous
 	if anon == nil {
-		anon = []string{groupHealth, groupCard, groupOpenAPI}
+		anon = []string{GroupHealth, GroupCard, GroupOpenAPI}
 	}
 	for _, a := range anon {
 		g.anonymous[a] = true
@@ -108,7 +110,7 @@ func newGate(cfg AuthConfig, authn *auth.Authenticator, log *slog.Logger) *gate 
 
 // alternatives names the other ways the config lets callers present
 // credentials, for the refusal of a call that presented none.
-func (g *gate) alternatives() string {
+func (g *Gate) alternatives() string {
 	var alt []string
 	if h := g.cfg.APIKeyHeader; h != "" {
 		alt = append(alt, "an API key in "+h)
@@ -122,8 +124,11 @@ func (g *gate) alternatives() string {
 	return ", or " + strings.Join(alt, ", or ")
 }
 
-// enabled reports whether callers authenticate at all.
-func (g *gate) enabled() bool { return g.authn != nil }
+// Enabled reports whether callers authenticate at all.
+func (g *Gate) Enabled() bool { return g.authn != nil }
+
+// Config is the auth section the gate was built from.
+func (g *Gate) Config() AuthConfig { return g.cfg }
 
 // refusalKey carries why the gate refused a request's caller, for the A2A
 // endpoints to answer in A2A's terms: bad credentials, or none on a route
@@ -131,15 +136,26 @@ func (g *gate) enabled() bool { return g.authn != nil }
 // caller travels as auth.PrincipalFrom reads it.
 type refusalKey struct{}
 
-// callerRefused reports whether the gate refused the caller of the request
-// with ctx and left the answer to an A2A endpoint (callerInterceptor).
-func callerRefused(ctx context.Context) bool {
+// Refused returns why the gate refused the caller of the request with
+// ctx, when it admitted the request to answer the refusal itself
+// (Admit); "" when it did not refuse it.
+func Refused(ctx context.Context) string {
 	refused, _ := ctx.Value(refusalKey{}).(string)
-	return refused != ""
+	return refused
 }
 
-// wrap authenticates requests to a route of group before h serves them.
-func (g *gate) wrap(group string, h http.Handler) http.Handler {
+// Wrap authenticates requests to a route of group before h serves them,
+// and answers a refused caller itself: 401 (or 503 while the credentials
+// cannot be checked) with a WWW-Authenticate challenge and the plain HTTP
+// error body (Error).
+func (g *Gate) Wrap(group string, h http.Handler) http.Handler { return g.wrap(group, h, false) }
+
+// Admit authenticates requests to a route of group as Wrap does, but
+// passes a refused caller on to h, with why in the context (Refused), for
+// h to answer in its own protocol.
+func (g *Gate) Admit(group string, h http.Handler) http.Handler { return g.wrap(group, h, true) }
+
+func (g *Gate) wrap(group string, h http.Handler, admit bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.authn == nil {
 			h.ServeHTTP(w, r)
@@ -159,13 +175,13 @@ func (g *gate) wrap(group string, h http.Handler) http.Handler {
 		case p == nil && !g.anonymous[group]:
 			refused = "authentication required: send Authorization: Bearer <token>" + g.alternatives()
 		}
-		if refused != "" && group != groupA2A {
+		if refused != "" && !admit {
 			w.Header().Set("WWW-Authenticate", challenge)
 			code := "unauthenticated"
 			if status == http.StatusServiceUnavailable {
 				code = "unavailable"
 			}
-			writeAPIError(w, &apiError{status: status, code: code, msg: refused})
+			WriteError(w, &Error{Status: status, Code: code, Msg: refused})
 			return
 		}
 		ctx := r.Context()
@@ -183,10 +199,10 @@ func (g *gate) wrap(group string, h http.Handler) http.Handler {
 	})
 }
 
-// callerOf returns the caller of a request as policies see it. With no
+// CallerOf returns the caller of a request as policies see it. With no
 // authentication configured it is the development caller, method "none",
 // whom the default authorization policy lets do everything.
-func (g *gate) callerOf(ctx context.Context) policies.Caller {
+func (g *Gate) CallerOf(ctx context.Context) policies.Caller {
 	if g.authn == nil {
 		return policies.Caller{Method: policies.MethodNone}
 	}
@@ -198,53 +214,26 @@ func (g *gate) callerOf(ctx context.Context) policies.Caller {
 		Authenticated: true, Method: p.Method, Issuer: p.Identity().Issuer}
 }
 
-// taskUser is the user a caller's A2A tasks belong to in orchd's task
-// store, which keeps each user's tasks apart: the caller's identity key
-// (auth.Identity.Key, of its method, issuer, principal and tenant), so
-// that no other caller has the same name, or "" for a caller without a
-// principal. It is the one place that names task users.
-func taskUser(c policies.Caller) string {
-	if c.Principal == "" {
-		return ""
+// GRPCCaller is Admit for a gRPC call to the A2A endpoints: the principal
+// of the credentials r (the call's metadata as headers) presents travels
+// in the returned context, or refused says why they were refused.
+func (g *Gate) GRPCCaller(ctx context.Context, r *http.Request) (_ context.Context, refused string) {
+	if g.authn == nil {
+		return ctx, ""
 	}
-	return auth.Identity{Method: c.Method, Issuer: c.Issuer, ID: c.Principal, Tenant: c.Tenant}.Key()
-}
-
-// legacyTaskUser is whom a task belongs to that an earlier orchd stored
-// for user, when task users were a caller's tenant and principal joined
-// with "/" (store.TasksConfig.LegacyUser): such a name could be another
-// caller's today, so it becomes "legacy:" and the name, which no
-// caller's identity key can be (a key's method is never "legacy"). Those
-// tasks are no caller's; orchd still mirrors their delegations into them
-// (upstreamUser). The anonymous "" and the development user are as they
-// were: each was one caller then and is now.
-func legacyTaskUser(user string) string {
-	if user == "" || user == developmentTaskUser {
-		return user
+	p, err := g.authn.Authenticate(r)
+	switch {
+	case err != nil:
+		g.log.InfoContext(ctx, "caller refused", "method", "gRPC", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
+		return ctx, err.Error()
+	case p == nil && !g.anonymous[GroupA2A]:
+		return ctx, "authentication required: send authorization: Bearer <token> metadata" + g.alternatives()
+	case p == nil:
+		return ctx, ""
 	}
-	return "legacy:" + user
-}
-
-// callerInterceptor makes the gate's caller a2a-go's CallContext user, so
-// the task store keeps each caller's tasks apart and ListTasks answers,
-// and refuses an unauthenticated call with A2A's unauthenticated error.
-type callerInterceptor struct {
-	a2asrv.PassthroughCallInterceptor
-	gate *gate
-}
-
-func (i callerInterceptor) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
-	if !i.gate.enabled() {
-		return ctx, nil, nil
+	ctx = auth.WithPrincipal(ctx, p)
+	if tok := p.Token(); tok != "" {
+		ctx = credentials.WithCallerToken(ctx, tok)
 	}
-	if refused, _ := ctx.Value(refusalKey{}).(string); refused != "" {
-		return ctx, nil, a2a.NewError(a2a.ErrUnauthenticated, refused)
-	}
-	pc := i.gate.callerOf(ctx)
-	if pc.Principal == "" {
-		return ctx, nil, nil // an anonymous caller the config lets in
-	}
-	cc.User = a2asrv.NewAuthenticatedUser(taskUser(pc), map[string]any{"principal": pc.Principal, "tenant": pc.Tenant, "roles": pc.Roles,
-		"method": pc.Method, "issuer": pc.Issuer})
-	return ctx, nil, nil
+	return ctx, ""
 }

@@ -8,11 +8,9 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
 )
 
-// browserGuard keeps a web page the operator happens to open from acting
+// BrowserGuard keeps a web page the operator happens to open from acting
 // on orchd through the operator's browser (docs/security.md, "Browsers").
 // Two requests are refused before any route sees them:
 //
@@ -28,10 +26,10 @@ import (
 // request to a daemon without authentication, and on a daemon with it
 // those that carry no credential in a header (Authorization or
 // auth.apiKeyHeader), as a browser adds a client certificate and the
-// console's cookie by itself but never a header. The agent card (public,
-// served to any origin) and the push webhook (each delegation's own token
-// in a header) are not checked.
-type browserGuard struct {
+// console's cookie by itself but never a header. The paths GuardConfig.Open
+// lists (the agent card, public and served to any origin; the push
+// webhook, each delegation's own token in a header) are not checked.
+type BrowserGuard struct {
 	// hosts are orchd's own host names besides IP addresses and
 	// localhost, in lower case: the hosts of listen, agent.url and
 	// delegation.pushURL, and http.allowedHosts.
@@ -45,34 +43,66 @@ type browserGuard struct {
 	// apiKeyHeader, if set, carries credentials as Authorization does.
 	authenticates bool
 	apiKeyHeader  string
+	open          []string
+	forbid        func(w http.ResponseWriter, r *http.Request, msg string) bool
 	log           *slog.Logger
 }
 
-// newBrowserGuard returns the guard of a daemon configured with cfg.
-func newBrowserGuard(cfg Config, authenticates bool, log *slog.Logger) (*browserGuard, error) {
-	b := &browserGuard{hosts: map[string]bool{}, origin: http.NewCrossOriginProtection(), authenticates: authenticates,
-		apiKeyHeader: cfg.Auth.APIKeyHeader, log: log}
-	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !unspecifiedHost(host) {
-		b.hosts[hostName(host)] = true
+// GuardConfig is what a BrowserGuard knows of the daemon it guards.
+type GuardConfig struct {
+	// Hosts are orchd's own host names besides IP addresses and
+	// localhost: the listen address's host and http.allowedHosts.
+	Hosts []string
+	// Sites are the base URLs orchd is reached at, each with the setting
+	// that names it (agent.url, delegation.pushURL): their hosts are
+	// orchd's own, and their origins may post to it.
+	Sites []Site
+	// Authenticates is set when the daemon authenticates callers; then
+	// APIKeyHeader, if set, carries credentials as Authorization does.
+	Authenticates bool
+	APIKeyHeader  string
+	// Open lists the paths the guard does not check: a path, or a
+	// prefix when it ends in "/".
+	Open []string
+	// Forbid answers a refused request in the error shape of the front
+	// its path is for, and reports whether it did; nil, or false, leaves
+	// the answer to the plain HTTP error (403, ErrorBody).
+	Forbid func(w http.ResponseWriter, r *http.Request, msg string) bool
+	// Log receives the refusals; nil discards them.
+	Log *slog.Logger
+}
+
+// Site is a base URL orchd is reached at, and the setting that names it.
+type Site struct {
+	Setting, URL string
+}
+
+// NewBrowserGuard returns the guard cfg describes.
+func NewBrowserGuard(cfg GuardConfig) (*BrowserGuard, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	for _, h := range cfg.HTTP.AllowedHosts {
+	b := &BrowserGuard{hosts: map[string]bool{}, origin: http.NewCrossOriginProtection(), authenticates: cfg.Authenticates,
+		apiKeyHeader: cfg.APIKeyHeader, open: cfg.Open, forbid: cfg.Forbid, log: log}
+	for _, h := range cfg.Hosts {
 		b.hosts[hostName(h)] = true
 	}
-	for _, s := range []struct{ setting, url string }{{"agent.url", cfg.Agent.URL}, {"delegation.pushURL", cfg.Delegation.PushURL}} {
-		if s.url == "" {
+	for _, s := range cfg.Sites {
+		if s.URL == "" {
 			continue
 		}
-		u, err := url.Parse(s.url)
+		u, err := url.Parse(s.URL)
 		if err != nil || u.Scheme == "" || u.Host == "" {
-			return nil, fmt.Errorf("config: %s %q: want an absolute http or https URL", s.setting, s.url)
+			return nil, fmt.Errorf("config: %s %q: want an absolute http or https URL", s.Setting, s.URL)
 		}
 		b.hosts[hostName(u.Hostname())] = true
 		if err := b.origin.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
-			return nil, fmt.Errorf("config: %s %q: %w", s.setting, s.url, err)
+			return nil, fmt.Errorf("config: %s %q: %w", s.Setting, s.URL, err)
 		}
 	}
 	b.origin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.refuse(w, r, "cross-origin request refused: a browser sent it for a page of another site (Origin "+quoteCut(r.Header.Get("Origin"))+
+		b.refuse(w, r, "cross-origin request refused: a browser sent it for a page of another site (Origin "+QuoteCut(r.Header.Get("Origin"))+
 			"); orchd takes state-changing requests from browsers only from its own pages")
 	}))
 	return b, nil
@@ -94,7 +124,7 @@ func hostName(hostport string) string {
 // other site's page can be rebound to it; so are localhost, which
 // browsers resolve to loopback themselves, and an empty Host (HTTP/1.0,
 // which no browser speaks).
-func (b *browserGuard) ownHost(host string) bool {
+func (b *BrowserGuard) ownHost(host string) bool {
 	h := hostName(host)
 	if h == "" || h == "localhost" || b.hosts[h] {
 		return true
@@ -103,11 +133,17 @@ func (b *browserGuard) ownHost(host string) bool {
 	return err == nil
 }
 
+// Origin is the guard's protection from other sites' posts, which knows
+// orchd's own origins, for fronts that check requests themselves.
+func (b *BrowserGuard) Origin() *http.CrossOriginProtection { return b.origin }
+
 // checks reports whether r is a request a browser could have sent on
 // its own, which the guard checks.
-func (b *browserGuard) checks(r *http.Request) bool {
-	if r.URL.Path == a2asrv.WellKnownAgentCardPath || strings.HasPrefix(r.URL.Path, pathPush+"/") {
-		return false
+func (b *BrowserGuard) checks(r *http.Request) bool {
+	for _, p := range b.open {
+		if r.URL.Path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(r.URL.Path, p) {
+			return false
+		}
 	}
 	if !b.authenticates {
 		return true
@@ -115,9 +151,9 @@ func (b *browserGuard) checks(r *http.Request) bool {
 	return r.Header.Get("Authorization") == "" && (b.apiKeyHeader == "" || r.Header.Get(b.apiKeyHeader) == "")
 }
 
-// wrap refuses, before next sees them, the requests of a page of another
+// Wrap refuses, before next sees them, the requests of a page of another
 // site or of a host name rebound to orchd.
-func (b *browserGuard) wrap(next http.Handler) http.Handler {
+func (b *BrowserGuard) Wrap(next http.Handler) http.Handler {
 	checked := b.origin.Handler(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !b.checks(r) {
@@ -125,7 +161,7 @@ func (b *browserGuard) wrap(next http.Handler) http.Handler {
 			return
 		}
 		if !b.ownHost(r.Host) {
-			b.refuse(w, r, "Host "+quoteCut(r.Host)+" is not a name of this orchd, so a browser may have been pointed at it by another site: "+
+			b.refuse(w, r, "Host "+QuoteCut(r.Host)+" is not a name of this orchd, so a browser may have been pointed at it by another site: "+
 				"requests must name an IP address, localhost, or the host of listen, agent.url or delegation.pushURL; "+
 				"add the names callers use to http.allowedHosts")
 			return
@@ -135,35 +171,14 @@ func (b *browserGuard) wrap(next http.Handler) http.Handler {
 }
 
 // refuse answers a refused request with 403: in the error shape of the
-// A2A binding its path names (a2apaths.go), else with the API's.
-func (b *browserGuard) refuse(w http.ResponseWriter, r *http.Request, msg string) {
+// front its path is for (GuardConfig.Forbid), else with ErrorBody.
+func (b *BrowserGuard) refuse(w http.ResponseWriter, r *http.Request, msg string) {
 	b.log.InfoContext(r.Context(), "browser request refused", "method", r.Method, "path", r.URL.Path, "reason", msg)
 	if r.ContentLength != 0 {
 		w.Header().Set("Connection", "close") // the body is left unread
 	}
-	if !strings.HasPrefix(r.URL.Path, pathA2A) {
-		writeAPIError(w, &apiError{status: http.StatusForbidden, code: "permission_denied", msg: msg})
+	if b.forbid != nil && b.forbid(w, r, msg) {
 		return
 	}
-	if bd := bindingOf(r.URL.Path); bd.jsonRPC {
-		writeJSONRPCError(w, http.StatusForbidden, nil, jsonRPCUnauthorized, reasonUnauthorized, msg)
-	} else {
-		writeRESTError(w, http.StatusForbidden, "PERMISSION_DENIED", reasonUnauthorized, msg, bd.legacy)
-	}
-}
-
-// The JSON-RPC code and A2A reason of a refused browser request: A2A's
-// unauthorized error.
-const (
-	jsonRPCUnauthorized = -31403
-	reasonUnauthorized  = "UNAUTHORIZED"
-)
-
-// quoteCut quotes a value a client sent, cut to 100 bytes, for a
-// refusal's message.
-func quoteCut(s string) string {
-	if len(s) > 100 {
-		s = s[:100] + "…"
-	}
-	return fmt.Sprintf("%q", s)
+	WriteError(w, &Error{Status: http.StatusForbidden, Code: "permission_denied", Msg: msg})
 }

@@ -1,7 +1,6 @@
 package httpgate
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,32 +9,14 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
-
-	"github.com/orchd/orchd/delegation"
-	"github.com/orchd/orchd/internal/testagent"
-	"github.com/orchd/orchd/registry"
-)
-
-// The limits the endpoint tests run under: small, so bodies over them are
-// cheap to send.
-const (
-	testMaxBody    = 16 << 10
-	testMaxAPIBody = 8 << 10
-	testMaxDepth   = 16
 )
 
 // nested returns a JSON object n levels deep.
@@ -43,277 +24,50 @@ func nested(n int) string {
 	return strings.Repeat(`{"a":`, n-1) + "{}" + strings.Repeat("}", n-1)
 }
 
-// refusalShape is how an endpoint answers a refused body.
-type refusalShape int
-
-const (
-	shapeJSONRPC refusalShape = iota
-	shapeREST
-	shapeREST03
-	shapeAPI
-)
-
-// limitedEndpoint is one endpoint that takes a body, with a body builder:
-// text pads the message (or URL) and meta is the message metadata's
-// "extra" value, JSON.
-type limitedEndpoint struct {
-	name, path string
-	shape      refusalShape
-	body       func(text, meta string) string
-	// ok is the status of an answer to a body within the limits.
-	ok int
+// testLimits are the limits the unit tests start from: the http
+// section's defaults, changed by set.
+func testLimits(set func(*Limits)) Limits {
+	l := Limits{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, MaxBufferedBodyBytes: 32 << 20, ReadTimeout: 30 * time.Second}
+	if set != nil {
+		set(&l)
+	}
+	return l
 }
 
-var limitedEndpoints = []limitedEndpoint{
-	{"A2A 1.0 JSON-RPC", pathJSONRPC, shapeJSONRPC, func(text, meta string) string {
-		return `{"jsonrpc":"2.0","id":"req-7","method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"` +
-			text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}}`
-	}, 200},
-	{"A2A 1.0 HTTP+JSON", pathREST + "/message:send", shapeREST, func(text, meta string) string {
-		return `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"` + text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}`
-	}, 200},
-	{"A2A 0.3 JSON-RPC", pathJSONRPC03, shapeJSONRPC, func(text, meta string) string {
-		return `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"` +
-			text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}}`
-	}, 200},
-	{"A2A 0.3 HTTP+JSON", pathREST03 + "/v1/message:send", shapeREST03, func(text, meta string) string {
-		return `{"message":{"messageId":"m1","role":"ROLE_USER","content":[{"text":"` + text + `"}],"metadata":{"skill":"echo","extra":` + meta + `}}}`
-	}, 200},
-	{"API delegations", "/v1/delegations", shapeAPI, func(text, meta string) string {
-		return `{"text":"` + text + `","skill":"echo","metadata":{"extra":` + meta + `}}`
-	}, 201},
-	{"API policy evaluate", "/v1/policy:evaluate", shapeAPI, func(text, meta string) string {
-		return `{"request":{"skill":"echo` + text + `","metadata":{"extra":` + meta + `}}}`
-	}, 200},
-	{"API agents", "/v1/agents", shapeAPI, func(text, meta string) string {
-		if strings.Count(meta, "{") > testMaxDepth { // a Spec has no free-form field: nest a wrong id
-			return `{"url":"http://127.0.0.1:1/` + text + `","id":` + meta + `}`
-		}
-		return `{"url":"http://127.0.0.1:1/` + text + `"}`
-	}, 502},
+// writeRefusal answers a refusal with its fields as JSON, for the tests
+// to read back (refusal).
+func writeRefusal(w http.ResponseWriter, rf *Refusal) { WriteJSON(w, rf.Status, rf, "") }
+
+// standInBody is what the endpoint reads in place of a refused caller's
+// body too large to read.
+const standInBody = `{"standIn":true}`
+
+func standIn(*http.Request) []byte { return []byte(standInBody) }
+
+// testLogger logs through t.Log with -v, and discards otherwise.
+func testLogger(t testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// startLimited runs a daemon with the test limits and an echo agent.
-func startLimited(t *testing.T, h HTTPConfig) (base string, echo *testagent.Agent) {
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// waitUntil waits for cond, failing the test after 10s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	echo = testagent.Start(t, testagent.Options{Name: "Echo", Skill: "echo"}, testagent.Reply("pong"))
-	cfg := loadDefaults(t)
-	cfg.HTTP = h
-	cfg.Agents = []registry.Spec{{ID: "echo", URL: echo.URL}}
-	return startDaemon(t, cfg), echo
-}
-
-// hideLength makes the client send a body chunked.
-type hideLength struct{ io.Reader }
-
-// TestBodyLimits_EveryEndpoint sends each endpoint a body within the
-// limits, one whose Content-Length is over the limit, one as long sent
-// chunked and one nested too deeply. The over-limit ones are refused in
-// the endpoint's own error shape naming the limit, and nothing of them
-// reaches the agent.
-func TestBodyLimits_EveryEndpoint(t *testing.T) {
-	t.Parallel()
-	base, echo := startLimited(t, HTTPConfig{MaxBodyBytes: testMaxBody, MaxAPIBodyBytes: testMaxAPIBody, MaxJSONDepth: testMaxDepth})
-	for _, ep := range limitedEndpoints {
-		limit, setting := testMaxBody, "http.maxBodyBytes"
-		if ep.shape == shapeAPI {
-			limit, setting = testMaxAPIBody, "http.maxAPIBodyBytes"
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
 		}
-		big := ep.body(strings.Repeat("x", limit), "null")
-		cases := []struct {
-			name    string
-			body    io.Reader
-			status  int
-			setting string
-			msg     string
-			// id is the JSON-RPC id the refusal carries.
-			id any
-		}{
-			{"within limits", strings.NewReader(ep.body("hello", nested(testMaxDepth-6))), ep.ok, "", "", nil},
-			{"Content-Length over", strings.NewReader(big), http.StatusRequestEntityTooLarge, setting,
-				fmt.Sprintf("request body of %d bytes is over the limit of %d bytes (%s)", len(big), limit, setting), nil},
-			{"chunked over", hideLength{strings.NewReader(big)}, http.StatusRequestEntityTooLarge, setting,
-				fmt.Sprintf("request body is over the limit of %d bytes (%s)", limit, setting), jsonRPCIDOf(ep)},
-			{"too deep", strings.NewReader(ep.body("hello", nested(200))), http.StatusBadRequest, "http.maxJSONDepth",
-				fmt.Sprintf("levels deep, over the limit of %d (http.maxJSONDepth)", testMaxDepth), jsonRPCIDOf(ep)},
-		}
-		for _, tc := range cases {
-			t.Run(ep.name+"/"+tc.name, func(t *testing.T) {
-				req, err := http.NewRequestWithContext(t.Context(), "POST", base+ep.path, tc.body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, chunked := tc.body.(hideLength); chunked {
-					req.ContentLength = -1
-				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(a2a.SvcParamVersion, "1.0")
-				if strings.Contains(ep.path, "v0.3") {
-					req.Header.Set(a2a.SvcParamVersion, "0.3")
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkRefusal(t, ep.shape, resp, b, tc.status, tc.setting, tc.msg, tc.id)
-			})
-		}
-	}
-	for _, m := range echo.Messages() {
-		if len(testagent.Text(m)) > 100 {
-			t.Errorf("the agent received an oversized message of %d bytes", len(testagent.Text(m)))
-		}
-		if depth, _ := scanJSON(mustJSON(t, m.Metadata)); depth > testMaxDepth {
-			t.Errorf("the agent received metadata %d deep", depth)
-		}
-	}
-	if n := len(echo.Messages()); n != 5 {
-		t.Errorf("the agent received %d messages, want the 5 within the limits (four A2A interfaces and the API)", n)
-	}
-}
-
-// jsonRPCIDOf is the id ep's body carries, as a refusal echoes it.
-func jsonRPCIDOf(ep limitedEndpoint) any {
-	switch ep.path {
-	case pathJSONRPC:
-		return "req-7"
-	case pathJSONRPC03:
-		return float64(7)
-	}
-	return nil
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// checkRefusal checks an answer: with setting empty, that it is no
-// refusal; otherwise that it is one in shape naming the limit.
-func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byte, status int, setting, msg string, id any) {
-	t.Helper()
-	if setting == "" {
-		if resp.StatusCode != status || bytes.Contains(b, []byte("limit of")) || (shape == shapeJSONRPC && bytes.Contains(b, []byte(`"error"`))) {
-			t.Fatalf("within the limits: %d %s, want %d", resp.StatusCode, b, status)
-		}
-		return
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type %q", ct)
-	}
-	type errorInfo struct {
-		Type     string            `json:"@type"`
-		Reason   string            `json:"reason"`
-		Domain   string            `json:"domain"`
-		Metadata map[string]string `json:"metadata"`
-	}
-	checkInfo := func(infos []errorInfo) {
-		t.Helper()
-		if len(infos) != 1 || infos[0].Reason != "INVALID_REQUEST" || infos[0].Domain != a2a.ProtocolDomain ||
-			infos[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" || infos[0].Metadata["setting"] != setting {
-			t.Errorf("error details %+v, want an ErrorInfo INVALID_REQUEST naming %s", infos, setting)
-		}
-	}
-	switch shape {
-	case shapeJSONRPC:
-		var rpc struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Error   struct {
-				Code    int         `json:"code"`
-				Message string      `json:"message"`
-				Data    []errorInfo `json:"data"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(b, &rpc); err != nil || resp.StatusCode != 200 || rpc.JSONRPC != "2.0" || rpc.Error.Code != -32600 || !strings.Contains(rpc.Error.Message, msg) {
-			t.Fatalf("answer %d %s (%v), want a JSON-RPC -32600 error saying %q", resp.StatusCode, b, err, msg)
-		}
-		var gotID any
-		_ = json.Unmarshal(rpc.ID, &gotID)
-		if string(rpc.ID) == "" || gotID != id {
-			t.Errorf("id %s, want %v", rpc.ID, id)
-		}
-		checkInfo(rpc.Error.Data)
-	case shapeREST, shapeREST03:
-		var st struct {
-			Code    int    `json:"code"`
-			Type    string `json:"type"`
-			Message string `json:"message"`
-			Error   struct {
-				Code    int         `json:"code"`
-				Status  string      `json:"status"`
-				Message string      `json:"message"`
-				Details []errorInfo `json:"details"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(b, &st); err != nil || resp.StatusCode != status || st.Error.Code != status || st.Error.Status != "INVALID_ARGUMENT" || !strings.Contains(st.Error.Message, msg) {
-			t.Fatalf("answer %d %s (%v), want %d google.rpc.Status saying %q", resp.StatusCode, b, err, status, msg)
-		}
-		checkInfo(st.Error.Details)
-		if shape == shapeREST03 && (st.Code != -32600 || st.Type != "InvalidRequestError" || st.Message != st.Error.Message) {
-			t.Errorf("0.3 answer lacks the JSON-RPC code and type: %s", b)
-		}
-	case shapeAPI:
-		var eb ErrorBody
-		if err := json.Unmarshal(b, &eb); err != nil || resp.StatusCode != status || eb.Error.Code != "invalid_argument" || !strings.Contains(eb.Error.Message, msg) {
-			t.Fatalf("answer %d %s (%v), want %d invalid_argument saying %q", resp.StatusCode, b, err, status, msg)
-		}
-	}
-}
-
-// TestBodyLimits_A2AClientsReadTheRefusal sends over-deep and oversized
-// messages with a2a-go's clients over each A2A interface: each reads the
-// refusal as an Invalid Request error naming the limit.
-func TestBodyLimits_A2AClientsReadTheRefusal(t *testing.T) {
-	t.Parallel()
-	base, echo := startLimited(t, HTTPConfig{MaxBodyBytes: testMaxBody, MaxJSONDepth: testMaxDepth})
-	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var deep any = map[string]any{}
-	for range 100 {
-		deep = map[string]any{"a": deep}
-	}
-	for _, it := range full.SupportedInterfaces {
-		t.Run(string(it.ProtocolBinding)+" "+string(it.ProtocolVersion), func(t *testing.T) {
-			card := *full
-			card.SupportedInterfaces = []*a2a.AgentInterface{it}
-			c, err := a2aclient.NewFromCard(t.Context(), &card,
-				a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, tc := range []struct {
-				name    string
-				msg     *a2a.Message
-				setting string
-			}{
-				{"oversized", a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", testMaxBody))), "http.maxBodyBytes"},
-				{"too deep", a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi")), "http.maxJSONDepth"},
-			} {
-				tc.msg.Metadata = map[string]any{SkillMetadataKey: "echo"}
-				if tc.name == "too deep" {
-					tc.msg.Metadata["extra"] = deep
-				}
-				_, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: tc.msg})
-				if !errors.Is(err, a2a.ErrInvalidRequest) || !strings.Contains(err.Error(), tc.setting) {
-					t.Errorf("%s: %v, want ErrInvalidRequest naming %s", tc.name, err, tc.setting)
-				}
-			}
-		})
-	}
-	if n := len(echo.Messages()); n != 0 {
-		t.Errorf("the agent received %d messages", n)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -346,9 +100,9 @@ func (endless) Read(p []byte) (int, error) {
 // limit+1 bytes of an endless chunked one; the endpoint never runs.
 func TestBodyLimits_ReadsNoFurtherThanTheLimit(t *testing.T) {
 	t.Parallel()
-	l := newBodyLimits(HTTPConfig{MaxBodyBytes: 1000}, testLogger(t))
+	l := NewBodyLimits(testLimits(func(l *Limits) { l.MaxBodyBytes = 1000 }), testLogger(t))
 	var ran atomic.Bool
-	h := l.jsonRPC(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Store(true) }))
+	h := l.A2A(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Store(true) }), writeRefusal, standIn)
 	for _, tc := range []struct {
 		name     string
 		declared int64
@@ -358,7 +112,7 @@ func TestBodyLimits_ReadsNoFurtherThanTheLimit(t *testing.T) {
 		{"chunked", -1, 1001},
 	} {
 		body := &countingBody{r: endless{}}
-		req := httptest.NewRequest("POST", pathJSONRPC, nil)
+		req := httptest.NewRequest("POST", "/a2a/jsonrpc", nil)
 		req.Body, req.ContentLength = body, tc.declared
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -378,138 +132,18 @@ func TestBodyLimits_ReadsNoFurtherThanTheLimit(t *testing.T) {
 // limits a config can set, chunked or with their length.
 func TestBodyLimits_LargestLimits(t *testing.T) {
 	t.Parallel()
-	l := newBodyLimits(HTTPConfig{MaxBodyBytes: math.MaxInt64, MaxAPIBodyBytes: math.MaxInt64}, testLogger(t))
+	l := NewBodyLimits(testLimits(func(l *Limits) { l.MaxBodyBytes, l.MaxAPIBodyBytes = math.MaxInt64, math.MaxInt64 }), testLogger(t))
 	const body = `{"jsonrpc":"2.0","id":1,"method":"SendMessage"}`
 	for _, declared := range []int64{int64(len(body)), -1} {
 		var got []byte
-		h := l.jsonRPC(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got, _ = io.ReadAll(r.Body) }))
-		req := httptest.NewRequest("POST", pathJSONRPC, strings.NewReader(body))
+		h := l.A2A(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got, _ = io.ReadAll(r.Body) }), writeRefusal, standIn)
+		req := httptest.NewRequest("POST", "/a2a/jsonrpc", strings.NewReader(body))
 		req.ContentLength = declared
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if string(got) != body {
 			t.Errorf("Content-Length %d: the endpoint read %q (answer %d %s), want the body", declared, got, rec.Code, rec.Body)
 		}
-	}
-}
-
-// TestBodyLimits_SlowBodiesTimeOut trickles bodies into every kind of
-// endpoint, a byte at a time: each connection is answered and closed once
-// the read timeout has passed, however much of its body is still to come.
-func TestBodyLimits_SlowBodiesTimeOut(t *testing.T) {
-	t.Parallel()
-	const readTimeout = 500 * time.Millisecond
-	base, _ := startLimited(t, HTTPConfig{ReadTimeout: Duration(readTimeout)})
-	addr := strings.TrimPrefix(base, "http://")
-	paths := []string{pathJSONRPC, pathREST + "/message:send", pathJSONRPC03, pathREST03 + "/v1/message:send", "/v1/delegations", "/metrics"}
-	const perPath = 5
-	var wg sync.WaitGroup
-	for _, path := range paths {
-		for range perPath {
-			wg.Go(func() {
-				start := time.Now() // before the server can start its clock
-				conn, err := net.Dial("tcp", addr)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer conn.Close()
-				if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path); err != nil {
-					t.Error(err)
-					return
-				}
-				// Trickle the body until the server hangs up, for at most 10s.
-				stop := make(chan struct{})
-				defer close(stop)
-				go func() {
-					tick := time.NewTicker(50 * time.Millisecond)
-					defer tick.Stop()
-					for {
-						select {
-						case <-stop:
-							return
-						case <-tick.C:
-							if _, err := conn.Write([]byte(" ")); err != nil {
-								return
-							}
-						}
-					}
-				}()
-				_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-				if err != nil {
-					t.Errorf("%s: no answer: %v", path, err)
-					return
-				}
-				b, err := io.ReadAll(resp.Body) // to the connection's end
-				resp.Body.Close()
-				took := time.Since(start)
-				if err != nil || took < readTimeout || took > readTimeout+3*time.Second {
-					t.Errorf("%s: closed after %v (%v), want just after %v", path, took, err, readTimeout)
-				}
-				if resp.StatusCode != http.StatusRequestTimeout && !(strings.Contains(path, "jsonrpc") && resp.StatusCode == http.StatusOK) {
-					t.Errorf("%s: status %d", path, resp.StatusCode)
-				}
-				// Like the other refusals, an A2A one names the limit in its
-				// ErrorInfo; the API's says timeout.
-				want := `"metadata":{"limit":"500ms","setting":"http.readTimeout"`
-				if strings.HasPrefix(path, "/v1/") || path == "/metrics" {
-					want = `"code": "timeout"`
-				}
-				if !bytes.Contains(b, []byte(want)) || !bytes.Contains(b, []byte("(http.readTimeout)")) {
-					t.Errorf("%s: answer %s, want it to contain %s", path, b, want)
-				}
-			})
-		}
-	}
-	wg.Wait()
-}
-
-// TestBodyLimits_StreamsOutliveTheReadTimeout streams answers for longer
-// than the read timeout, an A2A SendStreamingMessage and the API's
-// delegation events: both stream to their end.
-func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
-	t.Parallel()
-	const readTimeout = 200 * time.Millisecond
-	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(4*readTimeout))
-	cfg := loadDefaults(t)
-	cfg.HTTP = HTTPConfig{ReadTimeout: Duration(readTimeout), IdleTimeout: Duration(readTimeout)}
-	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
-	base := startDaemon(t, cfg)
-
-	c := a2aClient(t, base)
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
-	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
-	start := time.Now()
-	var last a2a.Event
-	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
-		if err != nil {
-			t.Fatalf("stream after %v: %v", time.Since(start), err)
-		}
-		last = ev
-	}
-	st, ok := last.(*a2a.TaskStatusUpdateEvent)
-	if !ok || st.Status.State != a2a.TaskStateCompleted || time.Since(start) < 2*readTimeout {
-		t.Errorf("A2A stream ended after %v with %T %+v, want COMPLETED after more than %v", time.Since(start), last, last, 2*readTimeout)
-	}
-
-	// On a connection of its own: the server closes idle ones after
-	// readTimeout, and a POST sent on one it is closing is not retried.
-	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := fresh.Post(base+"/v1/delegations", "application/json", strings.NewReader(`{"text": "survey", "skill": "research"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec delegation.Record
-	err = json.NewDecoder(resp.Body).Decode(&rec)
-	resp.Body.Close()
-	if resp.StatusCode != 201 || err != nil {
-		t.Fatalf("POST /v1/delegations = %d, %v", resp.StatusCode, err)
-	}
-	start = time.Now()
-	evs := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "")
-	if len(evs) == 0 || evs[len(evs)-1].State != a2a.TaskStateCompleted || time.Since(start) < 2*readTimeout {
-		t.Errorf("event stream ended after %v with %+v, want COMPLETED after more than %v", time.Since(start), evs, 2*readTimeout)
 	}
 }
 
@@ -560,8 +194,8 @@ func TestScanJSON(t *testing.T) {
 		{`{"id":"trunc`, nil},
 		{`{"x":1}`, nil},
 	} {
-		if got := jsonRPCID([]byte(tc.in)); got != tc.want {
-			t.Errorf("jsonRPCID(%s) = %#v, want %#v", tc.in, got, tc.want)
+		if got := JSONRPCID([]byte(tc.in)); got != tc.want {
+			t.Errorf("JSONRPCID(%s) = %#v, want %#v", tc.in, got, tc.want)
 		}
 	}
 }
@@ -570,9 +204,10 @@ func TestScanJSON(t *testing.T) {
 // every valid JSON document: they agree, and its top-level id, when it
 // finds one, is the one encoding/json decodes.
 func FuzzScanJSON(f *testing.F) {
-	for _, ep := range limitedEndpoints {
-		f.Add([]byte(ep.body(`a \"quoted\" [text]`, nested(5))))
-	}
+	f.Add(typicalSendMessage())
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"req-7","method":"SendMessage","params":{"message":{"parts":[{"text":"a \"quoted\" [text]"}],"metadata":{"extra":` +
+		nested(5) + `}}}}`))
+	f.Add([]byte(`{"message":{"parts":[{"text":"a \"quoted\" [text]"}],"metadata":{"extra":` + nested(5) + `}}}`))
 	f.Add([]byte(`[[[{"a":"\\"}]],{"id":1}]`))
 	f.Add([]byte(`{"id" : "x", "b": "\\\\\"]"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -668,12 +303,12 @@ func BenchmarkBodyLimits(b *testing.B) {
 		h    http.Handler
 	}{
 		{"direct", read},
-		{"limited", newBodyLimits(HTTPConfig{}, nil).jsonRPC(read)},
+		{"limited", NewBodyLimits(testLimits(nil), nil).A2A(read, writeRefusal, standIn)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			rd := bytes.NewReader(body)
 			rc := io.NopCloser(rd)
-			req := httptest.NewRequest("POST", pathJSONRPC, nil)
+			req := httptest.NewRequest("POST", "/a2a/jsonrpc", nil)
 			w := httptest.NewRecorder()
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -686,149 +321,6 @@ func BenchmarkBodyLimits(b *testing.B) {
 	}
 }
 
-func TestHTTPConfig_Defaults(t *testing.T) {
-	t.Parallel()
-	want := HTTPConfig{MaxBodyBytes: 8 << 20, MaxAPIBodyBytes: 64 << 10, MaxJSONDepth: 64, MaxBufferedBodyBytes: 32 << 20,
-		ReadTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Minute), StreamWriteTimeout: Duration(30 * time.Second)}
-	got := loadDefaults(t).HTTP
-	if len(got.AllowedHosts) != 0 {
-		t.Errorf("defaults.yaml http.allowedHosts = %q, want none", got.AllowedHosts)
-	}
-	if got.AllowedHosts = nil; !reflect.DeepEqual(got, want) { // [] in the file
-		t.Errorf("defaults.yaml http = %+v, want %+v", got, want)
-	}
-	if got := (HTTPConfig{}).withDefaults(); !reflect.DeepEqual(got, want) {
-		t.Errorf("zero http section = %+v, want the defaults %+v", got, want)
-	}
-	srv := HTTPConfig{ReadTimeout: Duration(time.Second)}.server(nil, slog.New(slog.DiscardHandler))
-	if srv.ReadTimeout != time.Second || srv.ReadHeaderTimeout != time.Second || srv.IdleTimeout != time.Minute || srv.WriteTimeout != 0 {
-		t.Errorf("server timeouts: read %v, header %v, idle %v, write %v", srv.ReadTimeout, srv.ReadHeaderTimeout, srv.IdleTimeout, srv.WriteTimeout)
-	}
-	for _, body := range []string{"http:\n  maxBodyBytes: -1\n", "http:\n  maxAPIBodyBytes: -5\n", "http:\n  maxJSONDepth: -1\n", "http:\n  readTimeout: -1s\n",
-		"http:\n  maxBufferedBodyBytes: -1\n", "http:\n  maxBufferedBodyBytes: 8388608\n", "http:\n  maxBodyBytes: 1024\n  maxBufferedBodyBytes: 1000\n"} {
-		if _, err := LoadConfig(writeConfig(t, body)); err == nil || !strings.Contains(err.Error(), "http") && !strings.Contains(err.Error(), "duration") {
-			t.Errorf("%q: err = %v", body, err)
-		}
-	}
-	if _, err := LoadConfig(writeConfig(t, "http:\n  maxBodyBytes: 1024\n  maxJSONDepth: 8\n  maxBufferedBodyBytes: 1048576\n")); err != nil {
-		t.Errorf("valid http section: %v", err)
-	}
-}
-
-// stalled is a body that sends its head and then nothing more until the
-// test ends: whatever waits for the rest of it waits that long.
-func stalled(t *testing.T, head string) io.Reader {
-	pr, pw := io.Pipe()
-	go func() {
-		_, _ = pw.Write([]byte(head))
-	}()
-	t.Cleanup(func() {
-		pw.Close()
-		pr.Close()
-	})
-	return pr
-}
-
-// TestBodyLimits_RefusedCallersBodiesAreNotRead sends every A2A endpoint of
-// a daemon with authentication requests without credentials whose bodies
-// stall after their first bytes: declared larger than any ordinary
-// request, or sent chunked past that size. Each is answered with the
-// gate's refusal at once, without waiting for the rest. A small body
-// without credentials is read and refused as a2a-go refuses it, with the
-// request's own id.
-func TestBodyLimits_RefusedCallersBodiesAreNotRead(t *testing.T) {
-	t.Parallel()
-	cfg := loadDefaults(t)
-	cfg.Auth = authTokens()
-	cfg.HTTP.ReadTimeout = Duration(3 * time.Second) // what reading a stalled body would end in
-	base := startDaemon(t, cfg)
-	hc := &http.Client{Timeout: 10 * time.Second}
-	for _, ep := range limitedEndpoints[:4] {
-		body := ep.body(strings.Repeat("x", 4<<20), "{}")
-		for _, tc := range []struct {
-			name     string
-			body     io.Reader
-			declared int64
-		}{
-			{"declared", stalled(t, body[:1024]), int64(len(body))},
-			{"chunked", stalled(t, body[:maxRefusedBodyBytes+1024]), -1},
-		} {
-			req, err := http.NewRequestWithContext(t.Context(), "POST", base+ep.path, tc.body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.ContentLength = tc.declared
-			req.Header.Set("Content-Type", "application/json")
-			began := time.Now()
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Errorf("%s, %s: %v (after %v), want the refusal before the body ends", ep.name, tc.name, err, time.Since(began))
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if !strings.Contains(string(b), "authentication required") || !resp.Close {
-				t.Errorf("%s, %s: %d %s %s", ep.name, tc.name, resp.StatusCode, resp.Header, b)
-			}
-		}
-	}
-	code, _ := callAs(t, "", "POST", base+pathJSONRPC, limitedEndpoints[0].body("hi", "{}"), nil)
-	var rpc struct {
-		ID    any `json:"id"`
-		Error struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	resp, err := hc.Post(base+pathJSONRPC, "application/json", strings.NewReader(limitedEndpoints[0].body("hi", "{}")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&rpc); err != nil || code != 200 || rpc.ID != "req-7" || rpc.Error.Code != -31401 {
-		t.Errorf("a small body without credentials: %d %+v %v, want -31401 for req-7", code, rpc, err)
-	}
-}
-
-// TestBodyLimits_A2AClientsReadTheUnreadRefusal sends, with a2a-go's
-// clients and no credentials, a message too large to be read from a
-// refused caller, over each A2A interface, sent and streamed: each reads
-// A2A's unauthenticated error.
-func TestBodyLimits_A2AClientsReadTheUnreadRefusal(t *testing.T) {
-	t.Parallel()
-	cfg := loadDefaults(t)
-	cfg.Auth = authTokens()
-	base := startDaemon(t, cfg)
-	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", 4*maxRefusedBodyBytes)))
-	for _, it := range full.SupportedInterfaces {
-		t.Run(string(it.ProtocolBinding)+" "+string(it.ProtocolVersion), func(t *testing.T) {
-			card := *full
-			card.SupportedInterfaces = []*a2a.AgentInterface{it}
-			c, err := a2aclient.NewFromCard(t.Context(), &card,
-				a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}); !errors.Is(err, a2a.ErrUnauthenticated) {
-				t.Errorf("SendMessage: %v, want unauthenticated", err)
-			}
-			var streamErr error
-			for _, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
-				if err != nil {
-					streamErr = err
-					break
-				}
-			}
-			if !errors.Is(streamErr, a2a.ErrUnauthenticated) {
-				t.Errorf("SendStreamingMessage: %v, want unauthenticated", streamErr)
-			}
-		})
-	}
-}
-
 // TestBodyLimits_BudgetBoundsBodiesHeldAtOnce holds the whole budget with
 // two bodies still arriving: a third, small one waits for room, and is
 // read once one of them ends. With the wait bounded, it is refused as
@@ -836,13 +328,13 @@ func TestBodyLimits_A2AClientsReadTheUnreadRefusal(t *testing.T) {
 func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 	t.Parallel()
 	const maxBody = 1 << 10
-	l := newBodyLimits(HTTPConfig{MaxBodyBytes: maxBody, MaxBufferedBodyBytes: 2*(maxBody+1) + 1}, testLogger(t))
+	l := NewBodyLimits(testLimits(func(l *Limits) { l.MaxBodyBytes, l.MaxBufferedBodyBytes = maxBody, 2*(maxBody+1)+1 }), testLogger(t))
 	l.readTimeout = time.Hour
 	var served atomic.Int64
-	srv := httptest.NewServer(l.jsonRPC(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(l.A2A(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		served.Add(1)
-	})))
+	}), writeRefusal, standIn))
 	t.Cleanup(srv.Close)
 	post := func(body io.Reader, n int64) <-chan error {
 		done := make(chan error, 1)
@@ -915,15 +407,10 @@ func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rpc struct {
-		ID    any `json:"id"`
-		Error struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&rpc); err != nil || rpc.Error.Code != jsonRPCServerError || !strings.Contains(rpc.Error.Message, "http.maxBufferedBodyBytes") {
-		t.Errorf("a body with no room: %+v %v", rpc, err)
+	var rf Refusal
+	if err := json.NewDecoder(resp.Body).Decode(&rf); err != nil || !rf.Busy || resp.StatusCode != http.StatusServiceUnavailable ||
+		rf.Setting != "http.maxBufferedBodyBytes" || !strings.Contains(rf.Msg, "http.maxBufferedBodyBytes") {
+		t.Errorf("a body with no room: %d %+v %v, want busy naming http.maxBufferedBodyBytes", resp.StatusCode, rf, err)
 	}
 }
 
@@ -934,9 +421,9 @@ func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 func TestBodyLimits_BudgetHeldUntilTheAnswer(t *testing.T) {
 	t.Parallel()
 	const budget = 4 * maxPooledBody
-	l := newBodyLimits(HTTPConfig{MaxBodyBytes: 2 * maxPooledBody, MaxBufferedBodyBytes: budget}, testLogger(t))
+	l := NewBodyLimits(testLimits(func(l *Limits) { l.MaxBodyBytes, l.MaxBufferedBodyBytes = 2*maxPooledBody, budget }), testLogger(t))
 	var heldWhileRead, freeOnceAnswered atomic.Bool
-	h := l.jsonRPC(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := l.A2A(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if !l.budget.TryAcquire(budget) {
 			heldWhileRead.Store(true)
@@ -949,8 +436,8 @@ func TestBodyLimits_BudgetHeldUntilTheAnswer(t *testing.T) {
 			freeOnceAnswered.Store(true)
 			l.budget.Release(budget)
 		}
-	}))
-	req := httptest.NewRequest("POST", pathJSONRPC, strings.NewReader(strings.Repeat(" ", 2*maxPooledBody)))
+	}), writeRefusal, standIn)
+	req := httptest.NewRequest("POST", "/a2a/jsonrpc", strings.NewReader(strings.Repeat(" ", 2*maxPooledBody)))
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	if !heldWhileRead.Load() || !freeOnceAnswered.Load() {
 		t.Errorf("budget held while the body was decoded: %v; given back at the answer: %v", heldWhileRead.Load(), freeOnceAnswered.Load())
@@ -967,15 +454,15 @@ func TestBodyLimits_BudgetHeldUntilTheAnswer(t *testing.T) {
 func TestBodyLimits_RefusedCallersTakeNoBudget(t *testing.T) {
 	t.Parallel()
 	const maxBody = 1 << 10
-	l := newBodyLimits(HTTPConfig{MaxBodyBytes: maxBody, MaxBufferedBodyBytes: 2*(maxBody+1) + 1}, testLogger(t))
+	l := NewBodyLimits(testLimits(func(l *Limits) { l.MaxBodyBytes, l.MaxBufferedBodyBytes = maxBody, 2*(maxBody+1)+1 }), testLogger(t))
 	l.readTimeout = time.Hour
 	var standIns atomic.Int64
-	inner := l.jsonRPC(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	inner := l.A2A(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		if strings.Contains(string(b), `"id":null`) {
+		if string(b) == standInBody {
 			standIns.Add(1)
 		}
-	}))
+	}), writeRefusal, standIn)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Refused") != "" {
 			r = r.WithContext(context.WithValue(r.Context(), refusalKey{}, "no credentials"))

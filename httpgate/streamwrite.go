@@ -18,10 +18,10 @@ import (
 // connection closes. A slow reader that keeps reading is not cut off: the
 // deadline is for one write, not the stream.
 
-// streamDeadlines sets a write deadline before every write of an answer that
+// StreamDeadlines sets a write deadline before every write of an answer that
 // is an event stream (text/event-stream), and leaves other answers as
 // they are.
-func streamDeadlines(next http.Handler, timeout time.Duration) http.Handler {
+func StreamDeadlines(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(&streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout}, r)
 	})

@@ -21,7 +21,7 @@ func TestStreamDeadlines_ClientThatStopsReading(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	ended := make(chan error, 1)
 	chunk := strings.Repeat("x", 64<<10)
-	srv := httptest.NewServer(streamDeadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(StreamDeadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		for {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
+
+	"github.com/orchd/orchd/httpgate"
 )
 
 // Everything under pathA2A is orchd's A2A surface. A request there that no
@@ -67,7 +69,7 @@ func unknownA2APath(w http.ResponseWriter, r *http.Request) {
 		var id any
 		if r.Body != nil {
 			body, _ := io.ReadAll(io.LimitReader(r.Body, maxUnknownPathBody))
-			id = jsonRPCID(body)
+			id = httpgate.JSONRPCID(body)
 		}
 		writeJSONRPCError(w, http.StatusNotFound, id, jsonRPCMethodNotFound, reasonMethodNotFound, msg)
 		return
@@ -94,7 +96,7 @@ func jsonRPCMediaType(next http.Handler) http.Handler {
 		var id any
 		if r.Body != nil {
 			body, _ := io.ReadAll(io.LimitReader(r.Body, maxUnknownPathBody))
-			id = jsonRPCID(body)
+			id = httpgate.JSONRPCID(body)
 		}
 		writeJSONRPCError(w, http.StatusOK, id, jsonRPCContentType, reasonContentType, mediaTypeMessage(ct))
 	})
@@ -134,7 +136,7 @@ func acceptedMediaType(ct string) bool {
 // mediaTypeMessage is the refusal's message; the refused value is quoted
 // and cut, as it came from the client.
 func mediaTypeMessage(ct string) string {
-	return "request Content-Type " + quoteCut(ct) + " is not supported: send application/json or application/a2a+json"
+	return "request Content-Type " + httpgate.QuoteCut(ct) + " is not supported: send application/json or application/a2a+json"
 }
 
 // restFallback makes the answers of a2a-go's HTTP+JSON handlers to paths
@@ -215,7 +217,7 @@ func writeJSONRPCError(w http.ResponseWriter, status int, id any, code int, reas
 		Message string                `json:"message"`
 		Data    []*errordetails.Typed `json:"data,omitempty"`
 	}
-	writeJSON(w, status, struct {
+	httpgate.WriteJSON(w, status, struct {
 		JSONRPC string   `json:"jsonrpc"`
 		ID      any      `json:"id"`
 		Error   rpcError `json:"error"`
@@ -236,12 +238,12 @@ func writeRESTError(w http.ResponseWriter, status int, grpcStatus, reason, msg s
 		Error statusBody `json:"error"`
 	}{statusBody{status, grpcStatus, msg, []*errordetails.Typed{a2aErrorInfo(reason)}}}
 	if !legacy {
-		writeJSON(w, status, body, "")
+		httpgate.WriteJSON(w, status, body, "")
 		return
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		writeJSON(w, status, body, "")
+		httpgate.WriteJSON(w, status, body, "")
 		return
 	}
 	b = withLegacyFields(b)
@@ -250,3 +252,26 @@ func writeRESTError(w http.ResponseWriter, status int, grpcStatus, reason, msg s
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+// forbidA2A answers a request to an A2A endpoint refused before the
+// endpoint saw it (httpgate.BrowserGuard) with 403 and A2A's unauthorized
+// error, in the error shape of the binding its path names, and reports
+// true; false for a path that is not an A2A endpoint's.
+func forbidA2A(w http.ResponseWriter, r *http.Request, msg string) bool {
+	if !strings.HasPrefix(r.URL.Path, pathA2A) {
+		return false
+	}
+	if bd := bindingOf(r.URL.Path); bd.jsonRPC {
+		writeJSONRPCError(w, http.StatusForbidden, nil, jsonRPCUnauthorized, reasonUnauthorized, msg)
+	} else {
+		writeRESTError(w, http.StatusForbidden, "PERMISSION_DENIED", reasonUnauthorized, msg, bd.legacy)
+	}
+	return true
+}
+
+// The JSON-RPC code and A2A reason of a refused browser request: A2A's
+// unauthorized error.
+const (
+	jsonRPCUnauthorized = -31403
+	reasonUnauthorized  = "UNAUTHORIZED"
+)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 	"github.com/orchd/orchd/telemetry"
@@ -54,7 +55,7 @@ type a2aServer struct {
 	self   string
 	agents routable
 	// gate says how callers authenticate, for the card to declare.
-	gate *gate
+	gate *httpgate.Gate
 	// signer signs the card; nil when agent.signingKey is not set.
 	signer  jwk.Key
 	handler a2asrv.RequestHandler
@@ -90,19 +91,19 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, maxMessage int64, authz authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) (*a2aServer, error) {
-	exec := newExecutor(engine, tasks, authz.gate, stopping, log)
+func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, maxMessage int64, authz httpgate.Authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) (*a2aServer, error) {
+	exec := newExecutor(engine, tasks, authz.Gate(), stopping, log)
 	execs := steering.NewExecutions()
 	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
 	// a2a-go derives a logger for every request, seldom written to:
 	// LazyHandler formats its attributes only for a record written.
 	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(log.Handler()))),
-		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.gate}, developmentUser{gate: authz.gate}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, messageFit{max: maxMessage}, steer, earlyDelegation{x: exec}),
+		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.Gate()}, developmentUser{gate: authz.Gate()}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, messageFit{max: maxMessage}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs), pusher.handlerOption()), tasks, exec.changes, stopping)
 	if err != nil {
 		return nil, fmt.Errorf("A2A server: %w", err)
 	}
-	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.gate, signer: signer, handler: h, exec: exec}, nil
+	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.Gate(), signer: signer, handler: h, exec: exec}, nil
 }
 
 // setCard builds the card for base, the URL this orchd is reached at.
@@ -161,7 +162,7 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 			&a2a.AgentInterface{URL: s.grpcURL, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: "1.0"},
 			&a2a.AgentInterface{URL: s.grpcURL, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: "0.3"})
 	}
-	card.SecuritySchemes, card.SecurityRequirements = s.gate.cardSecurity()
+	card.SecuritySchemes, card.SecurityRequirements = cardSecurity(s.gate)
 	producer := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
 	b, err := producer.CardJSON(ctx)
 	if err == nil {
@@ -245,21 +246,21 @@ func cardSkills(configured []SkillConfig, agents []*registry.Agent) []a2a.AgentS
 
 // routes adds the card and the A2A endpoints to mux, traced by tel, their
 // request bodies bounded by limits, their callers authenticated by g.
-func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits *bodyLimits, g *gate) {
+func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits *httpgate.BodyLimits, g *httpgate.Gate) {
 	ext := []string{delegation.ExtensionURI, steering.URI}
 	handle := func(path, version string, h http.Handler) {
-		mux.Handle(path, tel.Handler(g.wrap(groupA2A, served(version, ext, h)), "A2A"))
+		mux.Handle(path, tel.Handler(g.Admit(httpgate.GroupA2A, served(version, ext, h)), "A2A"))
 	}
-	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, g.wrap(groupCard, http.HandlerFunc(s.serveCard)))
+	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, g.Wrap(httpgate.GroupCard, http.HandlerFunc(s.serveCard)))
 	mux.Handle("OPTIONS "+a2asrv.WellKnownAgentCardPath, http.HandlerFunc(cardOptions))
-	jsonRPC := limits.jsonRPC(jsonRPCMediaType(a2asrv.NewJSONRPCHandler(s.handler)))
+	jsonRPC := boundJSONRPC(limits, jsonRPCMediaType(a2asrv.NewJSONRPCHandler(s.handler)))
 	handle(pathJSONRPC, "1.0", jsonRPC)
 	handle(pathJSONRPC+"/{$}", "1.0", jsonRPC)
-	handle(pathREST+"/", "1.0", limits.rest(restMediaType(false, http.StripPrefix(pathREST, restFallback(false, a2asrv.NewRESTHandler(s.handler))))))
-	jsonRPC03 := limits.jsonRPC03(jsonRPCMediaType(a2av0.NewJSONRPCHandler(s.handler)))
+	handle(pathREST+"/", "1.0", boundREST(limits, restMediaType(false, http.StripPrefix(pathREST, restFallback(false, a2asrv.NewRESTHandler(s.handler))))))
+	jsonRPC03 := boundJSONRPC03(limits, jsonRPCMediaType(a2av0.NewJSONRPCHandler(s.handler)))
 	handle(pathJSONRPC03, "0.3", jsonRPC03)
 	handle(pathJSONRPC03+"/{$}", "0.3", jsonRPC03)
-	handle(pathREST03+"/", "0.3", limits.rest03(restMediaType(true, acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, restFallback(false, a2av0.NewRESTHandler(s.handler))))))))
+	handle(pathREST03+"/", "0.3", boundREST03(limits, restMediaType(true, acceptProtoNames(legacyRESTErrors(http.StripPrefix(pathREST03, restFallback(false, a2av0.NewRESTHandler(s.handler))))))))
 	unknown := tel.Handler(http.HandlerFunc(unknownA2APath), "A2A")
 	for _, p := range []string{pathA2A, pathREST, pathREST03} {
 		mux.Handle(p, unknown)

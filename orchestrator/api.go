@@ -19,6 +19,7 @@ import (
 
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -40,7 +41,7 @@ type api struct {
 	// ready lists what keeps the daemon from being ready (ready.go).
 	ready func() []string
 	// authz decides what each caller may do (authz.go).
-	authz authorizer
+	authz httpgate.Authorizer
 }
 
 // newAPI returns the API's handler.
@@ -67,7 +68,7 @@ type api struct {
 // Every route but the health checks is authorized by the authorization
 // policies (authz.go). A method a path is not served with is answered 405
 // with Allow; a path no route serves, 404.
-func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz authorizer, stopping <-chan struct{}, ready func() []string, log *slog.Logger) http.Handler {
+func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz httpgate.Authorizer, stopping <-chan struct{}, ready func() []string, log *slog.Logger) http.Handler {
 	a := &api{reg: reg, policies: engine, delegations: delegations, authz: authz, stopping: stopping, ready: ready, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.health)
@@ -95,7 +96,7 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delega
 			a.methodNotAllowed(w, r, allow)
 			return
 		}
-		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusNotFound, Code: "not_found", Msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return mux
 }
@@ -172,8 +173,8 @@ func (a *api) onlyActions(mux *http.ServeMux, h http.HandlerFunc) http.HandlerFu
 func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
 	list := strings.Join(allow, ", ")
 	w.Header().Set("Allow", list)
-	a.fail(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
-		msg: fmt.Sprintf("%s %s is not served; this path takes %s", r.Method, r.URL.Path, list)})
+	a.fail(w, r, &httpgate.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		Msg: fmt.Sprintf("%s %s is not served; this path takes %s", r.Method, r.URL.Path, list)})
 }
 
 // Health is the body of GET /healthz.
@@ -239,7 +240,7 @@ func (a *api) addAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if spec.URL == "" {
-		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: `body needs "url"`})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: `body needs "url"`})
 		return
 	}
 	ag, err := a.reg.Add(r.Context(), spec)
@@ -266,7 +267,7 @@ func (a *api) removeAgent(w http.ResponseWriter, r *http.Request) {
 func (a *api) agentAction(w http.ResponseWriter, r *http.Request) {
 	id, verb, ok := strings.Cut(r.PathValue("action"), ":")
 	if !ok || verb != "refresh" {
-		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/agents/{id}:refresh?)"})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusNotFound, Code: "not_found", Msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/agents/{id}:refresh?)"})
 		return
 	}
 	if !a.allow(w, r, policies.ActionAgentsRefresh, policies.Resource{Kind: policies.ResourceAgent, ID: id}) {
@@ -292,8 +293,8 @@ func (a *api) reloadPolicies(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.policies.Reload(); err != nil {
-		a.fail(w, r, &apiError{status: http.StatusUnprocessableEntity, code: "invalid_policy",
-			msg: "policies not reloaded; the previous ones stay in force:\n" + err.Error()})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusUnprocessableEntity, Code: "invalid_policy",
+			Msg: "policies not reloaded; the previous ones stay in force:\n" + err.Error()})
 		return
 	}
 	a.reply(w, http.StatusOK, a.policies.Status())
@@ -319,7 +320,7 @@ type EvaluateResponse struct {
 // evaluatePolicies is a dry run: it decides every candidate under the
 // policies in force and explains each decision, delegating nothing.
 func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
-	if !a.allow(w, r, policies.ActionPoliciesEvaluate, dryRunAs(a.authz.gate.callerOf(r.Context()))) {
+	if !a.allow(w, r, policies.ActionPoliciesEvaluate, dryRunAs(a.authz.CallerOf(r.Context()))) {
 		return
 	}
 	var req EvaluateRequest
@@ -349,10 +350,10 @@ func dryRunAs(c policies.Caller) policies.Resource {
 // tenant is theirs (403 otherwise).
 func (a *api) dryRun(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
 	if reflect.ValueOf(req.Caller).IsZero() {
-		req.Caller = a.authz.gate.callerOf(ctx)
+		req.Caller = a.authz.CallerOf(ctx)
 	}
-	if dec := a.authz.decide(ctx, policies.ActionPoliciesEvaluate, dryRunAs(req.Caller)); !dec.Allowed {
-		return EvaluateResponse{}, denied(policies.ActionPoliciesEvaluate+" as "+callerName(req.Caller), dec)
+	if dec := a.authz.Decide(ctx, policies.ActionPoliciesEvaluate, dryRunAs(req.Caller)); !dec.Allowed {
+		return EvaluateResponse{}, httpgate.Denied(policies.ActionPoliciesEvaluate+" as "+callerName(req.Caller), dec)
 	}
 	return a.evaluate(ctx, req)
 }
@@ -392,7 +393,7 @@ func (a *api) evaluate(ctx context.Context, req EvaluateRequest) (EvaluateRespon
 // its size and depth before the handler ran.
 func decodeBody(r *http.Request, v any) error {
 	if err := decodeJSON(r.Body, v); err != nil {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "bad JSON body: " + err.Error()}
+		return &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: "bad JSON body: " + err.Error()}
 	}
 	return nil
 }
@@ -496,42 +497,20 @@ func article(s string) string {
 	return "a " + s
 }
 
-// apiError is an error with its HTTP status and code already decided.
-type apiError struct {
-	status  int
-	code    string
-	msg     string
-	details any
-}
-
-func (e *apiError) Error() string { return e.msg }
-
 // ErrorBody is the JSON body of every API error.
-type ErrorBody struct {
-	// Error describes what went wrong.
-	Error struct {
-		// Code is a stable machine-readable string; see docs/api.md.
-		Code string `json:"code"`
-		// Message says what went wrong, for a person.
-		Message string `json:"message"`
-		// Details carries structured data for some errors: the decision
-		// (every candidate and why it was refused) for refused or failed
-		// delegations.
-		Details any `json:"details,omitempty"`
-	} `json:"error"`
-}
+type ErrorBody = httpgate.ErrorBody
 
 // classify maps an error to its HTTP status and code. It is the one place
 // where registry and card errors meet the wire.
 func classify(err error) (int, string) {
-	var ae *apiError
+	var ae *httpgate.Error
 	var fe *registry.FetchError
 	var ne net.Error
 	var refused *delegation.RefusedError
 	var failed *delegation.FailedError
 	switch {
 	case errors.As(err, &ae):
-		return ae.status, ae.code
+		return ae.Status, ae.Code
 	case errors.As(err, &refused):
 		return http.StatusUnprocessableEntity, "refused"
 	case errors.As(err, &failed):
@@ -576,12 +555,12 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	a.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
 	var body ErrorBody
 	body.Error.Code, body.Error.Message = code, err.Error()
-	var ae *apiError
+	var ae *httpgate.Error
 	var refused *delegation.RefusedError
 	var failed *delegation.FailedError
 	switch {
 	case errors.As(err, &ae):
-		body.Error.Details = ae.details
+		body.Error.Details = ae.Details
 	case errors.As(err, &refused):
 		body.Error.Details = refused.Decision
 	case errors.As(err, &failed):
@@ -600,10 +579,24 @@ func (a *api) reply(w http.ResponseWriter, status int, v any) {
 	}
 }
 
-// writeAPIError answers with an API error where no api is at hand (the
-// authentication gate runs before the routes).
-func writeAPIError(w http.ResponseWriter, e *apiError) {
-	var body ErrorBody
-	body.Error.Code, body.Error.Message, body.Error.Details = e.code, e.msg, e.details
-	writeJSON(w, e.status, body, "  ")
+// allow answers 403 and returns false unless the caller of r may do
+// action to res.
+func (a *api) allow(w http.ResponseWriter, r *http.Request, action string, res policies.Resource) bool {
+	dec := a.authz.Decide(r.Context(), action, res)
+	if !dec.Allowed {
+		a.fail(w, r, httpgate.Denied(action, dec))
+	}
+	return dec.Allowed
+}
+
+// delegationFor reads the delegation named in the path for action. A
+// delegation the caller may not act on is answered as one that does not
+// exist (404), so callers learn nothing of others' work.
+func (a *api) delegationFor(w http.ResponseWriter, r *http.Request, id, action string) (delegation.Record, bool) {
+	rec, err := a.authz.Lookup(r.Context(), a.delegations, id, action)
+	if err != nil {
+		a.fail(w, r, err)
+		return delegation.Record{}, false
+	}
+	return rec, true
 }

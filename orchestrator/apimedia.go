@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+
+	"github.com/orchd/orchd/httpgate"
 )
 
 // jsonRequests refuses, with 415 and the API's error body, an HTTP API
@@ -28,13 +30,13 @@ func jsonRequests(next http.Handler, log *slog.Logger) http.Handler {
 		}
 		msg := "a request body needs Content-Type: application/json"
 		if ct != "" {
-			msg = "request Content-Type " + quoteCut(ct) + " is not supported: send application/json"
+			msg = "request Content-Type " + httpgate.QuoteCut(ct) + " is not supported: send application/json"
 		}
 		log.InfoContext(r.Context(), "request refused", "method", r.Method, "path", r.URL.Path, "error", msg)
 		if hasBody {
 			w.Header().Set("Connection", "close") // the body is left unread
 		}
-		writeAPIError(w, &apiError{status: http.StatusUnsupportedMediaType, code: "invalid_argument", msg: msg})
+		httpgate.WriteError(w, &httpgate.Error{Status: http.StatusUnsupportedMediaType, Code: "invalid_argument", Msg: msg})
 	})
 }
 
@@ -43,4 +45,15 @@ func jsonRequests(next http.Handler, log *slog.Logger) http.Handler {
 func isJSONMediaType(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
+}
+
+// boundAPI bounds the bodies of the HTTP API, refusing with its error
+// body.
+func boundAPI(l *httpgate.BodyLimits, next http.Handler) http.Handler {
+	return l.API(next, writeAPIRefusal)
+}
+
+// writeAPIRefusal answers with the API's error body.
+func writeAPIRefusal(w http.ResponseWriter, rf *httpgate.Refusal) {
+	httpgate.WriteError(w, &httpgate.Error{Status: rf.Status, Code: rf.Code, Msg: rf.Msg})
 }

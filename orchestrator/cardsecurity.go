@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/httpgate"
 )
 
 // cardSecurity is what orchd's card declares of how callers authenticate
@@ -13,22 +15,23 @@ import (
 // authentication configured; else bearer tokens (static or JWT), an API
 // key header and client certificates, as configured, any one of which
 // will do.
-func (g *gate) cardSecurity() (a2a.NamedSecuritySchemes, a2a.SecurityRequirementsOptions) {
-	if g.authn == nil {
+func cardSecurity(g *httpgate.Gate) (a2a.NamedSecuritySchemes, a2a.SecurityRequirementsOptions) {
+	if !g.Enabled() {
 		return nil, nil
 	}
+	cfg := g.Config()
 	schemes := a2a.NamedSecuritySchemes{}
-	if len(g.cfg.Tokens) > 0 || g.cfg.TokensFile != "" || g.cfg.JWT != nil {
+	if len(cfg.Tokens) > 0 || cfg.TokensFile != "" || cfg.JWT != nil {
 		bearer := a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", Description: "a token or JWT orchd's operator issued"}
-		if g.cfg.JWT != nil {
+		if cfg.JWT != nil {
 			bearer.BearerFormat = "JWT"
 		}
 		schemes["bearer"] = bearer
 	}
-	if h := g.cfg.APIKeyHeader; h != "" && (len(g.cfg.Tokens) > 0 || g.cfg.TokensFile != "") {
+	if h := cfg.APIKeyHeader; h != "" && (len(cfg.Tokens) > 0 || cfg.TokensFile != "") {
 		schemes["apiKey"] = a2a.APIKeySecurityScheme{Location: a2a.APIKeySecuritySchemeLocationHeader, Name: h}
 	}
-	if g.cfg.MTLS != nil {
+	if cfg.MTLS != nil {
 		schemes["mtls"] = a2a.MutualTLSSecurityScheme{Description: "a client certificate from orchd's client CA"}
 	}
 	names := make([]string, 0, len(schemes))

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/telemetry"
@@ -66,6 +67,12 @@ type Config struct {
 	// authenticating proxy in front. It is not read from the file.
 	InsecureNoAuth bool `yaml:"-"`
 }
+
+// AuthConfig is the config file's auth section: how callers authenticate,
+// which routes they may reach without credentials, and which orchds are
+// trusted peers. It is what the gate in front of every route is built
+// from (httpgate.AuthConfig).
+type AuthConfig = httpgate.AuthConfig
 
 // TelemetryConfig is the config file's telemetry section. Traces are
 // exported over OTLP when the standard OTEL_EXPORTER_OTLP_* environment
@@ -355,7 +362,7 @@ func (c *Config) validate() error {
 	}
 	add(c.HTTP.validate())
 	add(c.Log.validate())
-	add(c.Auth.validate())
+	add(c.Auth.Validate())
 	add(c.Agent.GRPC.validate())
 	if c.Auth.MTLS != nil && c.HTTP.TLS == nil {
 		add(errors.New("config: auth.mtls needs http.tls: client certificates are only presented over HTTPS"))

@@ -10,8 +10,10 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/console"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -27,7 +29,7 @@ import (
 // console's live updates reuse; crossOrigin is the daemon's protection
 // from other sites' posts, which knows its own origins (browserguard.go);
 // name is the daemon's display name.
-func routeConsole(mux *http.ServeMux, g *gate, reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz authorizer,
+func routeConsole(mux *http.ServeMux, g *httpgate.Gate, authn *auth.Authenticator, reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz httpgate.Authorizer,
 	apiHandler http.Handler, crossOrigin *http.CrossOriginProtection, name string, log *slog.Logger) error {
 	a := &api{reg: reg, policies: engine, delegations: delegations, authz: authz, log: log}
 	cfg := console.Config{
@@ -44,14 +46,14 @@ func routeConsole(mux *http.ServeMux, g *gate, reg *registry.Registry, engine *p
 			apiHandler.ServeHTTP(w, r2)
 		}),
 	}
-	if g.enabled() {
+	if g.Enabled() {
 		cfg.Login = func(ctx context.Context, token string) error {
 			r, err := http.NewRequestWithContext(ctx, http.MethodGet, "/ui/", nil)
 			if err != nil {
 				return err
 			}
 			r.Header.Set("Authorization", "Bearer "+token)
-			if p, err := g.authn.Authenticate(r); err != nil || p == nil {
+			if p, err := authn.Authenticate(r); err != nil || p == nil {
 				return console.ErrLogin
 			}
 			return nil
@@ -61,7 +63,7 @@ func routeConsole(mux *http.ServeMux, g *gate, reg *registry.Registry, engine *p
 	if err != nil {
 		return err
 	}
-	mux.Handle("/ui/", consoleCredentials(loginOnRefusal(g.wrap(groupAPI, c))))
+	mux.Handle("/ui/", consoleCredentials(loginOnRefusal(g.Wrap(httpgate.GroupAPI, c))))
 	// Logging out only deletes the cookie, so a browser whose token was
 	// refused or expired can still do it.
 	for _, open := range []string{"/ui/login", "/ui/logout", "/ui/static/"} {
@@ -147,8 +149,8 @@ var _ console.Source = consoleSource{}
 // check fails with the API's 403 unless the caller of ctx may do action
 // to res.
 func (s consoleSource) check(ctx context.Context, action string, res policies.Resource) error {
-	if dec := s.a.authz.decide(ctx, action, res); !dec.Allowed {
-		return denied(action, dec)
+	if dec := s.a.authz.Decide(ctx, action, res); !dec.Allowed {
+		return httpgate.Denied(action, dec)
 	}
 	return nil
 }
@@ -172,19 +174,19 @@ func (s consoleSource) Agent(ctx context.Context, id string) (*registry.Agent, e
 }
 
 func (s consoleSource) Delegations(ctx context.Context, q delegation.Query) (delegation.Page, error) {
-	if err := s.check(ctx, policies.ActionDelegationsList, s.a.authz.own(ctx, policies.ResourceDelegation)); err != nil {
+	if err := s.check(ctx, policies.ActionDelegationsList, s.a.authz.Own(ctx, policies.ResourceDelegation)); err != nil {
 		return delegation.Page{}, err
 	}
-	q.Visible = s.a.authz.visible(ctx)
+	q.Visible = s.a.authz.Visible(ctx)
 	return s.a.delegations.List(ctx, q)
 }
 
 func (s consoleSource) Delegation(ctx context.Context, id string) (delegation.Record, error) {
-	return s.a.authz.read(ctx, s.a.delegations, id)
+	return s.a.authz.Read(ctx, s.a.delegations, id)
 }
 
 func (s consoleSource) Events(ctx context.Context, id string, after int64, limit int) ([]delegation.Event, bool, error) {
-	if _, err := s.a.authz.lookup(ctx, s.a.delegations, id, policies.ActionDelegationsRead); err != nil {
+	if _, err := s.a.authz.Lookup(ctx, s.a.delegations, id, policies.ActionDelegationsRead); err != nil {
 		return nil, false, err
 	}
 	return s.a.delegations.Events(ctx, id, after, limit)
@@ -198,12 +200,12 @@ func (s consoleSource) Policies(ctx context.Context) (policies.Status, error) {
 }
 
 func (s consoleSource) Evaluate(ctx context.Context, request string) (int, *policies.Result, error) {
-	if err := s.check(ctx, policies.ActionPoliciesEvaluate, dryRunAs(s.a.authz.gate.callerOf(ctx))); err != nil {
+	if err := s.check(ctx, policies.ActionPoliciesEvaluate, dryRunAs(s.a.authz.CallerOf(ctx))); err != nil {
 		return 0, nil, err
 	}
 	var req EvaluateRequest
 	if err := decodeJSON(strings.NewReader(request), &req); err != nil {
-		return 0, nil, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "the request is not valid JSON for a dry run: " + err.Error()}
+		return 0, nil, &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: "the request is not valid JSON for a dry run: " + err.Error()}
 	}
 	res, err := s.a.dryRun(ctx, req)
 	if err != nil {
@@ -213,7 +215,7 @@ func (s consoleSource) Evaluate(ctx context.Context, request string) (int, *poli
 }
 
 func (s consoleSource) Steer(ctx context.Context, id string, c steering.Control, text string) (steering.Receipt, error) {
-	if _, err := s.a.authz.lookup(ctx, s.a.delegations, id, policies.ActionDelegationsSteer); err != nil {
+	if _, err := s.a.authz.Lookup(ctx, s.a.delegations, id, policies.ActionDelegationsSteer); err != nil {
 		return steering.Receipt{}, err
 	}
 	if text == "" {
@@ -223,14 +225,14 @@ func (s consoleSource) Steer(ctx context.Context, id string, c steering.Control,
 }
 
 func (s consoleSource) Cancel(ctx context.Context, id string) (delegation.Record, error) {
-	if _, err := s.a.authz.lookup(ctx, s.a.delegations, id, policies.ActionDelegationsCancel); err != nil {
+	if _, err := s.a.authz.Lookup(ctx, s.a.delegations, id, policies.ActionDelegationsCancel); err != nil {
 		return delegation.Record{}, err
 	}
 	return s.a.delegations.Cancel(ctx, id)
 }
 
 func (s consoleSource) Send(ctx context.Context, id string, text string) (delegation.Record, error) {
-	if _, err := s.a.authz.lookup(ctx, s.a.delegations, id, policies.ActionDelegationsSteer); err != nil {
+	if _, err := s.a.authz.Lookup(ctx, s.a.delegations, id, policies.ActionDelegationsSteer); err != nil {
 		return delegation.Record{}, err
 	}
 	return s.a.delegations.Send(ctx, id, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text)))

@@ -14,9 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/store"
@@ -42,7 +45,7 @@ type Daemon struct {
 	// authn authenticates callers; nil when no authentication is
 	// configured. gate applies it to the routes.
 	authn *auth.Authenticator
-	gate  *gate
+	gate  *httpgate.Gate
 	// credentials holds the transports of agents called with credentials.
 	credentials *credentials.Clients
 	// state is the store and the state directory's lock.
@@ -76,7 +79,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := cfg.Auth.validate(); err != nil { // its peers make the gate
+	if err := cfg.Auth.Validate(); err != nil { // its peers make the gate
 		return nil, err
 	}
 	tel, own := cfg.Telemetry.Providers, false
@@ -150,8 +153,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	g := newGate(cfg.Auth, authn, log.With("component", "auth"))
-	authz := authorizer{gate: g, policies: engine}
+	g := httpgate.NewGate(cfg.Auth, authn, log.With("component", "auth"))
+	authz := httpgate.NewAuthorizer(g, engine)
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
 	agent, err := newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, max(st.maxTaskBytes-messageRoom, 0), authz, signer, stopCtx, log.With("component", "a2a"), pusher)
@@ -170,35 +173,51 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials, push: pusher,
 		agent: agent}
 	delegations.OnResume(d.agent.exec.resumed)
-	access := newAccessLog(cfg.Log, log.With("component", "access"))
-	d.grpc = newGRPCServer(cfg, g, d.agent.handler, tel, access, log.With("component", "grpc"))
+	access := cfg.Log.accessLog(log.With("component", "access"))
+	d.grpc = newGRPCServer(cfg, g, authn, d.agent.handler, tel, access, log.With("component", "grpc"))
 	guard, err := newBrowserGuard(cfg, authn != nil, log.With("component", "http"))
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	limits := newBodyLimits(cfg.HTTP, log.With("component", "http"))
+	limits := httpgate.NewBodyLimits(cfg.HTTP.bodyLimits(), log.With("component", "http"))
 	d.agent.routes(mux, tel, limits, g)
 	if h := tel.MetricsHandler(); h != nil {
-		mux.Handle("GET /metrics", g.wrap(groupMetrics, authz.metrics(h)))
+		mux.Handle("GET /metrics", g.Wrap(httpgate.GroupMetrics, authz.Metrics(h)))
 	}
-	api := tel.Handler(jsonRequests(limits.api(newAPI(reg, engine, delegations, authz, d.stopping, d.notReady, log.With("component", "api"))), log.With("component", "api")), "orchd")
+	api := tel.Handler(jsonRequests(boundAPI(limits, newAPI(reg, engine, delegations, authz, d.stopping, d.notReady, log.With("component", "api"))), log.With("component", "api")), "orchd")
 	for _, route := range []string{"GET /healthz", "GET /readyz"} {
-		mux.Handle(route, g.wrap(groupHealth, api))
+		mux.Handle(route, g.Wrap(httpgate.GroupHealth, api))
 	}
-	mux.Handle("GET /openapi.yaml", g.wrap(groupOpenAPI, api))
+	mux.Handle("GET /openapi.yaml", g.Wrap(httpgate.GroupOpenAPI, api))
 	// Not behind the gate: each delegation's webhook has its own token.
 	newPushWebhook(delegations, log.With("component", "push")).route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
-	if err := routeConsole(mux, g, reg, engine, delegations, authz, api, guard.origin, cfg.Agent.Name, log.With("component", "console")); err != nil {
+	if err := routeConsole(mux, g, authn, reg, engine, delegations, authz, api, guard.Origin(), cfg.Agent.Name, log.With("component", "console")); err != nil {
 		d.Close()
 		return nil, err
 	}
-	mux.Handle("/", g.wrap(groupAPI, api))
+	mux.Handle("/", g.Wrap(httpgate.GroupAPI, api))
 	// Outermost, so every request is logged: the mux's 404s, the gate's
 	// 401s and the browser guard's 403s too.
-	d.handler = access.wrap(guard.wrap(streamDeadlines(mux, time.Duration(cfg.HTTP.withDefaults().StreamWriteTimeout))))
+	d.handler = access.Wrap(guard.Wrap(httpgate.StreamDeadlines(mux, time.Duration(cfg.HTTP.withDefaults().StreamWriteTimeout))))
 	return d, nil
+}
+
+// newBrowserGuard returns the browser guard of a daemon configured with
+// cfg, authenticating callers or not: its own hosts are those of listen
+// (unless it binds every interface), http.allowedHosts, agent.url and
+// delegation.pushURL; the agent card and the push webhook are open, and
+// A2A endpoints answer refusals in their binding's shape.
+func newBrowserGuard(cfg Config, authenticates bool, log *slog.Logger) (*httpgate.BrowserGuard, error) {
+	gc := httpgate.GuardConfig{Hosts: cfg.HTTP.AllowedHosts, Authenticates: authenticates, APIKeyHeader: cfg.Auth.APIKeyHeader,
+		Sites:  []httpgate.Site{{Setting: "agent.url", URL: cfg.Agent.URL}, {Setting: "delegation.pushURL", URL: cfg.Delegation.PushURL}},
+		Open:   []string{a2asrv.WellKnownAgentCardPath, pathPush + "/"},
+		Forbid: forbidA2A, Log: log}
+	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !unspecifiedHost(host) {
+		gc.Hosts = append([]string{host}, gc.Hosts...)
+	}
+	return httpgate.NewBrowserGuard(gc)
 }
 
 // newAuthenticator builds the authenticator the auth section describes,

@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/steering"
 )
@@ -50,10 +51,10 @@ func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if !a.allow(w, r, policies.ActionDelegationsCreate, a.authz.own(r.Context(), policies.ResourceDelegation)) {
+	if !a.allow(w, r, policies.ActionDelegationsCreate, a.authz.Own(r.Context(), policies.ResourceDelegation)) {
 		return
 	}
-	body.Caller = a.authz.gate.callerOf(r.Context())
+	body.Caller = a.authz.CallerOf(r.Context())
 	d, err := a.delegations.Delegate(r.Context(), body)
 	if err != nil {
 		a.fail(w, r, err)
@@ -69,10 +70,10 @@ func (a *api) listDelegations(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if !a.allow(w, r, policies.ActionDelegationsList, a.authz.own(r.Context(), policies.ResourceDelegation)) {
+	if !a.allow(w, r, policies.ActionDelegationsList, a.authz.Own(r.Context(), policies.ResourceDelegation)) {
 		return
 	}
-	q := delegation.Query{State: state, PageToken: r.URL.Query().Get("pageToken"), Visible: a.authz.visible(r.Context())}
+	q := delegation.Query{State: state, PageToken: r.URL.Query().Get("pageToken"), Visible: a.authz.Visible(r.Context())}
 	if s := r.URL.Query().Get("pageSize"); s != "" {
 		if q.PageSize, err = strconv.Atoi(s); err != nil || q.PageSize == 0 {
 			a.fail(w, r, fmt.Errorf("%w: pageSize %q is not between 1 and %d", delegation.ErrBadRequest, s, delegation.MaxPageSize))
@@ -101,11 +102,11 @@ func parseState(s string) (a2a.TaskState, error) {
 		a2a.TaskStateCompleted, a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateRejected:
 		return st, nil
 	}
-	return "", &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: fmt.Sprintf("state %q: want submitted, working, input_required, auth_required, completed, failed, canceled or rejected", s)}
+	return "", &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: fmt.Sprintf("state %q: want submitted, working, input_required, auth_required, completed, failed, canceled or rejected", s)}
 }
 
 func (a *api) getDelegation(w http.ResponseWriter, r *http.Request) {
-	rec, err := a.authz.read(r.Context(), a.delegations, r.PathValue("id"))
+	rec, err := a.authz.Read(r.Context(), a.delegations, r.PathValue("id"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -125,10 +126,10 @@ func (a *api) delegationInput(w http.ResponseWriter, r *http.Request) {
 	msg := body.Message
 	switch {
 	case msg == nil && strings.TrimSpace(body.Text) == "":
-		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "body needs text or message"})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: "body needs text or message"})
 		return
 	case msg != nil && body.Text != "":
-		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "give text or message, not both"})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: "give text or message, not both"})
 		return
 	case msg == nil:
 		msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(body.Text))
@@ -178,8 +179,8 @@ func (a *api) delegationAction(w http.ResponseWriter, r *http.Request) {
 	case "steer", "interrupt":
 		a.steer(w, r, id, steering.Control(verb))
 	default:
-		a.fail(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
-			msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/delegations/{id}:cancel, :steer or :interrupt?)"})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusNotFound, Code: "not_found",
+			Msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/delegations/{id}:cancel, :steer or :interrupt?)"})
 	}
 }
 
@@ -194,10 +195,10 @@ func (a *api) steer(w http.ResponseWriter, r *http.Request, id string, c steerin
 	msg := body.Message
 	switch {
 	case msg != nil && body.Text != "":
-		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "give text or message, not both"})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: "give text or message, not both"})
 		return
 	case msg == nil && strings.TrimSpace(body.Text) == "" && c == steering.Steer:
-		a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: "a steer needs text or message"})
+		a.fail(w, r, &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: "a steer needs text or message"})
 		return
 	case msg == nil && strings.TrimSpace(body.Text) == "":
 		msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("interrupt"))
@@ -234,7 +235,7 @@ func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			a.fail(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: fmt.Sprintf("event id %q is not a sequence number", s)})
+			a.fail(w, r, &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: fmt.Sprintf("event id %q is not a sequence number", s)})
 			return
 		}
 		after = n

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/orchd/orchd/httpgate"
 )
 
 // developmentTaskUser owns the A2A tasks of callers when no authentication
@@ -24,13 +26,13 @@ const developmentTaskUser = "(no authentication)"
 // it, as docs/security.md says).
 type developmentUser struct {
 	a2asrv.PassthroughCallInterceptor
-	gate *gate
+	gate *httpgate.Gate
 }
 
 var _ a2asrv.CallInterceptor = developmentUser{}
 
 func (d developmentUser) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, any, error) {
-	if d.gate.enabled() || cc.User != nil && cc.User.Name != "" {
+	if d.gate.Enabled() || cc.User != nil && cc.User.Name != "" {
 		return ctx, nil, nil
 	}
 	cc.User = &a2asrv.User{Name: developmentTaskUser}

@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -34,7 +35,7 @@ type executor struct {
 	engine *delegation.Engine
 	// gate says who the caller is and whether its chain context is
 	// believed.
-	gate *gate
+	gate *httpgate.Gate
 	log  *slog.Logger
 	// stopping is closed when the daemon begins to stop: mirrors end then,
 	// so their A2A streams end and the server can shut down. stoppingCtx
@@ -65,7 +66,7 @@ type executor struct {
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
-func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *gate, stopping context.Context, log *slog.Logger) *executor {
+func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *httpgate.Gate, stopping context.Context, log *slog.Logger) *executor {
 	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]taskRoute{}, mirroring: map[a2a.TaskID]bool{},
 		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}, changes: newTaskChanges()}
 }
@@ -441,9 +442,9 @@ func (x *executor) requestFrom(ctx context.Context, msg *a2a.Message) (delegatio
 	if s, ok := m.Metadata[SkillMetadataKey].(string); ok {
 		req.Skill = s
 	}
-	req.Caller = x.gate.callerOf(ctx)
+	req.Caller = x.gate.CallerOf(ctx)
 	if hasChain {
-		x.gate.believe(ctx, &req, chain)
+		x.believe(ctx, &req, chain)
 	}
 	return req, nil
 }

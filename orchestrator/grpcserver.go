@@ -31,7 +31,7 @@ import (
 	grpctap "google.golang.org/grpc/tap"
 
 	"github.com/orchd/orchd/auth"
-	"github.com/orchd/orchd/credentials"
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/telemetry"
 )
 
@@ -141,11 +141,14 @@ func (c GRPCConfig) validate() error {
 type grpcServer struct {
 	cfg     GRPCConfig
 	httpTLS *TLSConfig
-	gate    *gate
+	gate    *httpgate.Gate
+	// authn authenticates clients' certificates; nil with no
+	// authentication configured.
+	authn   *auth.Authenticator
 	handler a2asrv.RequestHandler
 	tel     *telemetry.Telemetry
 	// access logs each call; nil when the access log is off.
-	access *accessLog
+	access *httpgate.AccessLog
 	log    *slog.Logger
 
 	// mu guards lis, which GRPCAddr reads while Run sets it.
@@ -158,11 +161,11 @@ type grpcServer struct {
 
 // newGRPCServer returns the gRPC server cfg.Agent.GRPC describes, or nil
 // when it sets no listen address.
-func newGRPCServer(cfg Config, g *gate, h a2asrv.RequestHandler, tel *telemetry.Telemetry, access *accessLog, log *slog.Logger) *grpcServer {
+func newGRPCServer(cfg Config, g *httpgate.Gate, authn *auth.Authenticator, h a2asrv.RequestHandler, tel *telemetry.Telemetry, access *httpgate.AccessLog, log *slog.Logger) *grpcServer {
 	if cfg.Agent.GRPC.Listen == "" {
 		return nil
 	}
-	return &grpcServer{cfg: cfg.Agent.GRPC.withDefaults(cfg.HTTP), httpTLS: cfg.HTTP.TLS, gate: g, handler: h, tel: tel, access: access, log: log}
+	return &grpcServer{cfg: cfg.Agent.GRPC.withDefaults(cfg.HTTP), httpTLS: cfg.HTTP.TLS, gate: g, authn: authn, handler: h, tel: tel, access: access, log: log}
 }
 
 // listen binds the listen address and returns the interface URL the card
@@ -238,7 +241,7 @@ func (s *grpcServer) options() ([]grpc.ServerOption, error) {
 		grpc.ChainUnaryInterceptor(s.unary),
 		grpc.ChainStreamInterceptor(s.stream),
 	}
-	if s.gate.authn != nil {
+	if s.authn != nil {
 		opts = append(opts, grpc.InTapHandle(s.tap))
 	}
 	if s.httpTLS != nil {
@@ -247,8 +250,8 @@ func (s *grpcServer) options() ([]grpc.ServerOption, error) {
 			return nil, fmt.Errorf("agent.grpc: http.tls certificate: %w", err)
 		}
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-		if s.gate.authn != nil {
-			tc = s.gate.authn.ServerTLS(tc)
+		if s.authn != nil {
+			tc = s.authn.ServerTLS(tc)
 		}
 		opts = append(opts, grpc.Creds(grpccreds.NewTLS(tc)))
 	}
@@ -315,7 +318,7 @@ func (s *grpcServer) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 	ctx, end := s.callContext(ctx, info.FullMethod)
 	defer end()
 	resp, err := h(ctx, req)
-	s.access.grpcCall(ctx, info.FullMethod, start, err)
+	s.access.GRPCCall(ctx, info.FullMethod, start, err)
 	return resp, err
 }
 
@@ -324,7 +327,7 @@ func (s *grpcServer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	ctx, end := s.callContext(ss.Context(), info.FullMethod)
 	defer end()
 	err := h(srv, &contextStream{ServerStream: ss, ctx: ctx})
-	s.access.grpcCall(ctx, info.FullMethod, start, err)
+	s.access.GRPCCall(ctx, info.FullMethod, start, err)
 	return err
 }
 
@@ -348,12 +351,12 @@ func (c *contextStream) Context() context.Context { return c.ctx }
 // quick, and a JWT naming a key not yet fetched holds only the calls of
 // the connection that sent it.
 func (s *grpcServer) tap(ctx context.Context, info *grpctap.Info) (context.Context, error) {
-	ctx, refused := s.gate.grpcCaller(ctx, grpcHTTPRequest(ctx, info.FullMethodName))
+	ctx, refused := s.gate.GRPCCaller(ctx, grpcHTTPRequest(ctx, info.FullMethodName))
 	if refused == "" {
 		return ctx, nil
 	}
 	err := unauthenticatedStatus(refused)
-	s.access.grpcCall(ctx, info.FullMethodName, time.Now(), err)
+	s.access.GRPCCall(ctx, info.FullMethodName, time.Now(), err)
 	return nil, err
 }
 
@@ -438,30 +441,6 @@ func (s *grpcServer) traced(ctx context.Context, r *http.Request, fullMethod str
 	ctx, span := s.tel.TracerProvider().Tracer("github.com/orchd/orchd/orchestrator").Start(ctx, "A2A gRPC "+fullMethod,
 		trace.WithSpanKind(trace.SpanKindServer))
 	return ctx, func() { span.End() }
-}
-
-// grpcCaller is gate.wrap for a gRPC call to the A2A endpoints: the
-// principal of the credentials r presents travels in the returned
-// context, or refused says why they were refused.
-func (g *gate) grpcCaller(ctx context.Context, r *http.Request) (_ context.Context, refused string) {
-	if g.authn == nil {
-		return ctx, ""
-	}
-	p, err := g.authn.Authenticate(r)
-	switch {
-	case err != nil:
-		g.log.InfoContext(ctx, "caller refused", "method", "gRPC", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
-		return ctx, err.Error()
-	case p == nil && !g.anonymous[groupA2A]:
-		return ctx, "authentication required: send authorization: Bearer <token> metadata" + g.alternatives()
-	case p == nil:
-		return ctx, ""
-	}
-	ctx = auth.WithPrincipal(ctx, p)
-	if tok := p.Token(); tok != "" {
-		ctx = credentials.WithCallerToken(ctx, tok)
-	}
-	return ctx, ""
 }
 
 // discardWriter is the response writer of a request that only carries a

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/telemetry"
 )
 
@@ -18,7 +19,7 @@ import (
 // keeps none. Every call gets its service's A2A version.
 func TestGRPCServer_CallContextKeepsCallerTrace(t *testing.T) {
 	t.Parallel()
-	s := &grpcServer{gate: newGate(AuthConfig{}, nil, slog.New(slog.DiscardHandler)), tel: telemetry.Disabled()}
+	s := &grpcServer{gate: httpgate.NewGate(AuthConfig{}, nil, slog.New(slog.DiscardHandler)), tel: telemetry.Disabled()}
 	for _, tc := range []struct {
 		name string
 		sent http.Header

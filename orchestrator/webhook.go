@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpgate"
 )
 
 // The push webhook: where agents that orchd follows by push notifications
@@ -58,25 +59,25 @@ func (h *pushWebhook) route(mux *http.ServeMux, wrap func(http.Handler) http.Han
 // checked now.
 func (h *pushWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err := h.deleg.Notify(r.Context(), r.PathValue("id"), pushToken(r.Header), r.Body, maxPushBytes)
-	var e *apiError
+	var e *httpgate.Error
 	switch {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
 		return
 	case errors.Is(err, delegation.ErrPushRefused):
-		e = &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such push webhook"}
+		e = &httpgate.Error{Status: http.StatusNotFound, Code: "not_found", Msg: "no such push webhook"}
 	case errors.Is(err, delegation.ErrPushRate):
 		w.Header().Set("Retry-After", "1")
-		e = &apiError{status: http.StatusTooManyRequests, code: "rate_limited", msg: err.Error()}
+		e = &httpgate.Error{Status: http.StatusTooManyRequests, Code: "rate_limited", Msg: err.Error()}
 	case errors.Is(err, delegation.ErrPushTooLarge):
-		e = &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large", msg: err.Error()}
+		e = &httpgate.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Msg: err.Error()}
 	case errors.Is(err, delegation.ErrBadRequest):
-		e = &apiError{status: http.StatusBadRequest, code: "bad_request", msg: err.Error()}
+		e = &httpgate.Error{Status: http.StatusBadRequest, Code: "bad_request", Msg: err.Error()}
 	default:
 		h.log.WarnContext(r.Context(), "push notification not taken", "delegation", r.PathValue("id"), "error", err)
-		e = &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: "the notification cannot be taken now"}
+		e = &httpgate.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Msg: "the notification cannot be taken now"}
 	}
-	writeAPIError(w, e)
+	httpgate.WriteError(w, e)
 }
 
 // pushToken is the notification's token: in A2A-Notification-Token (as
