@@ -29,8 +29,35 @@ import (
 //go:embed openapi.yaml
 var openAPI []byte
 
-// api serves orchd's HTTP JSON API.
-type api struct {
+// Deps are what the API serves: the parts of the daemon it reads and
+// acts on, and the shared plumbing in front of it.
+type Deps struct {
+	// Registry is the agent registry (/v1/agents).
+	Registry *registry.Registry
+	// Policies is the policy engine (/v1/policies, /v1/policy:evaluate),
+	// whose authorization policies Authz applies.
+	Policies *policies.Engine
+	// Delegations is the delegation engine (/v1/delegations).
+	Delegations *delegation.Engine
+	// Authz decides what each caller may do.
+	Authz httpgate.Authorizer
+	// Limits bounds the request bodies.
+	Limits *httpgate.BodyLimits
+	// Stopping is closed when the daemon begins to stop: event streams
+	// end then, and their clients resume elsewhere or later.
+	Stopping <-chan struct{}
+	// Ready lists what keeps the daemon from being ready (GET /readyz);
+	// none means ready.
+	Ready func() []string
+	// Log receives the API's failures; nil discards them.
+	Log *slog.Logger
+}
+
+// API is orchd's HTTP JSON API: agents, policies and delegations for
+// callers that speak JSON over HTTP. It translates each request to the
+// registry, the policy engine or the delegation engine, authorized by the
+// authorization policies. Build it with New.
+type API struct {
 	reg         *registry.Registry
 	policies    *policies.Engine
 	delegations *delegation.Engine
@@ -38,13 +65,29 @@ type api struct {
 	// stopping is closed when the daemon begins to stop: event streams end
 	// then, and their clients resume elsewhere or later.
 	stopping <-chan struct{}
-	// ready lists what keeps the daemon from being ready (ready.go).
+	// ready lists what keeps the daemon from being ready (readiness).
 	ready func() []string
-	// authz decides what each caller may do (authz.go).
-	authz httpgate.Authorizer
+	// authz decides what each caller may do.
+	authz  httpgate.Authorizer
+	limits *httpgate.BodyLimits
 }
 
-// newAPI returns the API's handler.
+// New returns the API serving from d.
+func New(d Deps) *API {
+	log := d.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ready := d.Ready
+	if ready == nil {
+		ready = func() []string { return nil }
+	}
+	return &API{reg: d.Registry, policies: d.Policies, delegations: d.Delegations, authz: d.Authz, limits: d.Limits,
+		stopping: d.Stopping, ready: ready, log: log}
+}
+
+// Handler returns the API's handler: its routes, behind the check that
+// bodies are JSON (jsonRequests) and the body limits. The routes are
 //
 //	GET    /healthz
 //	GET    /readyz
@@ -66,10 +109,9 @@ type api struct {
 //	POST   /v1/delegations/{id}:interrupt
 //
 // Every route but the health checks is authorized by the authorization
-// policies (authz.go). A method a path is not served with is answered 405
-// with Allow; a path no route serves, 404.
-func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delegation.Engine, authz httpgate.Authorizer, stopping <-chan struct{}, ready func() []string, log *slog.Logger) http.Handler {
-	a := &api{reg: reg, policies: engine, delegations: delegations, authz: authz, stopping: stopping, ready: ready, log: log}
+// policies (httpgate.Authorizer). A method a path is not served with is
+// answered 405 with Allow; a path no route serves, 404.
+func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.health)
 	mux.HandleFunc("GET /readyz", a.readiness)
@@ -98,7 +140,7 @@ func newAPI(reg *registry.Registry, engine *policies.Engine, delegations *delega
 		}
 		a.fail(w, r, &httpgate.Error{Status: http.StatusNotFound, Code: "not_found", Msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
-	return mux
+	return jsonRequests(a.limits.API(mux, writeRefusal), a.log)
 }
 
 // apiMethods are the methods allowedMethods tries, in the order an Allow
@@ -147,7 +189,7 @@ func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
 // notAction answers a request for an action (isAction) with a method
 // other than POST, which the route of h matched because it takes any id,
 // with 405.
-func (a *api) notAction(h http.HandlerFunc) http.HandlerFunc {
+func (a *API) notAction(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if isAction(r.URL.Path) {
 			a.methodNotAllowed(w, r, []string{http.MethodPost})
@@ -159,7 +201,7 @@ func (a *api) notAction(h http.HandlerFunc) http.HandlerFunc {
 
 // onlyActions answers a POST to a plain id, which the "{action}" route
 // of h matches as well, with 405 and the methods the id's path takes.
-func (a *api) onlyActions(mux *http.ServeMux, h http.HandlerFunc) http.HandlerFunc {
+func (a *API) onlyActions(mux *http.ServeMux, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !strings.Contains(r.PathValue("action"), ":") {
 			a.methodNotAllowed(w, r, allowedMethods(mux, r))
@@ -170,7 +212,7 @@ func (a *api) onlyActions(mux *http.ServeMux, h http.HandlerFunc) http.HandlerFu
 }
 
 // methodNotAllowed answers 405 with the methods the path takes.
-func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
+func (a *API) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
 	list := strings.Join(allow, ", ")
 	w.Header().Set("Allow", list)
 	a.fail(w, r, &httpgate.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
@@ -190,7 +232,7 @@ type Health struct {
 	Pending []registry.Pending `json:"pending"`
 }
 
-func (a *api) health(w http.ResponseWriter, r *http.Request) {
+func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	h := Health{Status: "ok", Agents: a.reg.Len(), Pending: a.reg.Pending()}
 	for _, ag := range a.reg.List() {
 		if ag.Healthy {
@@ -203,6 +245,24 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, h)
 }
 
+// Readiness is the body of GET /readyz.
+type Readiness struct {
+	// Status is "ready" or "not ready".
+	Status string `json:"status"`
+	// Reasons say what is not ready yet.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// readiness serves GET /readyz: 200 once the daemon serves, 503 with the
+// reasons before and while it stops.
+func (a *API) readiness(w http.ResponseWriter, r *http.Request) {
+	if why := a.ready(); len(why) > 0 {
+		a.reply(w, http.StatusServiceUnavailable, Readiness{Status: "not ready", Reasons: why})
+		return
+	}
+	a.reply(w, http.StatusOK, Readiness{Status: "ready"})
+}
+
 // AgentList is the body of GET /v1/agents.
 type AgentList struct {
 	// Agents are the registered agents, sorted by id.
@@ -211,14 +271,14 @@ type AgentList struct {
 	Pending []registry.Pending `json:"pending"`
 }
 
-func (a *api) listAgents(w http.ResponseWriter, r *http.Request) {
+func (a *API) listAgents(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, policies.ActionAgentsList, policies.Resource{Kind: policies.ResourceAgent}) {
 		return
 	}
 	a.reply(w, http.StatusOK, AgentList{Agents: a.reg.List(), Pending: a.reg.Pending()})
 }
 
-func (a *api) getAgent(w http.ResponseWriter, r *http.Request) {
+func (a *API) getAgent(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, policies.ActionAgentsRead, policies.Resource{Kind: policies.ResourceAgent, ID: r.PathValue("id")}) {
 		return
 	}
@@ -230,7 +290,7 @@ func (a *api) getAgent(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, ag)
 }
 
-func (a *api) addAgent(w http.ResponseWriter, r *http.Request) {
+func (a *API) addAgent(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, policies.ActionAgentsRegister, policies.Resource{Kind: policies.ResourceAgent}) {
 		return
 	}
@@ -252,7 +312,7 @@ func (a *api) addAgent(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusCreated, ag)
 }
 
-func (a *api) removeAgent(w http.ResponseWriter, r *http.Request) {
+func (a *API) removeAgent(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, policies.ActionAgentsDelete, policies.Resource{Kind: policies.ResourceAgent, ID: r.PathValue("id")}) {
 		return
 	}
@@ -264,7 +324,7 @@ func (a *api) removeAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 // agentAction serves POST /v1/agents/{id}:{verb}; ids cannot hold ':'.
-func (a *api) agentAction(w http.ResponseWriter, r *http.Request) {
+func (a *API) agentAction(w http.ResponseWriter, r *http.Request) {
 	id, verb, ok := strings.Cut(r.PathValue("action"), ":")
 	if !ok || verb != "refresh" {
 		a.fail(w, r, &httpgate.Error{Status: http.StatusNotFound, Code: "not_found", Msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/agents/{id}:refresh?)"})
@@ -281,14 +341,14 @@ func (a *api) agentAction(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, ag)
 }
 
-func (a *api) policyStatus(w http.ResponseWriter, r *http.Request) {
+func (a *API) policyStatus(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, policies.ActionPoliciesRead, policies.Resource{Kind: policies.ResourcePolicies}) {
 		return
 	}
 	a.reply(w, http.StatusOK, a.policies.Status())
 }
 
-func (a *api) reloadPolicies(w http.ResponseWriter, r *http.Request) {
+func (a *API) reloadPolicies(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, policies.ActionPoliciesReload, policies.Resource{Kind: policies.ResourcePolicies}) {
 		return
 	}
@@ -319,7 +379,7 @@ type EvaluateResponse struct {
 
 // evaluatePolicies is a dry run: it decides every candidate under the
 // policies in force and explains each decision, delegating nothing.
-func (a *api) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
+func (a *API) evaluatePolicies(w http.ResponseWriter, r *http.Request) {
 	if !a.allow(w, r, policies.ActionPoliciesEvaluate, dryRunAs(a.authz.CallerOf(r.Context()))) {
 		return
 	}
@@ -348,7 +408,7 @@ func dryRunAs(c policies.Caller) policies.Resource {
 // caller req names only when the authorization policies let the caller
 // of ctx dry-run as that one, since the routing of another principal or
 // tenant is theirs (403 otherwise).
-func (a *api) dryRun(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
+func (a *API) dryRun(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
 	if reflect.ValueOf(req.Caller).IsZero() {
 		req.Caller = a.authz.CallerOf(ctx)
 	}
@@ -369,7 +429,7 @@ func callerName(c policies.Caller) string {
 // evaluate decides req's candidates under the policies in force: the
 // agents it names, else those with the requested skill, else every agent.
 // The console's dry run answers with it too.
-func (a *api) evaluate(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
+func (a *API) evaluate(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
 	var candidates []*registry.Agent
 	switch {
 	case len(req.Agents) > 0:
@@ -497,12 +557,13 @@ func article(s string) string {
 	return "a " + s
 }
 
-// ErrorBody is the JSON body of every API error.
+// ErrorBody is the JSON body of every API error (httpgate.ErrorBody,
+// which the gate's refusals share).
 type ErrorBody = httpgate.ErrorBody
 
-// classify maps an error to its HTTP status and code. It is the one place
-// where registry and card errors meet the wire.
-func classify(err error) (int, string) {
+// Classify maps an error to its HTTP status and code, as the API answers
+// it. It is the one place where registry and card errors meet the wire.
+func Classify(err error) (int, string) {
 	var ae *httpgate.Error
 	var fe *registry.FetchError
 	var ne net.Error
@@ -546,8 +607,8 @@ func classify(err error) (int, string) {
 	return http.StatusInternalServerError, "internal"
 }
 
-func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status, code := classify(err)
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := Classify(err)
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelWarn
@@ -569,7 +630,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	a.reply(w, status, body)
 }
 
-func (a *api) reply(w http.ResponseWriter, status int, v any) {
+func (a *API) reply(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
@@ -581,7 +642,7 @@ func (a *api) reply(w http.ResponseWriter, status int, v any) {
 
 // allow answers 403 and returns false unless the caller of r may do
 // action to res.
-func (a *api) allow(w http.ResponseWriter, r *http.Request, action string, res policies.Resource) bool {
+func (a *API) allow(w http.ResponseWriter, r *http.Request, action string, res policies.Resource) bool {
 	dec := a.authz.Decide(r.Context(), action, res)
 	if !dec.Allowed {
 		a.fail(w, r, httpgate.Denied(action, dec))
@@ -592,7 +653,7 @@ func (a *api) allow(w http.ResponseWriter, r *http.Request, action string, res p
 // delegationFor reads the delegation named in the path for action. A
 // delegation the caller may not act on is answered as one that does not
 // exist (404), so callers learn nothing of others' work.
-func (a *api) delegationFor(w http.ResponseWriter, r *http.Request, id, action string) (delegation.Record, bool) {
+func (a *API) delegationFor(w http.ResponseWriter, r *http.Request, id, action string) (delegation.Record, bool) {
 	rec, err := a.authz.Lookup(r.Context(), a.delegations, id, action)
 	if err != nil {
 		a.fail(w, r, err)

@@ -47,13 +47,8 @@ func isJSONMediaType(ct string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// boundAPI bounds the bodies of the HTTP API, refusing with its error
+// writeRefusal answers a body the limits refused with the API's error
 // body.
-func boundAPI(l *httpgate.BodyLimits, next http.Handler) http.Handler {
-	return l.API(next, writeAPIRefusal)
-}
-
-// writeAPIRefusal answers with the API's error body.
-func writeAPIRefusal(w http.ResponseWriter, rf *httpgate.Refusal) {
+func writeRefusal(w http.ResponseWriter, rf *httpgate.Refusal) {
 	httpgate.WriteError(w, &httpgate.Error{Status: rf.Status, Code: rf.Code, Msg: rf.Msg})
 }

@@ -43,7 +43,7 @@ type DelegationList struct {
 	NextPageToken string `json:"nextPageToken,omitempty"`
 }
 
-func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
+func (a *API) delegate(w http.ResponseWriter, r *http.Request) {
 	// The body is a delegation.Request: its JSON fields are the API's, and
 	// the chain and caller, which only A2A callers set, are not in JSON.
 	var body delegation.Request
@@ -64,7 +64,7 @@ func (a *api) delegate(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusCreated, d.Record())
 }
 
-func (a *api) listDelegations(w http.ResponseWriter, r *http.Request) {
+func (a *API) listDelegations(w http.ResponseWriter, r *http.Request) {
 	state, err := parseState(r.URL.Query().Get("state"))
 	if err != nil {
 		a.fail(w, r, err)
@@ -105,7 +105,7 @@ func parseState(s string) (a2a.TaskState, error) {
 	return "", &httpgate.Error{Status: http.StatusBadRequest, Code: "invalid_argument", Msg: fmt.Sprintf("state %q: want submitted, working, input_required, auth_required, completed, failed, canceled or rejected", s)}
 }
 
-func (a *api) getDelegation(w http.ResponseWriter, r *http.Request) {
+func (a *API) getDelegation(w http.ResponseWriter, r *http.Request) {
 	rec, err := a.authz.Read(r.Context(), a.delegations, r.PathValue("id"))
 	if err != nil {
 		a.fail(w, r, err)
@@ -114,7 +114,7 @@ func (a *api) getDelegation(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, rec)
 }
 
-func (a *api) delegationInput(w http.ResponseWriter, r *http.Request) {
+func (a *API) delegationInput(w http.ResponseWriter, r *http.Request) {
 	var body InputRequest
 	if err := decodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
@@ -157,7 +157,7 @@ type SteerRequest struct {
 
 // delegationAction serves POST /v1/delegations/{id}:cancel, :steer and
 // :interrupt.
-func (a *api) delegationAction(w http.ResponseWriter, r *http.Request) {
+func (a *API) delegationAction(w http.ResponseWriter, r *http.Request) {
 	id, verb, _ := strings.Cut(r.PathValue("action"), ":")
 	action := policies.ActionDelegationsSteer
 	if verb == "cancel" {
@@ -186,7 +186,7 @@ func (a *api) delegationAction(w http.ResponseWriter, r *http.Request) {
 
 // steer passes a steer or interrupt to a delegation and answers with the
 // receipt.
-func (a *api) steer(w http.ResponseWriter, r *http.Request, id string, c steering.Control) {
+func (a *API) steer(w http.ResponseWriter, r *http.Request, id string, c steering.Control) {
 	var body SteerRequest
 	if err := decodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
@@ -226,7 +226,7 @@ func (a *api) steer(w http.ResponseWriter, r *http.Request, id string, c steerin
 // "id: SEQ", "event: KIND", "data: EVENT-JSON". A client resumes after
 // the last event it saw with the Last-Event-ID header (or ?after=SEQ). The
 // stream ends after the delegation's last event.
-func (a *api) delegationEvents(w http.ResponseWriter, r *http.Request) {
+func (a *API) delegationEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after := int64(0)
 	for _, s := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {

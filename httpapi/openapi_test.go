@@ -1,28 +1,42 @@
 package httpapi
 
 import (
+	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/orchd/orchd/httpgate"
 )
 
-// TestOpenAPI_MatchesRoutes checks that /openapi.yaml is served, parses,
-// and documents exactly the API's routes.
+// TestOpenAPI_MatchesRoutes checks that /openapi.yaml is served as it
+// is written, parses, and documents exactly the API's routes.
 func TestOpenAPI_MatchesRoutes(t *testing.T) {
 	t.Parallel()
-	base := startDaemon(t, loadDefaults(t))
-	resp, err := http.Get(base + "/openapi.yaml")
+	limits := httpgate.NewBodyLimits(httpgate.Limits{MaxBodyBytes: 1 << 20, MaxAPIBodyBytes: 1 << 20, MaxJSONDepth: 64,
+		MaxBufferedBodyBytes: 4 << 20, ReadTimeout: 30 * time.Second}, nil)
+	srv := httptest.NewServer(New(Deps{Limits: limits}).Handler())
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/openapi.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if written, err := os.ReadFile("openapi.yaml"); err != nil || !bytes.Equal(body, written) {
+		t.Errorf("GET /openapi.yaml served %d bytes, not openapi.yaml's %d (%v)", len(body), len(written), err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/yaml" {
+		t.Errorf("Content-Type %q, want application/yaml", ct)
+	}
 	var doc struct {
 		OpenAPI string                    `yaml:"openapi"`
 		Paths   map[string]map[string]any `yaml:"paths"`

@@ -14,6 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/orchd/orchd/httpapi"
 )
 
 // replyExecutor answers every message with one agent message.
@@ -88,7 +90,7 @@ func sendRaw(t *testing.T, method, url, contentType, body string, header map[str
 func errorOf(t *testing.T, shape string, a rawAnswer, strict bool) (code int, reason string, id any) {
 	t.Helper()
 	if shape == "api" {
-		var api ErrorBody
+		var api httpapi.ErrorBody
 		if err := json.Unmarshal(a.body, &api); err != nil || api.Error.Code == "" || api.Error.Message == "" {
 			t.Fatalf("not an API error (%v): %s", err, a.body)
 		}

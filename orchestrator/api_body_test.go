@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"net/http"
 	"testing"
+
+	"github.com/orchd/orchd/httpapi"
 )
 
 // TestAPI_BadBody checks that a body the API cannot decode is told in
@@ -18,7 +20,7 @@ func TestAPI_BadBody(t *testing.T) {
 		{"/v1/delegations", `{"text": "x", "requires": "streaming"}`, `bad JSON body: "requires" is a string, want an array`},
 		{"/v1/delegations", `{"message": []}`, `bad JSON body: "message" is an array, want an object`},
 	} {
-		var eb ErrorBody
+		var eb httpapi.ErrorBody
 		if status := call(t, "POST", base+tc.path, tc.body, &eb); status != http.StatusBadRequest || eb.Error.Message != tc.want {
 			t.Errorf("%s %s: %d %q; want 400 %q", tc.path, tc.body, status, eb.Error.Message, tc.want)
 		}

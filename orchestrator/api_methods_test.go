@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/orchd/orchd/httpapi"
 )
 
 // TestAPI_WrongMethod checks that every API route answers a method it
@@ -43,7 +45,7 @@ func TestAPI_WrongMethod(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			t.Parallel()
-			var eb ErrorBody
+			var eb httpapi.ErrorBody
 			status, header := callAs(t, "", tc.method, base+tc.path, "", &eb)
 			if tc.allow == "" {
 				if status != http.StatusNotFound || eb.Error.Code != "not_found" || header.Get("Allow") != "" {

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -169,11 +170,11 @@ func TestAPI_Agents(t *testing.T) {
 	cfg.Agents = []registry.Spec{{ID: "research", URL: full.URL}, {URL: down.URL}}
 	base := startDaemon(t, cfg)
 
-	var list AgentList
+	var list httpapi.AgentList
 	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 || len(list.Pending) != 1 {
 		t.Fatalf("GET /v1/agents = %d, %d agents, %d pending", code, len(list.Agents), len(list.Pending))
 	}
-	var h Health
+	var h httpapi.Health
 	if code := call(t, "GET", base+"/healthz", "", &h); code != 200 || h.Status != "degraded" || h.Agents != 1 {
 		t.Errorf("healthz = %d %+v", code, h)
 	}
@@ -217,7 +218,7 @@ func TestAPI_Agents(t *testing.T) {
 		{"no endpoint", "GET", "/v2/things", "", 404, "not_found", "no such endpoint"},
 	}
 	for _, tc := range errorCases {
-		var eb ErrorBody
+		var eb httpapi.ErrorBody
 		code := call(t, tc.method, base+tc.path, tc.body, &eb)
 		if code != tc.status || eb.Error.Code != tc.code || !strings.Contains(eb.Error.Message, tc.msg) {
 			t.Errorf("%s: %d %+v; want %d %s containing %q", tc.name, code, eb.Error, tc.status, tc.code, tc.msg)

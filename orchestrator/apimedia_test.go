@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/orchd/orchd/httpapi"
 )
 
 // TestAPI_RefusesBodiesThatAreNotJSON: a browser posts cross-site without
@@ -52,7 +54,7 @@ func TestAPI_RefusesBodiesThatAreNotJSON(t *testing.T) {
 			t.Errorf("%s: %d %s, want 415 invalid_argument naming %s", tc.name, resp.StatusCode, b, tc.want)
 		}
 	}
-	var list AgentList
+	var list httpapi.AgentList
 	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 0 {
 		t.Fatalf("after the refused posts: GET /v1/agents = %d with %d agents, want none registered", code, len(list.Agents))
 	}

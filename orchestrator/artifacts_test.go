@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 )
@@ -54,7 +55,7 @@ func TestArtifacts_StreamedArtifactCostsLinearStorage(t *testing.T) {
 		testagent.Text(&a2a.Message{Parts: rec.Artifacts[0].Parts}) != strings.TrimSpace(strings.Repeat(strings.Repeat("a", size)+" ", chunks)) {
 		t.Errorf("the delegation read back: %s with %d artifacts", rec.State, len(rec.Artifacts))
 	}
-	var list DelegationList
+	var list httpapi.DelegationList
 	call(t, "GET", base+"/v1/delegations", "", &list)
 	if len(list.Delegations) != 1 || len(list.Delegations[0].Artifacts) != 0 {
 		t.Errorf("listed %+v, want the delegation without its artifacts", list.Delegations)

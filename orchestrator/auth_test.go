@@ -21,6 +21,7 @@ import (
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -57,14 +58,18 @@ func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
 	base := startDaemon(t, cfg)
 
-	// Health and the card stay open; everything else needs credentials.
+	// Health, the card and the API's description stay open; everything
+	// else needs credentials.
 	if code, _ := callAs(t, "", "GET", base+"/healthz", "", nil); code != 200 {
 		t.Errorf("healthz without credentials = %d", code)
+	}
+	if code, _ := callAs(t, "", "GET", base+"/openapi.yaml", "", nil); code != 200 {
+		t.Errorf("openapi.yaml without credentials = %d", code)
 	}
 	if code, _ := callAs(t, "", "GET", base+"/.well-known/agent-card.json", "", nil); code != 200 {
 		t.Errorf("card without credentials = %d", code)
 	}
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	code, h := callAs(t, "", "GET", base+"/v1/agents", "", &e)
 	if code != 401 || e.Error.Code != "unauthenticated" || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("agents without credentials = %d %+v %q", code, e, h.Get("WWW-Authenticate"))
@@ -111,14 +116,14 @@ func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 		{"POST", "/v1/delegations/" + rec.ID + ":steer"},
 		{"POST", "/v1/delegations/" + rec.ID + "/messages"},
 	} {
-		var got ErrorBody
+		var got httpapi.ErrorBody
 		if code, _ := callAs(t, bobToken, req.method, base+req.path, `{"text": "mine now"}`, &got); code != 404 || got.Error.Code != "not_found" {
 			t.Errorf("%s %s as bob = %d %+v", req.method, req.path, code, got)
 		}
 	}
 	listed := func(token string) []string {
 		t.Helper()
-		var l DelegationList
+		var l httpapi.DelegationList
 		if code, _ := callAs(t, token, "GET", base+"/v1/delegations", "", &l); code != 200 {
 			t.Fatalf("list = %d", code)
 		}
@@ -384,7 +389,7 @@ func TestAuth_SignedCardOfAPeerVerifies(t *testing.T) {
 		t.Errorf("b pinned to another key = %d %+v", code, ag.Signature)
 	}
 	// Key files are named in the config only, never through the API.
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	if code := call(t, "POST", aURL+"/v1/agents", `{"url": "`+bURL+`/x", "cardKeys": ["/etc/passwd"]}`, &e); code != 400 || !strings.Contains(e.Error.Message, "cardKeys") {
 		t.Errorf("cardKeys through the API = %d %+v", code, e)
 	}
@@ -424,12 +429,12 @@ func TestAuth_DelegationOwnersIncludeTheMethod(t *testing.T) {
 			{"POST", "/v1/delegations/" + c.other.ID + ":cancel"},
 			{"POST", "/v1/delegations/" + c.other.ID + ":steer"},
 		} {
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			if code, _ := callAs(t, c.token, req.method, base+req.path, `{"text": "mine now"}`, &e); code != 404 {
 				t.Errorf("%s %s as %s = %d %+v", req.method, req.path, c.who, code, e)
 			}
 		}
-		var l DelegationList
+		var l httpapi.DelegationList
 		if code, _ := callAs(t, c.token, "GET", base+"/v1/delegations", "", &l); code != 200 || len(l.Delegations) != 1 || l.Delegations[0].ID == c.other.ID {
 			t.Errorf("list as %s = %d %+v", c.who, code, l)
 		}
@@ -637,12 +642,12 @@ func TestAuth_DaemonWithoutAuthenticationPassesNoOnBehalfOf(t *testing.T) {
 	if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("SendMessage = %+v", res)
 	}
-	var atA DelegationList
+	var atA httpapi.DelegationList
 	if code := call(t, "GET", aURL+"/v1/delegations", "", &atA); code != 200 || len(atA.Delegations) != 1 ||
 		atA.Delegations[0].Owner != nil || atA.Delegations[0].Chain.OnBehalfOf != nil || !slices.Equal(atA.Delegations[0].Chain.Path, []string{"gateway", "a"}) {
 		t.Errorf("at A = %d %+v; want gateway's path and no onBehalfOf", code, atA)
 	}
-	var atB DelegationList
+	var atB httpapi.DelegationList
 	if code, _ := callAs(t, rootToken, "GET", bURL+"/v1/delegations", "", &atB); code != 200 || len(atB.Delegations) != 1 {
 		t.Fatalf("at B = %d %+v", code, atB)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/registry"
@@ -85,7 +86,7 @@ func TestAuth_MTLSClientCertificates(t *testing.T) {
 		return resp.StatusCode
 	}
 
-	var list DelegationList
+	var list httpapi.DelegationList
 	if code := do(client(clientCA), "", "GET", "/v1/delegations", "", &list); code != 200 {
 		t.Errorf("list with a client certificate = %d", code)
 	}
@@ -114,11 +115,11 @@ func TestAuth_JWTFromTheIssuersKeys(t *testing.T) {
 	cfg := loadDefaults(t)
 	cfg.Auth = AuthConfig{Config: auth.Config{JWT: idp.config()}}
 	base := startDaemon(t, cfg)
-	var list DelegationList
+	var list httpapi.DelegationList
 	if code, _ := callAs(t, idp.token(t, "orchd", "acme", time.Minute), "GET", base+"/v1/delegations", "", &list); code != 200 {
 		t.Errorf("list with a JWT = %d", code)
 	}
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	if code, _ := callAs(t, idp.token(t, "billing", "acme", time.Minute), "GET", base+"/v1/delegations", "", &e); code != 401 || !strings.Contains(e.Error.Message, "audience") {
 		t.Errorf("list with a JWT for another audience = %d %+v", code, e)
 	}
@@ -234,7 +235,7 @@ func TestAuth_AgentCalledWithAClientCertificate(t *testing.T) {
 
 	cfg.Agents[0].Credentials = nil
 	bare := startDaemon(t, cfg)
-	var e ErrorBody
+	var e httpapi.ErrorBody
 	if code := call(t, "POST", bare+"/v1/delegations", `{"text": "ping", "skill": "secure"}`, &e); code != 422 || !strings.Contains(fmt.Sprint(e.Error.Details), "corp-mtls") {
 		t.Errorf("delegate without credentials = %d %+v", code, e)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 )
@@ -83,7 +84,7 @@ Promise.allSettled([
 	if n := countDelegations(t, base, ""); n != 1 {
 		t.Errorf("%d delegations, want the test's one", n)
 	}
-	var agents AgentList
+	var agents httpapi.AgentList
 	if call(t, "GET", base+"/v1/agents", "", &agents); len(agents.Agents) != 1 {
 		t.Errorf("%d agents, want the worker alone", len(agents.Agents))
 	}

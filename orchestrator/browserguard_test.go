@@ -16,6 +16,7 @@ import (
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/console"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testca"
 	"github.com/orchd/orchd/registry"
@@ -83,7 +84,7 @@ const sendMessage03 = `{"jsonrpc":"2.0","id":1,"method":"message/send","params":
 // countDelegations returns how many delegations base lists.
 func countDelegations(t *testing.T, base, token string) int {
 	t.Helper()
-	var l DelegationList
+	var l httpapi.DelegationList
 	if code, _ := callAs(t, token, "GET", base+"/v1/delegations", "", &l); code != 200 {
 		t.Fatalf("list delegations = %d", code)
 	}
@@ -163,7 +164,7 @@ func TestBrowserGuard_DevelopmentDaemon(t *testing.T) {
 				t.Errorf("%s: %s, want a google.rpc.Status PERMISSION_DENIED", r.name, body)
 			}
 		default:
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			if json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "permission_denied" {
 				t.Errorf("%s: %s, want the API's permission_denied", r.name, body)
 			}
@@ -178,7 +179,7 @@ func TestBrowserGuard_DevelopmentDaemon(t *testing.T) {
 	if n := countDelegations(t, base, ""); n != 1 {
 		t.Errorf("%d delegations, want the test's one: a refused request started work", n)
 	}
-	var agents AgentList
+	var agents httpapi.AgentList
 	if call(t, "GET", base+"/v1/agents", "", &agents); len(agents.Agents) != 1 {
 		t.Errorf("%d agents, want the worker alone: a refused request registered one", len(agents.Agents))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/steering"
@@ -37,7 +38,7 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 	}
 	for _, r := range replicas { // each replica's registry watches the store
 		eventually(t, 10*time.Second, func() bool {
-			var l AgentList
+			var l httpapi.AgentList
 			return callNoFail(r.base+"/v1/agents", &l) == 200 && len(l.Agents) == 1
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -186,18 +187,20 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if h := tel.MetricsHandler(); h != nil {
 		mux.Handle("GET /metrics", g.Wrap(httpgate.GroupMetrics, authz.Metrics(h)))
 	}
-	api := tel.Handler(jsonRequests(boundAPI(limits, newAPI(reg, engine, delegations, authz, d.stopping, d.notReady, log.With("component", "api"))), log.With("component", "api")), "orchd")
+	api := httpapi.New(httpapi.Deps{Registry: reg, Policies: engine, Delegations: delegations, Authz: authz, Limits: limits,
+		Stopping: d.stopping, Ready: d.notReady, Log: log.With("component", "api")})
+	apiHandler := tel.Handler(api.Handler(), "orchd")
 	for _, route := range []string{"GET /healthz", "GET /readyz"} {
-		mux.Handle(route, g.Wrap(httpgate.GroupHealth, api))
+		mux.Handle(route, g.Wrap(httpgate.GroupHealth, apiHandler))
 	}
-	mux.Handle("GET /openapi.yaml", g.Wrap(httpgate.GroupOpenAPI, api))
+	mux.Handle("GET /openapi.yaml", g.Wrap(httpgate.GroupOpenAPI, apiHandler))
 	// Not behind the gate: each delegation's webhook has its own token.
 	newPushWebhook(delegations, log.With("component", "push")).route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
-	if err := routeConsole(mux, g, authn, reg, engine, delegations, authz, api, guard.Origin(), cfg.Agent.Name, log.With("component", "console")); err != nil {
+	if err := d.routeConsole(mux, api, apiHandler, guard.Origin()); err != nil {
 		d.Close()
 		return nil, err
 	}
-	mux.Handle("/", g.Wrap(httpgate.GroupAPI, api))
+	mux.Handle("/", g.Wrap(httpgate.GroupAPI, apiHandler))
 	// Outermost, so every request is logged: the mux's 404s, the gate's
 	// 401s and the browser guard's 403s too.
 	d.handler = access.Wrap(guard.Wrap(httpgate.StreamDeadlines(mux, time.Duration(cfg.HTTP.withDefaults().StreamWriteTimeout))))

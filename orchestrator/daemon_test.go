@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 )
@@ -46,7 +47,7 @@ func TestRun_StopsPromptlyWithStreamsOpen(t *testing.T) {
 		t.Fatalf("delegate at A = %d", code)
 	}
 	waitFor(t, a, rec.ID, a2a.TaskStateWorking)
-	var list DelegationList
+	var list httpapi.DelegationList
 	if code := call(t, "GET", bURL+"/v1/delegations", "", &list); code != 200 || len(list.Delegations) != 1 {
 		t.Fatalf("B's delegations = %d %+v", code, list)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 )
@@ -101,7 +102,7 @@ func TestAPI_Delegations(t *testing.T) {
 		t.Fatalf("delegate to asker = %d", code)
 	}
 	waitFor(t, base, rec.ID, a2a.TaskStateInputRequired)
-	var eb ErrorBody
+	var eb httpapi.ErrorBody
 	if code := call(t, "POST", base+"/v1/delegations/"+rec.ID+"/messages", `{}`, &eb); code != 400 {
 		t.Errorf("empty input = %d %+v", code, eb)
 	}
@@ -125,7 +126,7 @@ func TestAPI_Delegations(t *testing.T) {
 		t.Errorf("cancel = %d %s, agent saw %d cancels", code, rec.State, slow.Cancels())
 	}
 
-	var list DelegationList
+	var list httpapi.DelegationList
 	if code := call(t, "GET", base+"/v1/delegations?state=completed", "", &list); code != 200 || len(list.Delegations) != 2 {
 		t.Errorf("list completed = %d, %d delegations", code, len(list.Delegations))
 	}
@@ -145,7 +146,7 @@ func TestAPI_Delegations(t *testing.T) {
 		{"bad verb", "POST", "/v1/delegations/x:pause", "", 404, "not_found", ":cancel"},
 	}
 	for _, tc := range errorCases {
-		var eb ErrorBody
+		var eb httpapi.ErrorBody
 		code := call(t, tc.method, base+tc.path, tc.body, &eb)
 		if code != tc.status || eb.Error.Code != tc.code || !strings.Contains(eb.Error.Message, tc.msg) {
 			t.Errorf("%s: %d %+v; want %d %s containing %q", tc.name, code, eb.Error, tc.status, tc.code, tc.msg)

@@ -22,6 +22,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 )
 
@@ -182,7 +183,7 @@ func TestDurable_KillNineMidDelegation(t *testing.T) {
 	for i, id := range ids {
 		seen[i] = readUntil(t, c.base+"/v1/delegations/"+id+"/events", "", func(ev delegation.Event) bool { return ev.Kind == "artifact" })
 	}
-	var running DelegationList
+	var running httpapi.DelegationList
 	call(t, "GET", c.base+"/v1/delegations?state=working&pageSize=1000", "", &running)
 	if len(running.Delegations) != n {
 		t.Fatalf("%d of %d delegations ran at the kill", len(running.Delegations), n)
@@ -193,7 +194,7 @@ func TestDurable_KillNineMidDelegation(t *testing.T) {
 	t.Logf("ready again in %s", time.Since(start).Round(time.Millisecond))
 	close(release) // the agents finish the work the killed daemon delegated
 
-	var list AgentList
+	var list httpapi.AgentList
 	if code := call(t, "GET", c.base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 2 {
 		t.Fatalf("after the restart: %d agents (%d)", len(list.Agents), code)
 	}

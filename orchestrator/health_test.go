@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 )
@@ -46,7 +47,7 @@ func TestAPI_StoppedAgentIsRefusedUntilItIsBack(t *testing.T) {
 	}
 
 	b.Stop()
-	var body ErrorBody
+	var body httpapi.ErrorBody
 	for i := range 3 {
 		if code := call(t, "POST", base+"/v1/delegations", delegate, &body); code != 502 || body.Error.Code != "delegation_failed" {
 			t.Fatalf("delegation %d to the stopped agent = %d %+v", i+1, code, body.Error)
@@ -81,11 +82,11 @@ func TestAPI_StoppedAgentIsRefusedUntilItIsBack(t *testing.T) {
 	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 || list.Agents[0].Healthy || list.Agents[0].UnhealthyReason == "" {
 		t.Errorf("GET /v1/agents = %d %+v", code, list)
 	}
-	var health Health
+	var health httpapi.Health
 	if code := call(t, "GET", base+"/healthz", "", &health); code != 200 || health.Status != "degraded" || health.Agents != 1 || health.Healthy != 0 {
 		t.Errorf("GET /healthz = %d %+v", code, health)
 	}
-	var ready Readiness
+	var ready httpapi.Readiness
 	if code := call(t, "GET", base+"/readyz", "", &ready); code != 200 || ready.Status != "ready" {
 		t.Errorf("GET /readyz = %d %+v; an agent's health is no reason to take the daemon out", code, ready)
 	}
@@ -109,10 +110,10 @@ func TestAPI_Readyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readyz := func() (int, Readiness) {
+	readyz := func() (int, httpapi.Readiness) {
 		rec := httptest.NewRecorder()
 		d.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/readyz", nil))
-		var r Readiness
+		var r httpapi.Readiness
 		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
 			t.Errorf("GET /readyz: %v in %s", err, rec.Body)
 		}
@@ -136,7 +137,7 @@ func TestAPI_Readyz(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	base := "http://" + d.Addr().String()
-	var r Readiness
+	var r httpapi.Readiness
 	if code := call(t, "GET", base+"/readyz", "", &r); code != 200 || r.Status != "ready" || len(r.Reasons) != 0 {
 		t.Errorf("serving: %d %+v", code, r)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -269,7 +270,7 @@ func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byt
 			t.Errorf("0.3 answer lacks the JSON-RPC code and type: %s", b)
 		}
 	case shapeAPI:
-		var eb ErrorBody
+		var eb httpapi.ErrorBody
 		if err := json.Unmarshal(b, &eb); err != nil || resp.StatusCode != status || eb.Error.Code != "invalid_argument" || !strings.Contains(eb.Error.Message, msg) {
 			t.Fatalf("answer %d %s (%v), want %d invalid_argument saying %q", resp.StatusCode, b, err, status, msg)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -38,7 +39,7 @@ rules:
 		t.Fatalf("GET /v1/policies = %d %+v", code, st)
 	}
 
-	var res EvaluateResponse
+	var res httpapi.EvaluateResponse
 	code := call(t, "POST", base+"/v1/policy:evaluate", `{"request": {"skill": "research"}}`, &res)
 	if code != 200 || res.Candidates != 1 || res.Winner != "full" {
 		t.Fatalf("evaluate by skill = %d, %d candidates, winner %q", code, res.Candidates, res.Winner)
@@ -51,7 +52,7 @@ rules:
 	if code := call(t, "POST", base+"/v1/policy:evaluate", "", &res); code != 200 || res.Candidates != 3 {
 		t.Errorf("evaluate with no body fields = %d, %d candidates", code, res.Candidates)
 	}
-	var eb ErrorBody
+	var eb httpapi.ErrorBody
 	if code := call(t, "POST", base+"/v1/policy:evaluate", `{"agents": ["ghost"]}`, &eb); code != 404 || eb.Error.Code != "not_found" {
 		t.Errorf("unknown candidate = %d %+v", code, eb)
 	}
@@ -81,7 +82,7 @@ rules:
 		st = policies.Status{}
 		call(t, "GET", base+"/v1/policies", "", &st)
 		if st.LastError == "" && st.Rules == 1 && st.Digest != "" {
-			res = EvaluateResponse{}
+			res = httpapi.EvaluateResponse{}
 			if call(t, "POST", base+"/v1/policy:evaluate", `{"agents": ["plain"]}`, &res); res.Decisions[0].Allowed && res.Decisions[0].Rank == 2 {
 				break
 			}
@@ -153,13 +154,13 @@ rules:
 			continue
 		}
 		if tc.status != 200 {
-			var e ErrorBody
+			var e httpapi.ErrorBody
 			if json.Unmarshal(raw, &e) != nil || e.Error.Code != "permission_denied" || strings.Contains(string(raw), "decisions") {
 				t.Errorf("%s: %s, want permission_denied and no decisions", tc.name, raw)
 			}
 			continue
 		}
-		var res EvaluateResponse
+		var res httpapi.EvaluateResponse
 		if err := json.Unmarshal(raw, &res); err != nil || res.Winner != tc.winner {
 			t.Errorf("%s: winner %q (%v), want %q", tc.name, res.Winner, err, tc.winner)
 		}

@@ -2,17 +2,8 @@ package orchestrator
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
-
-// Readiness is the body of GET /readyz.
-type Readiness struct {
-	// Status is "ready" or "not ready".
-	Status string `json:"status"`
-	// Reasons say what is not ready yet.
-	Reasons []string `json:"reasons,omitempty"`
-}
 
 // notReady lists what keeps the daemon from taking work: it is not
 // listening yet, its agent card is not built, no policy set is loaded,
@@ -46,13 +37,3 @@ func (d *Daemon) notReady() []string {
 
 // readyPing bounds the state store's answer to a readiness check.
 const readyPing = time.Second
-
-// readiness serves GET /readyz: 200 once the daemon serves, 503 with the
-// reasons before and while it stops.
-func (a *api) readiness(w http.ResponseWriter, r *http.Request) {
-	if why := a.ready(); len(why) > 0 {
-		a.reply(w, http.StatusServiceUnavailable, Readiness{Status: "not ready", Reasons: why})
-		return
-	}
-	a.reply(w, http.StatusOK, Readiness{Status: "ready"})
-}

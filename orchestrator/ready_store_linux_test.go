@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 )
 
@@ -96,7 +97,7 @@ func TestReady_StoreWritesFailUntilSpaceReturns(t *testing.T) {
 			t.Errorf("delegate %d after space returned = %d", i, code)
 		}
 	}
-	var list DelegationList
+	var list httpapi.DelegationList
 	call(t, "GET", c.base+"/v1/delegations?pageSize=100", "", &list)
 	if len(list.Delegations) != 4 {
 		t.Errorf("listed %d delegations, want the 4 taken", len(list.Delegations))
@@ -147,11 +148,11 @@ func TestStop_QuickWithTheStoreFailing(t *testing.T) {
 
 // waitReady polls the daemon's /readyz until it answers want, and
 // returns that answer.
-func waitReady(t *testing.T, c *child, want int, within time.Duration, what string) Readiness {
+func waitReady(t *testing.T, c *child, want int, within time.Duration, what string) httpapi.Readiness {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		var r Readiness
+		var r httpapi.Readiness
 		code := callNoFail(c.base+"/readyz", &r)
 		if code == want {
 			return r

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 )
 
@@ -50,7 +51,7 @@ func TestReady_StoreFull(t *testing.T) {
 		return d, "http://" + d.Addr().String(), stop
 	}
 	readyz := func(base string) (int, string) {
-		var r Readiness
+		var r httpapi.Readiness
 		code := call(t, "GET", base+"/readyz", "", &r)
 		return code, strings.Join(r.Reasons, " ")
 	}

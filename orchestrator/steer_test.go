@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -93,7 +94,7 @@ func TestChain_SteeringCrossesHops(t *testing.T) {
 	}
 	waitFor(t, b, rec.ID, a2a.TaskStateWorking)
 	before := len(d.Calls())
-	var eb ErrorBody
+	var eb httpapi.ErrorBody
 	if code := call(t, "POST", b+"/v1/delegations/"+rec.ID+":steer", `{"text": "shorter"}`, &eb); code != 409 ||
 		!strings.Contains(eb.Error.Message, "hop d does not advertise the steerable mode") {
 		t.Errorf("steer to D = %d %+v", code, eb)
@@ -115,7 +116,7 @@ func TestChain_SteerRefusedAtBForANonSteerableLeaf(t *testing.T) {
 	}
 	waitFor(t, a, rec.ID, a2a.TaskStateWorking)
 	before := len(d.Calls())
-	var eb ErrorBody
+	var eb httpapi.ErrorBody
 	code := call(t, "POST", a+"/v1/delegations/"+rec.ID+":steer", `{"text": "shorter"}`, &eb)
 	if code != 409 || !strings.Contains(eb.Error.Message, "hop b refused the steer") || !strings.Contains(eb.Error.Message, "hop d does not advertise the steerable mode") {
 		t.Errorf("steer through B to D = %d %+v", code, eb)

@@ -25,6 +25,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/store"
@@ -691,7 +692,7 @@ func TestChildStateRSS(t *testing.T) {
 	if err != nil {
 		fail(err)
 	}
-	var page DelegationList
+	var page httpapi.DelegationList
 	err = json.NewDecoder(resp.Body).Decode(&page)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK {

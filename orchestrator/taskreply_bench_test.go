@@ -24,6 +24,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 )
 
 // taskReplyAgentEnv lists the addresses TestTaskReplyAgent serves the
@@ -157,7 +158,7 @@ func taskReplyDaemon(b *testing.B, urls []string) string {
 	}
 	base := "http://" + addr
 	startProcess(b, "^TestChildDaemon$", childDaemonEnv+"="+cfg, drain(b), func() bool {
-		var page AgentList
+		var page httpapi.AgentList
 		return callNoFail(base+"/v1/agents", &page) == 200 && len(page.Agents) == len(urls)
 	})
 	return base

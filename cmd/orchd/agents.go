@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchd/orchd/capability"
-	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -75,7 +75,7 @@ modes, then the configured agents whose cards could not be read yet.`,
   orchd agents list -o json --server https://orchd.example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var l orchestrator.AgentList
+			var l httpapi.AgentList
 			if err := newAPIClient(server).do(cmd.Context(), "GET", "/v1/agents", nil, &l); err != nil {
 				return err
 			}

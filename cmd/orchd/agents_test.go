@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
-	"github.com/orchd/orchd/orchestrator"
 )
 
 // The agents commands register, list, show, refresh and remove agents of
@@ -61,7 +61,7 @@ func TestAgentsCommands(t *testing.T) {
 	}
 
 	code, out, errOut := orchd(t, t.Context(), "agents", "list", "-o", "json", "--server", base)
-	var l orchestrator.AgentList
+	var l httpapi.AgentList
 	if err := json.Unmarshal([]byte(out), &l); code != exitOK || err != nil {
 		t.Fatalf("list -o json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}

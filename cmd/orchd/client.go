@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/httpapi"
 )
 
 // apiClient calls a running daemon's HTTP API.
@@ -54,7 +54,7 @@ func (c *apiClient) authorize(req *http.Request) {
 // apiError is an error answer from the daemon.
 type apiError struct {
 	status int
-	body   orchestrator.ErrorBody
+	body   httpapi.ErrorBody
 }
 
 // newAPIError reads an error answer: the API's error body, or, from

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchd/orchd/delegation"
-	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/httpapi"
 )
 
 // serverFlag adds --server to a command that talks to a daemon.
@@ -170,7 +170,7 @@ func printRefused(w io.Writer, indent string, cands []delegation.Candidate) {
 // refusal prints a refused delegation's candidates (the error body with -o
 // json) and returns the command's error: refused, saying once that no
 // agent can take the work, naming the skill.
-func refusal(w io.Writer, body orchestrator.ErrorBody, skill string, output outputFormat) error {
+func refusal(w io.Writer, body httpapi.ErrorBody, skill string, output outputFormat) error {
 	// Details are the decision when candidates were refused; a chain that
 	// is a cycle, too deep or past its deadline has none.
 	b, _ := json.Marshal(body.Error.Details)

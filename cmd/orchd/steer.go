@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -45,7 +45,7 @@ hop cannot take it).`
 		Example: example,
 		Args:    args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body := orchestrator.SteerRequest{ReferenceMessageID: reference}
+			body := httpapi.SteerRequest{ReferenceMessageID: reference}
 			if len(args) > 1 {
 				body.Text = args[1]
 			}

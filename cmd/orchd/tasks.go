@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchd/orchd/delegation"
-	"github.com/orchd/orchd/orchestrator"
+	"github.com/orchd/orchd/httpapi"
 )
 
 func newTasksCmd() *cobra.Command {
@@ -42,14 +42,14 @@ func newTasksCmd() *cobra.Command {
 			}
 			// The API lists a page at a time: follow the pages up to the
 			// limit.
-			var l orchestrator.DelegationList
+			var l httpapi.DelegationList
 			q := url.Values{}
 			if state != "" {
 				q.Set("state", state)
 			}
 			for len(l.Delegations) < limit {
 				q.Set("pageSize", fmt.Sprint(min(limit-len(l.Delegations), delegation.MaxPageSize)))
-				var page orchestrator.DelegationList
+				var page httpapi.DelegationList
 				if err := client().do(cmd.Context(), "GET", "/v1/delegations?"+q.Encode(), nil, &page); err != nil {
 					return err
 				}
@@ -146,7 +146,7 @@ of JSON. Exits as 'orchd delegate' does.`,
 				return err
 			}
 			var rec delegation.Record
-			if err := c.do(cmd.Context(), "POST", path+"/messages", orchestrator.InputRequest{Text: args[1]}, &rec); err != nil {
+			if err := c.do(cmd.Context(), "POST", path+"/messages", httpapi.InputRequest{Text: args[1]}, &rec); err != nil {
 				return err
 			}
 			return followDelegation(cmd, c, rec.ID, &followed{after: before.LastEvent, from: before.LastEvent + 1, state: rec.State}, output)

@@ -35,6 +35,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
@@ -441,7 +442,7 @@ func delegate(base string, req delegation.Request) (string, a2a.TaskState, error
 
 // refusedAt describes the candidates B refused in its latest delegation.
 func refusedAt(base string) (string, error) {
-	var l orchestrator.DelegationList
+	var l httpapi.DelegationList
 	if err := get(base+"/v1/delegations", &l); err != nil || len(l.Delegations) == 0 {
 		return "", err
 	}
@@ -485,7 +486,7 @@ func decode(resp *http.Response, out any) error {
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		var e orchestrator.ErrorBody
+		var e httpapi.ErrorBody
 		_ = json.Unmarshal(b, &e)
 		if e.Error.Code == "refused" {
 			return &refusal{message: e.Error.Message}

@@ -18,10 +18,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
-	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -60,7 +60,7 @@ func post(t *testing.T, url string, in, out any) (int, string) {
 	var raw json.RawMessage
 	_ = json.NewDecoder(resp.Body).Decode(&raw)
 	if resp.StatusCode >= 300 {
-		var e orchestrator.ErrorBody
+		var e httpapi.ErrorBody
 		_ = json.Unmarshal(raw, &e)
 		return resp.StatusCode, e.Error.Message
 	}

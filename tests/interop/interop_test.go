@@ -21,9 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testwait"
-	"github.com/orchd/orchd/orchestrator"
 )
 
 // TestMain fails the package on goroutines left running after its tests:
@@ -201,7 +201,7 @@ func do(t *testing.T, req *http.Request, out any) (int, string) {
 		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
 	if resp.StatusCode >= 300 {
-		var e orchestrator.ErrorBody
+		var e httpapi.ErrorBody
 		if json.Unmarshal(raw, &e) != nil || e.Error.Message == "" {
 			return resp.StatusCode, strings.TrimSpace(string(raw))
 		}
