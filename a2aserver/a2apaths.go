@@ -1,4 +1,4 @@
-package orchestrator
+package a2aserver
 
 import (
 	"encoding/json"
