@@ -253,11 +253,11 @@ func writeRESTError(w http.ResponseWriter, status int, grpcStatus, reason, msg s
 	_, _ = w.Write(b)
 }
 
-// forbidA2A answers a request to an A2A endpoint refused before the
+// Forbid answers a request to an A2A endpoint refused before the
 // endpoint saw it (httpgate.BrowserGuard) with 403 and A2A's unauthorized
 // error, in the error shape of the binding its path names, and reports
 // true; false for a path that is not an A2A endpoint's.
-func forbidA2A(w http.ResponseWriter, r *http.Request, msg string) bool {
+func Forbid(w http.ResponseWriter, r *http.Request, msg string) bool {
 	if !strings.HasPrefix(r.URL.Path, pathA2A) {
 		return false
 	}

@@ -46,20 +46,87 @@ var orchdSteering = steering.Modes{Steerable: true, Interruptible: true}
 // cardMaxAge is how long clients may cache orchd's card.
 const cardMaxAge = 300
 
-// a2aServer is orchd as an A2A agent: its card and its endpoints, all
-// backed by one a2a-go request handler whose executor delegates.
-type a2aServer struct {
-	cfg AgentConfig
-	// self is this orchd's identity, advertised in the delegation
-	// extension's card params.
-	self   string
-	agents routable
+// Config is what orchd serves as an A2A agent: its card and its gRPC
+// binding (the config file's agent section).
+type Config struct {
+	// Name and Description are the card's.
+	Name, Description string
+	// Skills are the skills the card lists first: the work this orchd
+	// routes. The skills of the agents it can route to follow.
+	Skills []Skill
+	// Self is this orchd's identity in delegation chains, advertised in
+	// the delegation extension's card params.
+	Self string
+	// Signer signs the card (LoadSigningKey); nil leaves it unsigned.
+	Signer jwk.Key
+	// MaxTaskBytes is the most the task store keeps of one task, 0 when
+	// it keeps any size: a message that leaves its task no MessageRoom
+	// is refused before anything is delegated (messageFit).
+	MaxTaskBytes int64
+	// GRPC serves the A2A interface over gRPC too, when its Listen is
+	// set.
+	GRPC GRPCConfig
+}
+
+// Skill is one skill orchd's card lists.
+type Skill struct {
+	// ID is the skill id other orchestrators select by.
+	ID string
+	// Name is a human-readable name; default the id.
+	Name string
+	// Description says what the skill does.
+	Description string
+	// Tags are keywords for the skill.
+	Tags []string
+}
+
+// Deps are what the server works with: the delegation engine it hands
+// the work of every message to, the task store its A2A tasks live in,
+// and the shared plumbing in front of it.
+type Deps struct {
+	// Agents are the agents orchd routes to, whose skills the card
+	// lists: *registry.Registry.
+	Agents Routable
+	// Engine delegates the work of every message.
+	Engine *delegation.Engine
+	// Tasks keeps the A2A tasks, each caller's apart (store.Tasks).
+	Tasks taskstore.Store
+	// Authz authorizes each call. Its gate says who the caller is, and
+	// how callers authenticate, which the card declares.
+	Authz httpgate.Authorizer
+	// Limits bounds the request bodies of the HTTP bindings.
+	Limits *httpgate.BodyLimits
+	// Access logs each gRPC call; nil logs none.
+	Access *httpgate.AccessLog
+	// Telemetry traces calls.
+	Telemetry *telemetry.Telemetry
+	// Push delivers push notifications to callers' webhooks (NewPushOut);
+	// nil turns push notifications off. Close closes it.
+	Push *PushOut
+	// Stopping is done when the daemon begins to stop: mirrors end then,
+	// so A2A streams end and the HTTP server can shut down.
+	Stopping context.Context
+	// Log is the daemon's logger; the server logs as the components a2a,
+	// grpc and push.
+	Log *slog.Logger
+}
+
+// Server is orchd as an A2A agent: its card and its endpoints (JSON-RPC
+// and HTTP+JSON for A2A 1.0 and 0.3, gRPC, the push webhook), all backed
+// by one a2a-go request handler whose executor delegates. doc.go draws
+// the path a message takes through it.
+type Server struct {
+	cfg    Config
+	agents Routable
 	// gate says how callers authenticate, for the card to declare.
-	gate *httpgate.Gate
-	// signer signs the card; nil when agent.signingKey is not set.
-	signer  jwk.Key
+	gate    *httpgate.Gate
+	limits  *httpgate.BodyLimits
+	tel     *telemetry.Telemetry
 	handler a2asrv.RequestHandler
 	exec    *executor
+	grpc    *grpcServer
+	push    *PushOut
+	webhook *pushWebhook
 	// card is the served card JSON and its ETag, set once the listen
 	// address is known and rebuilt when the agents behind it change.
 	card atomic.Pointer[servedCard]
@@ -70,9 +137,9 @@ type a2aServer struct {
 	grpcURL string
 }
 
-// routable is where orchd's card finds the skills it can route to:
+// Routable is where orchd's card finds the skills it can route to:
 // *registry.Registry.
-type routable interface {
+type Routable interface {
 	List() []*registry.Agent
 	Generation() uint64
 }
@@ -91,23 +158,56 @@ type servedCard struct {
 	gen  uint64
 }
 
-func newA2AServer(cfg AgentConfig, self string, agents routable, engine *delegation.Engine, tasks taskstore.Store, maxMessage int64, authz httpgate.Authorizer, signer jwk.Key, stopping context.Context, log *slog.Logger, pusher *pushOut) (*a2aServer, error) {
-	exec := newExecutor(engine, tasks, authz.Gate(), stopping, log)
+// New builds the server of cfg over deps. It serves nothing until its
+// routes are on a server (Routes) and its card is built (SetCard); gRPC
+// is served once ListenGRPC and ServeGRPC are called. A server that is
+// built must be closed.
+func New(cfg Config, deps Deps) (*Server, error) {
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a2aLog := log.With("component", "a2a")
+	g := deps.Authz.Gate()
+	exec := newExecutor(deps.Engine, deps.Tasks, g, deps.Stopping, a2aLog)
 	execs := steering.NewExecutions()
-	steer := steerRoute{x: exec, tasks: tasks, execs: execs, settle: settleTimeout}
+	steer := steerRoute{x: exec, tasks: deps.Tasks, execs: execs, settle: settleTimeout}
+	maxMessage := max(cfg.MaxTaskBytes-MessageRoom, 0)
 	// a2a-go derives a logger for every request, seldom written to:
 	// LazyHandler formats its attributes only for a record written.
-	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(tasks), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(log.Handler()))),
-		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: authz.Gate()}, developmentUser{gate: authz.Gate()}, authorizeA2A{authz: authz}, versionCheck{}, historyLimit{}, messageFit{max: maxMessage}, steer, earlyDelegation{x: exec}),
-		a2asrv.WithExecutorContextInterceptor(execs), pusher.handlerOption()), tasks, exec.changes, stopping)
+	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(deps.Tasks), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(a2aLog.Handler()))),
+		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: g}, developmentUser{gate: g}, authorizeA2A{authz: deps.Authz}, versionCheck{}, historyLimit{}, messageFit{max: maxMessage}, steer, earlyDelegation{x: exec}),
+		a2asrv.WithExecutorContextInterceptor(execs), deps.Push.handlerOption()), deps.Tasks, exec.changes, deps.Stopping)
 	if err != nil {
 		return nil, fmt.Errorf("A2A server: %w", err)
 	}
-	return &a2aServer{cfg: cfg, self: self, agents: agents, gate: authz.Gate(), signer: signer, handler: h, exec: exec}, nil
+	return &Server{cfg: cfg, agents: deps.Agents, gate: g, limits: deps.Limits, tel: deps.Telemetry, handler: h, exec: exec, push: deps.Push,
+		grpc:    newGRPCServer(cfg.GRPC, g, h, deps.Telemetry, deps.Access, log.With("component", "grpc")),
+		webhook: newPushWebhook(deps.Engine, log.With("component", "push"))}, nil
 }
 
-// setCard builds the card for base, the URL this orchd is reached at.
-func (s *a2aServer) setCard(ctx context.Context, base string) error {
+// Resumed takes over the upstream task of a delegation the engine
+// carries on from the store, to mirror the delegation into it again:
+// give it to delegation.Engine.OnResume before the engine starts.
+func (s *Server) Resumed(d *delegation.Delegation) { s.exec.resumed(d) }
+
+// CardReady reports whether the card is built (SetCard), so orchd can be
+// found.
+func (s *Server) CardReady() bool { return s.card.Load() != nil }
+
+// Close waits for the goroutines the server started (the mirrors of
+// carried-on delegations, which end when Stopping is done), then closes
+// the push sender, which tries the notifications still queued once more.
+// The HTTP and gRPC servers in front must have stopped, and the
+// delegation engine closed, first.
+func (s *Server) Close() {
+	s.exec.wg.Wait()
+	s.push.Close() // after the executions: they send the last notifications
+}
+
+// SetCard builds the card for base, the URL this orchd is reached at. It
+// is rebuilt whenever the agents behind it change.
+func (s *Server) SetCard(ctx context.Context, base string) error {
 	s.cardMu.Lock()
 	defer s.cardMu.Unlock()
 	return s.buildCard(ctx, strings.TrimRight(base, "/"), s.agents.Generation())
@@ -116,7 +216,7 @@ func (s *a2aServer) setCard(ctx context.Context, base string) error {
 // currentCard returns the served card, rebuilt first when the registry's
 // agents changed since it was built, so the skills it lists stay those
 // orchd can route to now.
-func (s *a2aServer) currentCard(ctx context.Context) (*servedCard, error) {
+func (s *Server) currentCard(ctx context.Context) (*servedCard, error) {
 	c := s.card.Load()
 	if c == nil || c.gen == s.agents.Generation() {
 		return c, nil
@@ -134,7 +234,7 @@ func (s *a2aServer) currentCard(ctx context.Context) (*servedCard, error) {
 
 // buildCard builds and stores the card for base from the configuration
 // and the agents of registry generation gen. Callers hold cardMu.
-func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) error {
+func (s *Server) buildCard(ctx context.Context, base string, gen uint64) error {
 	card := &a2a.AgentCard{
 		Name:        s.cfg.Name,
 		Description: s.cfg.Description,
@@ -149,7 +249,7 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 			Streaming:         true,
 			PushNotifications: true,
 			Extensions: []a2a.AgentExtension{
-				delegation.CardExtension(s.self, s.cfg.Name),
+				delegation.CardExtension(s.cfg.Self, s.cfg.Name),
 				orchdSteering.Extension(),
 			},
 		},
@@ -182,9 +282,9 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 		s.card.Store(&same)
 		return nil
 	}
-	if s.signer != nil {
-		if b, err = capability.SignCard(b, s.signer); err == nil {
-			v1, err = capability.SignCard(v1, s.signer)
+	if s.cfg.Signer != nil {
+		if b, err = capability.SignCard(b, s.cfg.Signer); err == nil {
+			v1, err = capability.SignCard(v1, s.cfg.Signer)
 		}
 		if err != nil {
 			return fmt.Errorf("agent card: %w", err)
@@ -199,7 +299,7 @@ func (s *a2aServer) buildCard(ctx context.Context, base string, gen uint64) erro
 // cardSkills lists the skills orchd's card offers: the configured ones,
 // then every skill of the registered agents orchd can talk to, once per
 // skill id, so an orchd chained behind another is found by skill.
-func cardSkills(configured []SkillConfig, agents []*registry.Agent) []a2a.AgentSkill {
+func cardSkills(configured []Skill, agents []*registry.Agent) []a2a.AgentSkill {
 	skills := []a2a.AgentSkill{}
 	seen := map[string]bool{}
 	for _, sk := range configured {
@@ -244,9 +344,13 @@ func cardSkills(configured []SkillConfig, agents []*registry.Agent) []a2a.AgentS
 	return skills
 }
 
-// routes adds the card and the A2A endpoints to mux, traced by tel, their
-// request bodies bounded by limits, their callers authenticated by g.
-func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits *httpgate.BodyLimits, g *httpgate.Gate) {
+// Routes adds the card, the A2A endpoints and the push webhook to mux: the
+// endpoints traced, their request bodies bounded and their callers
+// authenticated by the gate, which lets them refuse a caller in A2A's
+// terms (httpgate.Gate.Admit). The push webhook is not behind the gate:
+// each delegation's webhook has its own token.
+func (s *Server) Routes(mux *http.ServeMux) {
+	tel, limits, g := s.tel, s.limits, s.gate
 	ext := []string{delegation.ExtensionURI, steering.URI}
 	handle := func(path, version string, h http.Handler) {
 		mux.Handle(path, tel.Handler(g.Admit(httpgate.GroupA2A, served(version, ext, h)), "A2A"))
@@ -265,13 +369,14 @@ func (s *a2aServer) routes(mux *http.ServeMux, tel *telemetry.Telemetry, limits 
 	for _, p := range []string{pathA2A, pathREST, pathREST03} {
 		mux.Handle(p, unknown)
 	}
+	s.webhook.route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
 }
 
 // serveCard serves the card variant the caller's A2A-Version asks for
 // (cardvariants.go) with Cache-Control, Vary, an ETag per variant and
 // Last-Modified, answering a matching If-None-Match, or else an
 // If-Modified-Since not older than the card, with 304.
-func (s *a2aServer) serveCard(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveCard(w http.ResponseWriter, r *http.Request) {
 	c, err := s.currentCard(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -367,9 +472,10 @@ func (f messageFit) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 	return ctx, nil, nil
 }
 
-// messageRoom is what a task needs besides the caller's message: the
-// status messages and metadata of the work.
-const messageRoom = 256 << 10
+// MessageRoom is what a task needs besides the caller's message: the
+// status messages and metadata of the work. A message is refused when
+// the task store's largest task less MessageRoom cannot hold it.
+const MessageRoom = 256 << 10
 
 // sameVersion compares A2A versions as a2a-go selects transports: equal
 // majors, and below 1.0 equal minors too.

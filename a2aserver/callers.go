@@ -23,7 +23,7 @@ func taskUser(c policies.Caller) string {
 	return auth.Identity{Method: c.Method, Issuer: c.Issuer, ID: c.Principal, Tenant: c.Tenant}.Key()
 }
 
-// legacyTaskUser is whom a task belongs to that an earlier orchd stored
+// LegacyTaskUser is whom a task belongs to that an earlier orchd stored
 // for user, when task users were a caller's tenant and principal joined
 // with "/" (store.TasksConfig.LegacyUser): such a name could be another
 // caller's today, so it becomes "legacy:" and the name, which no
@@ -31,7 +31,7 @@ func taskUser(c policies.Caller) string {
 // tasks are no caller's; orchd still mirrors their delegations into them
 // (upstreamUser). The anonymous "" and the development user are as they
 // were: each was one caller then and is now.
-func legacyTaskUser(user string) string {
+func LegacyTaskUser(user string) string {
 	if user == "" || user == developmentTaskUser {
 		return user
 	}

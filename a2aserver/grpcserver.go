@@ -30,44 +30,37 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	grpctap "google.golang.org/grpc/tap"
 
-	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/telemetry"
 )
 
-// GRPCConfig is the agent.grpc section: orchd's A2A interface over gRPC,
-// off unless Listen is set. It sits under agent, beside the card it adds
-// interfaces to, because it is a binding of orchd the A2A agent: the HTTP
-// listen address carries the API, the card and the HTTP bindings alike,
-// while gRPC needs a port of its own. Zero fields take the defaults.
+// GRPCConfig is how orchd serves its A2A interface over gRPC too
+// (agent.grpc). Zero fields but MaxMessageBytes take their defaults.
 type GRPCConfig struct {
-	// Listen is the address gRPC is served on, e.g. 127.0.0.1:9090. Empty
-	// (the default) serves no gRPC. As for the HTTP listener, an address
-	// beyond loopback needs authentication or --insecure-no-auth. With
-	// http.tls set, gRPC is served over TLS with the same certificate, and
-	// auth.mtls applies to it.
-	Listen string `yaml:"listen"`
-	// URL is the interface URL the card lists, host:port as gRPC clients
-	// dial it. Empty means agent.url's host and the bound port, else the
-	// bound address.
-	URL string `yaml:"url"`
-	// MaxMessageBytes bounds one message a client sends. Default
-	// http.maxBodyBytes (8 MiB).
-	MaxMessageBytes int `yaml:"maxMessageBytes"`
+	// Listen is the address gRPC is served on, e.g. 127.0.0.1:9090.
+	// Empty serves no gRPC.
+	Listen string
+	// MaxMessageBytes bounds one message a client sends; it must be
+	// positive.
+	MaxMessageBytes int
 	// MaxConnections bounds the connections open at once; more wait to be
 	// accepted. Default 1024.
-	MaxConnections int `yaml:"maxConnections"`
+	MaxConnections int
 	// MaxConcurrentStreams bounds the calls in flight on one connection.
 	// Default 256.
-	MaxConcurrentStreams uint32 `yaml:"maxConcurrentStreams"`
+	MaxConcurrentStreams uint32
 	// KeepaliveTime is how long a connection may be silent before orchd
 	// pings it; KeepaliveTimeout how long the ping may go unanswered
 	// before the connection is closed. Defaults 2m and 20s.
-	KeepaliveTime    Duration `yaml:"keepaliveTime"`
-	KeepaliveTimeout Duration `yaml:"keepaliveTimeout"`
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// MaxConnectionIdle closes a connection with no call for that long.
 	// Default 5m.
-	MaxConnectionIdle Duration `yaml:"maxConnectionIdle"`
+	MaxConnectionIdle time.Duration
+	// TLS, when set, builds the TLS configuration gRPC is served with
+	// once the address is bound (the HTTP listener's certificate, and
+	// client certificates when callers present them); nil serves
+	// plaintext.
+	TLS func() (*tls.Config, error)
 }
 
 // The agent.grpc section's defaults, used for zero fields.
@@ -89,10 +82,8 @@ const (
 	grpcStreamWorkers = 64
 )
 
-func (c GRPCConfig) withDefaults(h HTTPConfig) GRPCConfig {
-	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = int(h.withDefaults().MaxBodyBytes)
-	}
+// withDefaults returns c with its zero fields set.
+func (c GRPCConfig) withDefaults() GRPCConfig {
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = defaultGRPCMaxConnections
 	}
@@ -100,38 +91,15 @@ func (c GRPCConfig) withDefaults(h HTTPConfig) GRPCConfig {
 		c.MaxConcurrentStreams = defaultGRPCMaxStreams
 	}
 	if c.KeepaliveTime <= 0 {
-		c.KeepaliveTime = Duration(defaultGRPCKeepaliveTime)
+		c.KeepaliveTime = defaultGRPCKeepaliveTime
 	}
 	if c.KeepaliveTimeout <= 0 {
-		c.KeepaliveTimeout = Duration(defaultGRPCKeepaliveTimeout)
+		c.KeepaliveTimeout = defaultGRPCKeepaliveTimeout
 	}
 	if c.MaxConnectionIdle <= 0 {
-		c.MaxConnectionIdle = Duration(defaultGRPCMaxConnectionIdle)
+		c.MaxConnectionIdle = defaultGRPCMaxConnectionIdle
 	}
 	return c
-}
-
-// validate checks the section; it is called with the rest of the config.
-func (c GRPCConfig) validate() error {
-	if c.Listen == "" {
-		if c.URL != "" {
-			return errors.New("config: agent.grpc.url is set but agent.grpc.listen is not: gRPC is served only with a listen address")
-		}
-		return nil
-	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("config: agent.grpc.listen %q: %w", c.Listen, err)
-	}
-	if c.URL != "" {
-		host, _, err := net.SplitHostPort(c.URL)
-		if err != nil || host == "" || strings.ContainsAny(c.URL, "/?#@") {
-			return fmt.Errorf("config: agent.grpc.url %q is not host:port, the form gRPC clients dial", c.URL)
-		}
-	}
-	if c.MaxMessageBytes < 0 || c.MaxConnections < 0 {
-		return errors.New("config: agent.grpc.maxMessageBytes and maxConnections must not be negative")
-	}
-	return nil
 }
 
 // grpcServer serves orchd's A2A request handler over gRPC: a2a-go's 1.0
@@ -140,11 +108,7 @@ func (c GRPCConfig) validate() error {
 // bindings. A nil *grpcServer serves nothing; its methods do nothing.
 type grpcServer struct {
 	cfg     GRPCConfig
-	httpTLS *TLSConfig
 	gate    *httpgate.Gate
-	// authn authenticates clients' certificates; nil with no
-	// authentication configured.
-	authn   *auth.Authenticator
 	handler a2asrv.RequestHandler
 	tel     *telemetry.Telemetry
 	// access logs each call; nil when the access log is off.
@@ -159,19 +123,19 @@ type grpcServer struct {
 	once   sync.Once
 }
 
-// newGRPCServer returns the gRPC server cfg.Agent.GRPC describes, or nil
-// when it sets no listen address.
-func newGRPCServer(cfg Config, g *httpgate.Gate, authn *auth.Authenticator, h a2asrv.RequestHandler, tel *telemetry.Telemetry, access *httpgate.AccessLog, log *slog.Logger) *grpcServer {
-	if cfg.Agent.GRPC.Listen == "" {
+// newGRPCServer returns the gRPC server cfg describes, or nil when it
+// sets no listen address.
+func newGRPCServer(cfg GRPCConfig, g *httpgate.Gate, h a2asrv.RequestHandler, tel *telemetry.Telemetry, access *httpgate.AccessLog, log *slog.Logger) *grpcServer {
+	if cfg.Listen == "" {
 		return nil
 	}
-	return &grpcServer{cfg: cfg.Agent.GRPC.withDefaults(cfg.HTTP), httpTLS: cfg.HTTP.TLS, gate: g, authn: authn, handler: h, tel: tel, access: access, log: log}
+	return &grpcServer{cfg: cfg.withDefaults(), gate: g, handler: h, tel: tel, access: access, log: log}
 }
 
 // listen binds the listen address and returns the interface URL the card
-// lists. exposed refuses an address beyond loopback without
-// authentication, as for the HTTP listener; agentURL is agent.url.
-func (s *grpcServer) listen(agentURL string, exposed func(net.Addr) error) (string, error) {
+// lists, which bound gives for the bound address, or refuses it (an
+// address beyond loopback without authentication).
+func (s *grpcServer) listen(bound func(net.Addr) (string, error)) (string, error) {
 	if s == nil {
 		return "", nil
 	}
@@ -179,11 +143,7 @@ func (s *grpcServer) listen(agentURL string, exposed func(net.Addr) error) (stri
 	if err != nil {
 		return "", fmt.Errorf("agent.grpc.listen %s: %w", s.cfg.Listen, err)
 	}
-	if err := exposed(ln.Addr()); err != nil {
-		ln.Close()
-		return "", fmt.Errorf("agent.grpc.%w", err)
-	}
-	u, err := s.advertised(ln.Addr(), agentURL)
+	u, err := bound(ln.Addr())
 	if err != nil {
 		ln.Close()
 		return "", err
@@ -202,27 +162,6 @@ func (s *grpcServer) listen(agentURL string, exposed func(net.Addr) error) (stri
 	return u, nil
 }
 
-// advertised is the card's gRPC interface URL for the bound address.
-func (s *grpcServer) advertised(addr net.Addr, agentURL string) (string, error) {
-	if s.cfg.URL != "" {
-		return s.cfg.URL, nil
-	}
-	_, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return "", fmt.Errorf("agent.grpc.listen: bound address %s: %w", addr, err)
-	}
-	if agentURL != "" {
-		if u, err := url.Parse(agentURL); err == nil && !unspecifiedHost(u.Hostname()) {
-			return net.JoinHostPort(u.Hostname(), port), nil
-		}
-	}
-	host, _, _ := net.SplitHostPort(addr.String())
-	if unspecifiedHost(host) {
-		return "", fmt.Errorf("agent.grpc.listen %s binds every interface, so orchd's agent card has no gRPC address to advertise: set agent.grpc.url (host:port) or agent.url", s.cfg.Listen)
-	}
-	return addr.String(), nil
-}
-
 // options are the server's bounds, TLS and interceptors.
 func (s *grpcServer) options() ([]grpc.ServerOption, error) {
 	c := s.cfg
@@ -230,8 +169,8 @@ func (s *grpcServer) options() ([]grpc.ServerOption, error) {
 		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(grpcMaxHeaderBytes),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Duration(c.KeepaliveTime), Timeout: time.Duration(c.KeepaliveTimeout),
-			MaxConnectionIdle: time.Duration(c.MaxConnectionIdle)}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout,
+			MaxConnectionIdle: c.MaxConnectionIdle}),
 		// Clients may ping as often as every 10s, with no call running.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Calls run on goroutines kept for them, whose stacks have grown to
@@ -241,17 +180,13 @@ func (s *grpcServer) options() ([]grpc.ServerOption, error) {
 		grpc.ChainUnaryInterceptor(s.unary),
 		grpc.ChainStreamInterceptor(s.stream),
 	}
-	if s.authn != nil {
+	if s.gate.Enabled() {
 		opts = append(opts, grpc.InTapHandle(s.tap))
 	}
-	if s.httpTLS != nil {
-		cert, err := tls.LoadX509KeyPair(s.httpTLS.CertFile, s.httpTLS.KeyFile)
+	if s.cfg.TLS != nil {
+		tc, err := s.cfg.TLS()
 		if err != nil {
-			return nil, fmt.Errorf("agent.grpc: http.tls certificate: %w", err)
-		}
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-		if s.authn != nil {
-			tc = s.authn.ServerTLS(tc)
+			return nil, fmt.Errorf("agent.grpc: %w", err)
 		}
 		opts = append(opts, grpc.Creds(grpccreds.NewTLS(tc)))
 	}
@@ -272,7 +207,7 @@ func (s *grpcServer) serve() <-chan error {
 			errc <- err
 		}
 	}()
-	s.log.Info("orchd serving A2A over gRPC", "addr", s.lis.Addr().String(), "tls", s.httpTLS != nil)
+	s.log.Info("orchd serving A2A over gRPC", "addr", s.lis.Addr().String(), "tls", s.cfg.TLS != nil)
 	return errc
 }
 
@@ -438,7 +373,7 @@ func (s *grpcServer) traced(ctx context.Context, r *http.Request, fullMethod str
 		return kept, func() {}
 	}
 	ctx = s.tel.Propagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
-	ctx, span := s.tel.TracerProvider().Tracer("github.com/orchd/orchd/orchestrator").Start(ctx, "A2A gRPC "+fullMethod,
+	ctx, span := s.tel.TracerProvider().Tracer(instrumentationScope).Start(ctx, "A2A gRPC "+fullMethod,
 		trace.WithSpanKind(trace.SpanKindServer))
 	return ctx, func() { span.End() }
 }
@@ -451,16 +386,47 @@ func (discardWriter) Header() http.Header         { return http.Header{} }
 func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (discardWriter) WriteHeader(int)             {}
 
-// GRPCAddr returns the address A2A is served on over gRPC once Run has
-// bound it, or nil before and when agent.grpc.listen is not set.
-func (d *Daemon) GRPCAddr() net.Addr {
-	if d.grpc == nil {
+// addr returns the bound address, or nil before listen and for a nil
+// server.
+func (s *grpcServer) addr() net.Addr {
+	if s == nil {
 		return nil
 	}
-	d.grpc.mu.Lock()
-	defer d.grpc.mu.Unlock()
-	if d.grpc.lis == nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lis == nil {
 		return nil
 	}
-	return d.grpc.lis.Addr()
+	return s.lis.Addr()
 }
+
+// ListenGRPC binds GRPCConfig.Listen, when set, and sets the gRPC
+// interface the card lists to what bound says of the bound address; bound
+// may refuse the address instead (one beyond loopback without
+// authentication). Call it before SetCard; StopGRPC closes what it binds.
+func (s *Server) ListenGRPC(bound func(net.Addr) (string, error)) error {
+	u, err := s.grpc.listen(bound)
+	if err != nil {
+		return err
+	}
+	s.grpcURL = u
+	return nil
+}
+
+// ServeGRPC serves gRPC on the address ListenGRPC bound, until StopGRPC;
+// the channel gets the error that ended serving early. It is nil (never
+// ready) when gRPC is not served.
+func (s *Server) ServeGRPC() <-chan error { return s.grpc.serve() }
+
+// StopGRPC stops serving gRPC gracefully, waiting for running calls up to
+// a bound and then cutting them.
+func (s *Server) StopGRPC() { s.grpc.stop() }
+
+// GRPCAddr returns the address A2A is served on over gRPC once ListenGRPC
+// has bound it, or nil before and when GRPCConfig.Listen is not set.
+func (s *Server) GRPCAddr() net.Addr { return s.grpc.addr() }
+
+// instrumentationScope names the spans and metrics of orchd as an A2A
+// agent: the name they had when this package was part of orchestrator,
+// kept so dashboards and alerts that select on it go on working.
+const instrumentationScope = "github.com/orchd/orchd/orchestrator"

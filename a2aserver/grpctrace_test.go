@@ -12,6 +12,18 @@ import (
 	"github.com/orchd/orchd/telemetry"
 )
 
+// traceFields are the trace context headers orchd passes on.
+var traceFields = []string{"Traceparent", "Tracestate", "Baggage"}
+
+// callerTrace is a caller's trace context, with values the OTel
+// propagators would not pass on as they are: trace flags beyond sampled,
+// a tracestate over two lines, baggage with a property and spaces.
+var callerTrace = http.Header{
+	"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03"},
+	"Tracestate":  {"congo=t61rcWkgMzE", "rojo=00f067aa0ba902b7,  x@y=1"},
+	"Baggage":     {"userId=alice;private, serverNode = DF%2028,isProduction=false"},
+}
+
 // TestGRPCServer_CallContextKeepsCallerTrace prepares gRPC calls as orchd
 // serves them with tracing off and no authentication: a call whose
 // metadata carries trace headers keeps them for the calls orchd makes on
@@ -19,7 +31,7 @@ import (
 // keeps none. Every call gets its service's A2A version.
 func TestGRPCServer_CallContextKeepsCallerTrace(t *testing.T) {
 	t.Parallel()
-	s := &grpcServer{gate: httpgate.NewGate(AuthConfig{}, nil, slog.New(slog.DiscardHandler)), tel: telemetry.Disabled()}
+	s := &grpcServer{gate: httpgate.NewGate(httpgate.AuthConfig{}, nil, slog.New(slog.DiscardHandler)), tel: telemetry.Disabled()}
 	for _, tc := range []struct {
 		name string
 		sent http.Header

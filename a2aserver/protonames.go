@@ -17,7 +17,7 @@ import (
 // rewritten to the JSON names; free-form values (metadata, a data part's
 // data) are left exactly as sent. Bodies that need no rewriting, and those
 // that are not JSON objects, pass through untouched for the handler to
-// judge. bodyLimits has bounded the body's size and depth before.
+// judge. The body limits have bounded its size and depth before.
 func acceptProtoNames(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {

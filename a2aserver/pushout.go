@@ -30,59 +30,59 @@ import (
 	"github.com/orchd/orchd/store"
 )
 
-// PushConfig is the agent section's push part: how orchd delivers A2A push
-// notifications to its callers' webhooks (docs/push.md). The zero value
-// is usable: every field has a default.
+// PushConfig is how orchd delivers A2A push notifications to its callers'
+// webhooks (agent.push, docs/push.md). The zero value is usable: every
+// field has a default.
 type PushConfig struct {
 	// AllowNetworks lists the CIDR prefixes (or addresses) webhooks may be
 	// in although they are not public (loopback, private and the other
 	// special-purpose ranges), as registry.allowNetworks does for card
 	// fetches. Empty, the default, allows public addresses only: loopback
 	// is an opt-in for development.
-	AllowNetworks []string `yaml:"allowNetworks"`
+	AllowNetworks []string
 	// AllowHosts lists webhook host names that may resolve anywhere, as
 	// registry.allowHosts does for card fetches.
-	AllowHosts []string `yaml:"allowHosts"`
+	AllowHosts []string
 	// MaxConfigsPerTask bounds the push configs of one task; default 10.
-	MaxConfigsPerTask int `yaml:"maxConfigsPerTask"`
+	MaxConfigsPerTask int
 	// MaxURLBytes bounds a webhook URL; default 2048.
-	MaxURLBytes int `yaml:"maxURLBytes"`
+	MaxURLBytes int
 	// MaxTokenBytes bounds a config's token and its credentials, each;
 	// default 4096.
-	MaxTokenBytes int `yaml:"maxTokenBytes"`
+	MaxTokenBytes int
 	// Timeout bounds one delivery attempt, connection and response
 	// headers included; default 10s.
-	Timeout Duration `yaml:"timeout"`
+	Timeout time.Duration
 	// MaxAttempts is how many times one notification is tried before it
 	// is given up; default 8.
-	MaxAttempts int `yaml:"maxAttempts"`
+	MaxAttempts int
 	// Backoff is the wait before the first retry, doubled for each next
 	// one up to MaxBackoff, with jitter; default 500ms.
-	Backoff Duration `yaml:"backoff"`
+	Backoff time.Duration
 	// MaxBackoff caps the wait between attempts; default 30s.
-	MaxBackoff Duration `yaml:"maxBackoff"`
+	MaxBackoff time.Duration
 	// QueueSize bounds the notifications waiting for delivery in all;
 	// beyond it new ones are given up. Default 10000.
-	QueueSize int `yaml:"queueSize"`
+	QueueSize int
 	// QueueBytes bounds the bytes of the notifications waiting; default
 	// 64 MiB.
-	QueueBytes int64 `yaml:"queueBytes"`
+	QueueBytes int64
 	// QueuePerConfig bounds the notifications waiting for one webhook
 	// config, so one dead webhook cannot fill the queue; default 100.
-	QueuePerConfig int `yaml:"queuePerConfig"`
+	QueuePerConfig int
 	// QueuePerTenant bounds the notifications waiting for one tenant's
 	// webhooks, so one tenant's cannot fill the queue; default 1000.
-	QueuePerTenant int `yaml:"queuePerTenant"`
+	QueuePerTenant int
 	// QueueBytesPerTenant bounds their bytes; default 16 MiB.
-	QueueBytesPerTenant int64 `yaml:"queueBytesPerTenant"`
+	QueueBytesPerTenant int64
 	// Concurrency bounds the deliveries in flight at once; default 64.
-	Concurrency int `yaml:"concurrency"`
+	Concurrency int
 	// ConcurrencyPerTenant bounds the deliveries in flight to one
 	// tenant's webhooks, so webhooks that hang hold no more; default 8.
-	ConcurrencyPerTenant int `yaml:"concurrencyPerTenant"`
+	ConcurrencyPerTenant int
 	// ConcurrencyPerHost bounds the deliveries in flight to one webhook
 	// host (host and port); default 4.
-	ConcurrencyPerHost int `yaml:"concurrencyPerHost"`
+	ConcurrencyPerHost int
 }
 
 // withDefaults returns c with its zero fields set.
@@ -92,9 +92,9 @@ func (c PushConfig) withDefaults() PushConfig {
 			*v = d
 		}
 	}
-	setDur := func(v *Duration, d time.Duration) {
+	setDur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
-			*v = Duration(d)
+			*v = d
 		}
 	}
 	setInt(&c.MaxConfigsPerTask, store.DefaultMaxPushConfigsPerTask)
@@ -119,12 +119,14 @@ func (c PushConfig) withDefaults() PushConfig {
 	return c
 }
 
-// storeConfig is the part of c the push config store enforces.
-func (c PushConfig) storeConfig() store.PushConfigsConfig {
+// StoreConfig is the part of c, its defaults set, the push config store
+// enforces: the store the server is given must enforce it.
+func (c PushConfig) StoreConfig() store.PushConfigsConfig {
+	c = c.withDefaults()
 	return store.PushConfigsConfig{MaxPerTask: c.MaxConfigsPerTask, MaxURLBytes: c.MaxURLBytes, MaxTokenBytes: c.MaxTokenBytes}
 }
 
-// Limits pushOut keeps whatever the configuration says.
+// Limits PushOut keeps whatever the configuration says.
 const (
 	// pushCheckTimeout bounds resolving a webhook's host at Create.
 	pushCheckTimeout = 2 * time.Second
@@ -139,14 +141,14 @@ const (
 	pushTokenHeader = "A2A-Notification-Token"
 )
 
-// pushConfigStore is the push config store pushOut serves and reads:
+// PushConfigStore is the push config store PushOut serves and reads:
 // *store.PushConfigs.
-type pushConfigStore interface {
+type PushConfigStore interface {
 	push.ConfigStore
 	ForDelivery(ctx context.Context, taskID a2a.TaskID, configID string) (*a2a.PushConfig, error)
 }
 
-// pushOut delivers A2A push notifications to callers' webhooks: it is the
+// PushOut delivers A2A push notifications to callers' webhooks: it is the
 // push.Sender of orchd's A2A handler, and gives it the config store too,
 // with webhook URLs checked against the SSRF rule at Create.
 //
@@ -162,11 +164,11 @@ type pushConfigStore interface {
 // up (queue full, attempts spent, refused, orchd stopping) is logged and
 // counted in orchd.push.notifications{outcome=given_up}.
 //
-// The lanes' goroutines belong to pushOut: close stops the retries and
+// The lanes' goroutines belong to PushOut: close stops the retries and
 // waits for them.
-type pushOut struct {
+type PushOut struct {
 	cfg     PushConfig
-	configs pushConfigStore
+	configs PushConfigStore
 	client  *http.Client
 	check   *pushURLCheck
 	log     *slog.Logger
@@ -175,7 +177,7 @@ type pushOut struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	// draining is closed when close begins: each notification still
+	// draining is closed when Close begins: each notification still
 	// queued is tried once more, without waiting out a backoff, for up to
 	// drain (pushDrain).
 	draining chan struct{}
@@ -198,7 +200,7 @@ type pushTenantQueue struct {
 	bytes   int64
 }
 
-var _ push.Sender = (*pushOut)(nil)
+var _ push.Sender = (*PushOut)(nil)
 
 // pushLaneKey names one config of one task.
 type pushLaneKey struct {
@@ -221,19 +223,20 @@ type notification struct {
 	body   []byte
 }
 
-// newPushOut builds the sender over configs. rcfg is the registry's
-// configuration, whose transport settings (such as its roots) deliveries
-// share; its SSRF rule does not apply: webhooks have their own,
-// cfg.AllowNetworks and cfg.AllowHosts.
-func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, mp metric.MeterProvider, log *slog.Logger) (*pushOut, error) {
+// NewPushOut builds the sender over configs, which must enforce
+// cfg.StoreConfig. rcfg is the registry's configuration, whose transport
+// settings (such as its roots) deliveries share; its SSRF rule does not
+// apply: webhooks have their own, cfg.AllowNetworks and cfg.AllowHosts.
+// It logs to log as component push. The server New is given it closes it.
+func NewPushOut(cfg PushConfig, rcfg registry.Config, configs PushConfigStore, mp metric.MeterProvider, log *slog.Logger) (*PushOut, error) {
 	cfg = cfg.withDefaults()
 	rcfg.AllowNetworks, rcfg.AllowHosts = cfg.AllowNetworks, cfg.AllowHosts
-	rcfg.Timeout = time.Duration(cfg.Timeout)
+	rcfg.Timeout = cfg.Timeout
 	transport, err := registry.NewTransport(rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("config: agent.push: %w", err)
 	}
-	transport.ResponseHeaderTimeout = time.Duration(cfg.Timeout)
+	transport.ResponseHeaderTimeout = cfg.Timeout
 	check, err := newPushURLCheck(rcfg.AllowNetworks, rcfg.AllowHosts)
 	if err != nil {
 		return nil, fmt.Errorf("config: agent.push: %w", err)
@@ -241,12 +244,13 @@ func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, m
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = log.With("component", "push")
 	ctx, cancel := context.WithCancel(context.Background())
-	return &pushOut{
+	return &PushOut{
 		cfg: cfg, configs: configs, check: check, log: log, gaveUp: newPushGiveUpLog(log), inst: newPushInstruments(mp),
 		client: &http.Client{
 			Transport: transport,
-			Timeout:   time.Duration(cfg.Timeout),
+			Timeout:   cfg.Timeout,
 			// A redirect would carry the token and credentials elsewhere:
 			// none is followed, and a 3xx is a failed delivery.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -258,17 +262,17 @@ func newPushOut(cfg PushConfig, rcfg registry.Config, configs pushConfigStore, m
 }
 
 // handlerOption is the a2a-go handler option that turns push on; with a
-// nil pushOut, push stays off.
-func (o *pushOut) handlerOption() a2asrv.RequestHandlerOption {
+// nil PushOut, push stays off.
+func (o *PushOut) handlerOption() a2asrv.RequestHandlerOption {
 	if o == nil {
 		return a2asrv.WithPushNotifications(nil, nil)
 	}
-	return a2asrv.WithPushNotifications(checkedPushConfigs{pushConfigStore: o.configs, out: o}, o)
+	return a2asrv.WithPushNotifications(checkedPushConfigs{PushConfigStore: o.configs, out: o}, o)
 }
 
 // SendPush implements push.Sender: it queues event for config and returns
 // nil at once; a notification that cannot be queued is given up.
-func (o *pushOut) SendPush(ctx context.Context, config *a2a.PushConfig, event a2a.Event) error {
+func (o *PushOut) SendPush(ctx context.Context, config *a2a.PushConfig, event a2a.Event) error {
 	if config == nil || event == nil {
 		return nil
 	}
@@ -334,7 +338,7 @@ func (o *pushOut) SendPush(ctx context.Context, config *a2a.PushConfig, event a2
 
 // runLane delivers lane's notifications in order until none is left, or
 // gives them up once orchd stops.
-func (o *pushOut) runLane(lane *pushLane) {
+func (o *PushOut) runLane(lane *pushLane) {
 	defer o.wg.Done()
 	for {
 		o.mu.Lock()
@@ -366,8 +370,8 @@ func (o *pushOut) runLane(lane *pushLane) {
 
 // deliver tries n until it is delivered, refused for good, out of
 // attempts, or orchd stops; all but the first are logged and counted.
-func (o *pushOut) deliver(n *notification) {
-	wait := time.Duration(o.cfg.Backoff)
+func (o *PushOut) deliver(n *notification) {
+	wait := o.cfg.Backoff
 	for attempt := 1; ; attempt++ {
 		if o.ctx.Err() != nil {
 			o.giveUp(n, attempt-1, "orchd is stopping")
@@ -404,7 +408,7 @@ func (o *pushOut) deliver(n *notification) {
 		case <-o.ctx.Done():
 			timer.Stop()
 		}
-		wait = min(wait*2, time.Duration(o.cfg.MaxBackoff))
+		wait = min(wait*2, o.cfg.MaxBackoff)
 	}
 }
 
@@ -420,12 +424,12 @@ const (
 
 // attempt makes one delivery of n. Its error says why it failed, with the
 // webhook's host but never its URL, token or credentials.
-func (o *pushOut) attempt(n *notification) (pushResult, error) {
+func (o *PushOut) attempt(n *notification) (pushResult, error) {
 	if o.slots.acquire(o.ctx, n.tenant, n.host) != nil {
 		return pushRetry, errors.New("orchd is stopping")
 	}
 	defer o.slots.release(n.tenant, n.host)
-	ctx, cancel := context.WithTimeout(o.ctx, time.Duration(o.cfg.Timeout))
+	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.Timeout)
 	defer cancel()
 	cfg, err := o.configs.ForDelivery(ctx, n.key.task, n.key.config)
 	if errors.Is(err, push.ErrPushConfigNotFound) {
@@ -490,21 +494,21 @@ func pushTenant(ctx context.Context) string {
 
 // giveUp logs (pushGiveUpLog) and counts a notification that will not be
 // delivered.
-func (o *pushOut) giveUp(n *notification, attempts int, reason string) {
+func (o *PushOut) giveUp(n *notification, attempts int, reason string) {
 	o.gaveUp.giveUp(n.host, "task", n.key.task, "config", n.key.config, "attempts", attempts, "reason", reason)
 	o.inst.notifications.Add(context.Background(), 1, pushOutcome("given_up"))
 }
 
-// pushDrain bounds how long close tries the notifications still queued,
+// pushDrain bounds how long Close tries the notifications still queued,
 // such as the final states of the tasks a stopping orchd fails.
 const pushDrain = 2 * time.Second
 
-// close tries each notification still queued once more, for up to
+// Close tries each notification still queued once more, for up to
 // o.drain and with no backoff, then stops the rest, gives up what still
 // waits, and returns once every lane's goroutine has ended and the
 // given-up log has written its summary. SendPush gives up what comes
-// after.
-func (o *pushOut) close() {
+// after. It is safe to call again, and on nil.
+func (o *PushOut) Close() {
 	if o == nil {
 		return
 	}
@@ -530,7 +534,7 @@ func (o *pushOut) close() {
 }
 
 // isDraining reports whether close has begun.
-func (o *pushOut) isDraining() bool {
+func (o *PushOut) isDraining() bool {
 	select {
 	case <-o.draining:
 		return true
@@ -564,8 +568,8 @@ func hostOf(raw string) string {
 // notification is about to go out skips that notification (logged and
 // counted) instead of failing the task.
 type checkedPushConfigs struct {
-	pushConfigStore
-	out *pushOut
+	PushConfigStore
+	out *PushOut
 }
 
 // Save implements push.ConfigStore: it refuses a webhook whose host is or
@@ -578,7 +582,7 @@ type checkedPushConfigs struct {
 // config is the request's own, dropped with the refusal.
 func (s checkedPushConfigs) Save(ctx context.Context, taskID a2a.TaskID, config *a2a.PushConfig) (*a2a.PushConfig, error) {
 	if config == nil {
-		return s.pushConfigStore.Save(ctx, taskID, config)
+		return s.PushConfigStore.Save(ctx, taskID, config)
 	}
 	err := s.out.check.url(ctx, config.URL)
 	if err != nil {
@@ -586,7 +590,7 @@ func (s checkedPushConfigs) Save(ctx context.Context, taskID a2a.TaskID, config 
 	}
 	var saved *a2a.PushConfig
 	if err == nil {
-		saved, err = s.pushConfigStore.Save(ctx, taskID, config)
+		saved, err = s.PushConfigStore.Save(ctx, taskID, config)
 	}
 	if err != nil {
 		redactRefused(config)
@@ -615,7 +619,7 @@ func redactRefused(c *a2a.PushConfig) {
 // sending each event's notifications, where an error would fail the task:
 // there it is logged and counted, and no notification goes out.
 func (s checkedPushConfigs) List(ctx context.Context, taskID a2a.TaskID) ([]*a2a.PushConfig, error) {
-	list, err := s.pushConfigStore.List(ctx, taskID)
+	list, err := s.PushConfigStore.List(ctx, taskID)
 	if err == nil {
 		return list, nil
 	}
@@ -689,7 +693,7 @@ func (c *pushURLCheck) url(ctx context.Context, raw string) error {
 	return nil
 }
 
-// pushInstruments are pushOut's metrics.
+// pushInstruments are PushOut's metrics.
 type pushInstruments struct {
 	notifications metric.Int64Counter
 	attempts      metric.Int64Counter
@@ -701,7 +705,7 @@ func newPushInstruments(mp metric.MeterProvider) pushInstruments {
 	if mp == nil {
 		mp = metricnoop.NewMeterProvider()
 	}
-	m := mp.Meter("github.com/orchd/orchd/orchestrator")
+	m := mp.Meter(instrumentationScope)
 	// Constructors fail only for invalid names; on error they still
 	// return usable no-ops.
 	notifications, _ := m.Int64Counter("orchd.push.notifications",

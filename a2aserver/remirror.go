@@ -51,10 +51,10 @@ func (x *executor) resumed(d *delegation.Delegation) {
 // upstreamUser is whom the task store says the upstream task of rec
 // belongs to: the user recorded with it, or, for a delegation recorded
 // before owners carried their method (and task users were identity
-// keys), that user as legacyTaskUser names it.
+// keys), that user as LegacyTaskUser names it.
 func upstreamUser(rec delegation.Record) string {
 	if rec.Owner != nil && rec.Owner.Method == "" {
-		return legacyTaskUser(rec.Upstream.User)
+		return LegacyTaskUser(rec.Upstream.User)
 	}
 	return rec.Upstream.User
 }

@@ -3,11 +3,9 @@ package a2aserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/orchd/orchd/delegation"
@@ -21,9 +19,9 @@ import (
 // for it alone, and a notification is only a reason to read the task
 // from the agent (docs/delegation.md, "Following by push").
 
-// pathPush is the webhook's prefix; a delegation's webhook is
-// pathPush/{delegation id}.
-const pathPush = "/a2a/push"
+// PathPush is the webhook's prefix; a delegation's webhook is
+// PathPush/{delegation id}.
+const PathPush = "/a2a/push"
 
 // maxPushBytes bounds a notification's body. Nothing in it is believed,
 // so a larger one is refused (413) and the task read all the same.
@@ -49,7 +47,7 @@ func newPushWebhook(deleg notifier, log *slog.Logger) *pushWebhook {
 
 // route registers the webhook on mux.
 func (h *pushWebhook) route(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
-	mux.Handle("POST "+pathPush+"/{id}", wrap(h))
+	mux.Handle("POST "+PathPush+"/{id}", wrap(h))
 }
 
 // ServeHTTP takes one notification: 204 when taken; 404 alike for an
@@ -95,25 +93,13 @@ func pushToken(h http.Header) string {
 	return ""
 }
 
-// pushPrefix is the URL prefix of the webhook that agents are given:
-// configured (delegation.pushURL, the base URL agents reach orchd at), else
-// base, orchd's own (agent.url, else its listen address).
-func pushPrefix(configured, base string) string {
+// PushPrefix is the URL prefix of the webhook that agents are given
+// (delegation.Engine.SetPushURL): configured (delegation.pushURL, the base
+// URL agents reach orchd at), else base, orchd's own (agent.url, else its
+// listen address).
+func PushPrefix(configured, base string) string {
 	if configured != "" {
 		base = configured
 	}
-	return strings.TrimRight(base, "/") + pathPush + "/"
-}
-
-// checkPushURL checks delegation.pushURL: empty, or an absolute http(s)
-// URL.
-func checkPushURL(s string) error {
-	if s == "" {
-		return nil
-	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q is not a base URL like https://orchd.example", s)
-	}
-	return nil
+	return strings.TrimRight(base, "/") + PathPush + "/"
 }

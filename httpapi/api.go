@@ -449,7 +449,7 @@ func (a *API) evaluate(ctx context.Context, req EvaluateRequest) (EvaluateRespon
 	return EvaluateResponse{Candidates: len(candidates), Result: res}, nil
 }
 
-// decodeBody reads a JSON body strictly (decodeJSON); bodyLimits bounded
+// decodeBody reads a JSON body strictly (decodeJSON); the body limits bounded
 // its size and depth before the handler ran.
 func decodeBody(r *http.Request, v any) error {
 	if err := decodeJSON(r.Body, v); err != nil {

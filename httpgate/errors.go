@@ -21,6 +21,7 @@ type Error struct {
 	Details any
 }
 
+// Error returns the message.
 func (e *Error) Error() string { return e.Msg }
 
 // ErrorBody is the JSON body of every error the plain HTTP routes answer:

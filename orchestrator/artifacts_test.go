@@ -8,6 +8,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
@@ -74,11 +75,11 @@ func TestA2A_MessageLargerThanATaskIsRefused(t *testing.T) {
 	cfg.StateDir = t.TempDir()
 	cfg.Agents = []registry.Spec{{ID: "echo", URL: agent.URL}}
 	base := startDaemon(t, cfg)
-	limit := nodeDaemon(base).state.maxTaskBytes - messageRoom
+	limit := nodeDaemon(base).state.maxTaskBytes - a2aserver.MessageRoom
 	c := testagent.Client(t, base)
 	send := func(n int64) error {
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", int(n))))
-		msg.Metadata = map[string]any{SkillMetadataKey: "echo"}
+		msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "echo"}
 		_, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg})
 		return err
 	}

@@ -18,12 +18,12 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
-	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -506,43 +506,6 @@ func TestAuth_TaskOwnersAreUnambiguous(t *testing.T) {
 	}
 }
 
-// Task users an earlier orchd stored ("tenant/principal", or the
-// principal alone) are no caller's today, whatever the caller's name;
-// the anonymous and development users stay theirs. A carried-on
-// delegation recorded then mirrors into its task under the same name.
-func TestAuth_LegacyTaskUsers(t *testing.T) {
-	t.Parallel()
-	callers := []policies.Caller{
-		{Principal: "alice", Tenant: "acme", Method: auth.MethodToken},
-		{Principal: "acme/alice", Method: auth.MethodToken},
-		{Principal: "token:alice@acme", Method: auth.MethodJWT, Issuer: "https://idp.example"},
-		{Principal: "legacy:acme/alice", Method: auth.MethodMTLS},
-	}
-	for _, old := range []string{"acme/alice", "alice", "token:alice@acme", "legacy:acme/alice"} {
-		for _, c := range callers {
-			if taskUser(c) == legacyTaskUser(old) {
-				t.Errorf("%+v owns the task stored for %q", c, old)
-			}
-		}
-	}
-	for _, kept := range []string{"", developmentTaskUser} {
-		if got := legacyTaskUser(kept); got != kept {
-			t.Errorf("legacyTaskUser(%q) = %q", kept, got)
-		}
-	}
-	old := delegation.Record{Owner: &delegation.Principal{ID: "alice", Tenant: "acme"}, Upstream: &delegation.Upstream{User: "acme/alice"}}
-	now := delegation.Record{Owner: &delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}, Upstream: &delegation.Upstream{User: "token:alice@acme"}}
-	dev := delegation.Record{Upstream: &delegation.Upstream{User: developmentTaskUser}}
-	for _, tc := range []struct {
-		rec  delegation.Record
-		want string
-	}{{old, "legacy:acme/alice"}, {now, "token:alice@acme"}, {dev, developmentTaskUser}} {
-		if got := upstreamUser(tc.rec); got != tc.want {
-			t.Errorf("upstreamUser(owner %+v, user %q) = %q, want %q", tc.rec.Owner, tc.rec.Upstream.User, got, tc.want)
-		}
-	}
-}
-
 // A peer is named by how it authenticates: with auth.peers
 // [token:orchd-a], the static token of orchd-a is believed, and a JWT
 // whose sub is "orchd-a" or "token:orchd-a" is not.
@@ -594,7 +557,7 @@ func TestAuth_PeersAreNamedWithTheirMethod(t *testing.T) {
 	}
 	// The work is bob's of globex as the peer vouches for him: not the
 	// bob a credential of this orchd would authenticate.
-	if want := (delegation.Principal{ID: "bob", Tenant: "globex", Method: MethodPeer, Issuer: "token:orchd-a"}); rec.Owner == nil || *rec.Owner != want {
+	if want := (delegation.Principal{ID: "bob", Tenant: "globex", Method: a2aserver.MethodPeer, Issuer: "token:orchd-a"}); rec.Owner == nil || *rec.Owner != want {
 		t.Errorf("owner of the peer's work = %+v, want %+v", rec.Owner, want)
 	}
 	if code, _ := callAs(t, bobToken, "GET", base+"/v1/delegations/"+rec.ID, "", nil); code != 404 {

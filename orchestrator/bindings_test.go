@@ -8,6 +8,21 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+
+	"github.com/orchd/orchd/a2aserver"
+	"github.com/orchd/orchd/delegation"
+)
+
+// Where orchd serves A2A, as its card lists the HTTP interfaces: JSON-RPC
+// and HTTP+JSON for A2A 1.0, and for 0.3 clients; pathA2A is the prefix
+// of them all, and of the push webhook.
+const (
+	pathA2A       = "/a2a/"
+	pathJSONRPC   = "/a2a/jsonrpc"
+	pathREST      = "/a2a/rest"
+	pathJSONRPC03 = "/a2a/v0.3/jsonrpc"
+	pathREST03    = "/a2a/v0.3/rest"
+	pathPush      = a2aserver.PathPush
 )
 
 // a2aBinding is one of the A2A interfaces orchd's card lists.
@@ -63,4 +78,13 @@ func userMessage(id, text string) *a2a.Message {
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
 	m.ID = id
 	return m
+}
+
+// taskDelegation reads the id of the delegation behind one of orchd's A2A
+// tasks, which the task's metadata names under the delegation extension's
+// URI: {"delegation": id}.
+func taskDelegation(task *a2a.Task) (string, bool) {
+	m, _ := task.Metadata[delegation.ExtensionURI].(map[string]any)
+	id, _ := m["delegation"].(string)
+	return id, id != ""
 }

@@ -151,8 +151,9 @@ func TestBrowserGuard_DevelopmentDaemon(t *testing.T) {
 			t.Errorf("%s: %d %s, want 403", r.name, code, body)
 			continue
 		}
-		switch bd := bindingOf(r.path); {
-		case strings.HasPrefix(r.path, pathA2A) && bd.jsonRPC:
+		jsonRPC := strings.HasPrefix(r.path, pathJSONRPC) || strings.HasPrefix(r.path, pathJSONRPC03)
+		switch {
+		case strings.HasPrefix(r.path, pathA2A) && jsonRPC:
 			var e struct {
 				Error struct{ Code int } `json:"error"`
 			}

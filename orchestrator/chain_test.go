@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
@@ -249,7 +250,7 @@ func TestA2AEndpoint_MessageAnswersStayMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ping"))
-		msg.Metadata = map[string]any{SkillMetadataKey: "echo"}
+		msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "echo"}
 		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg})
 		if err != nil {
 			t.Fatalf("A2A %s: %v", v, err)
@@ -278,7 +279,7 @@ func TestA2AEndpoint_CancelAnswersTheCanceledTask(t *testing.T) {
 	}
 	for i := range 10 {
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("forever"))
-		msg.Metadata = map[string]any{SkillMetadataKey: "slow"}
+		msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "slow"}
 		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
 		if err != nil {
 			t.Fatal(err)

@@ -76,7 +76,7 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 		if ev.Seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d: %s", i, ev.Seq, kinds(all))
 		}
-		if ev.State.Terminal() && settling(ev) {
+		if ev.State.Terminal() && agentStatus(ev) {
 			terminal++
 		}
 		if ev.Kind == "steer" {
@@ -105,4 +105,11 @@ func eventually(t *testing.T, limit time.Duration, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// agentStatus reports whether a delegation event is a status of the
+// agent's: a state event, or a message that is not the caller's input
+// passed on.
+func agentStatus(ev delegation.Event) bool {
+	return ev.Kind == "state" || ev.Kind == "message" && (ev.Message == nil || ev.Message.Role != a2a.MessageRoleUser)
 }

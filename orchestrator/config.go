@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
@@ -49,7 +50,7 @@ type Config struct {
 	Agent AgentConfig `yaml:"agent"`
 	// Telemetry configures metrics and traces.
 	Telemetry TelemetryConfig `yaml:"telemetry"`
-	// Log configures the access log (accesslog.go).
+	// Log configures the access log (httpgate.AccessLog).
 	Log LogConfig `yaml:"log"`
 	// HTTP bounds what clients send: body sizes, JSON depth, read and
 	// idle timeouts.
@@ -110,11 +111,20 @@ type AgentConfig struct {
 	// the key's own kid, else its RFC 7638 thumbprint.
 	SigningKeyID string `yaml:"signingKeyID"`
 	// GRPC serves orchd's A2A interface over gRPC too, listed on the card
-	// (grpcserver.go); off by default.
+	// (a2aserver.GRPCConfig); off by default.
 	GRPC GRPCConfig `yaml:"grpc"`
 	// Push is how orchd sends A2A push notifications to its callers'
-	// webhooks (pushout.go, docs/push.md).
+	// webhooks (a2aserver.PushOut, docs/push.md).
 	Push PushConfig `yaml:"push"`
+}
+
+// skills are the card's configured skills, as the A2A server takes them.
+func (c AgentConfig) skills() []a2aserver.Skill {
+	var skills []a2aserver.Skill
+	for _, sk := range c.Skills {
+		skills = append(skills, a2aserver.Skill{ID: sk.ID, Name: sk.Name, Description: sk.Description, Tags: sk.Tags})
+	}
+	return skills
 }
 
 // SkillConfig is one skill of orchd's card.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
@@ -39,10 +40,10 @@ type Daemon struct {
 	// ownTelemetry is set when New built the telemetry and Close shuts
 	// it down.
 	ownTelemetry bool
-	agent        *a2aServer
-	handler      http.Handler
-	// push delivers A2A push notifications to callers' webhooks.
-	push *pushOut
+	// agent is orchd as an A2A agent: the card, the A2A endpoints, push
+	// notifications to callers and the webhook for agents' pushes.
+	agent   *a2aserver.Server
+	handler http.Handler
 	// authn authenticates callers; nil when no authentication is
 	// configured. gate applies it to the routes.
 	authn *auth.Authenticator
@@ -67,8 +68,6 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	listener net.Listener
-	// grpc serves A2A over gRPC; nil unless agent.grpc.listen is set.
-	grpc *grpcServer
 }
 
 // New builds a daemon from cfg: it takes the state directory's lock, opens
@@ -127,7 +126,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		reg.Close()
 		return nil, err
 	}
-	pusher, err := newPushOut(cfg.Agent.Push, rcfg, st.pushConfigs, tel.MeterProvider(), log.With("component", "push"))
+	pusher, err := a2aserver.NewPushOut(cfg.Agent.Push.push(), rcfg, st.pushConfigs, tel.MeterProvider(), log)
 	if err != nil {
 		reg.Close()
 		return nil, err
@@ -146,7 +145,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		reg.Close()
 		return nil, err
 	}
-	signer, err := loadSigningKey(cfg.Agent)
+	signer, err := a2aserver.LoadSigningKey(cfg.Agent.SigningKey, cfg.Agent.SigningKeyID)
 	if err != nil {
 		reg.Close()
 		if authn != nil {
@@ -158,11 +157,20 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	authz := httpgate.NewAuthorizer(g, engine)
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
-	agent, err := newA2AServer(cfg.Agent, self, reg, delegations, st.tasks, max(st.maxTaskBytes-messageRoom, 0), authz, signer, stopCtx, log.With("component", "a2a"), pusher)
+	access := cfg.Log.accessLog(log.With("component", "access"))
+	limits := httpgate.NewBodyLimits(cfg.HTTP.bodyLimits(), log.With("component", "http"))
+	var serverTLS func(*tls.Config) *tls.Config
+	if authn != nil {
+		serverTLS = authn.ServerTLS
+	}
+	agent, err := a2aserver.New(a2aserver.Config{Name: cfg.Agent.Name, Description: cfg.Agent.Description, Skills: cfg.Agent.skills(),
+		Self: self, Signer: signer, MaxTaskBytes: st.maxTaskBytes, GRPC: cfg.Agent.GRPC.grpc(cfg.HTTP, serverTLS)},
+		a2aserver.Deps{Agents: reg, Engine: delegations, Tasks: st.tasks, Authz: authz, Limits: limits, Access: access,
+			Telemetry: tel, Push: pusher, Stopping: stopCtx, Log: log})
 	if err != nil { // a2a-go changed under orchd: nothing runs yet
 		stopNow()
 		delegations.Close()
-		pusher.close()
+		pusher.Close()
 		reg.Close()
 		if authn != nil {
 			_ = authn.Close()
@@ -171,19 +179,16 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
 		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
-		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials, push: pusher,
+		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials,
 		agent: agent}
-	delegations.OnResume(d.agent.exec.resumed)
-	access := cfg.Log.accessLog(log.With("component", "access"))
-	d.grpc = newGRPCServer(cfg, g, authn, d.agent.handler, tel, access, log.With("component", "grpc"))
+	delegations.OnResume(agent.Resumed)
 	guard, err := newBrowserGuard(cfg, authn != nil, log.With("component", "http"))
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	limits := httpgate.NewBodyLimits(cfg.HTTP.bodyLimits(), log.With("component", "http"))
-	d.agent.routes(mux, tel, limits, g)
+	agent.Routes(mux)
 	if h := tel.MetricsHandler(); h != nil {
 		mux.Handle("GET /metrics", g.Wrap(httpgate.GroupMetrics, authz.Metrics(h)))
 	}
@@ -194,8 +199,6 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		mux.Handle(route, g.Wrap(httpgate.GroupHealth, apiHandler))
 	}
 	mux.Handle("GET /openapi.yaml", g.Wrap(httpgate.GroupOpenAPI, apiHandler))
-	// Not behind the gate: each delegation's webhook has its own token.
-	newPushWebhook(delegations, log.With("component", "push")).route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
 	if err := d.routeConsole(mux, api, apiHandler, guard.Origin()); err != nil {
 		d.Close()
 		return nil, err
@@ -215,12 +218,26 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 func newBrowserGuard(cfg Config, authenticates bool, log *slog.Logger) (*httpgate.BrowserGuard, error) {
 	gc := httpgate.GuardConfig{Hosts: cfg.HTTP.AllowedHosts, Authenticates: authenticates, APIKeyHeader: cfg.Auth.APIKeyHeader,
 		Sites:  []httpgate.Site{{Setting: "agent.url", URL: cfg.Agent.URL}, {Setting: "delegation.pushURL", URL: cfg.Delegation.PushURL}},
-		Open:   []string{a2asrv.WellKnownAgentCardPath, pathPush + "/"},
-		Forbid: forbidA2A, Log: log}
+		Open:   []string{a2asrv.WellKnownAgentCardPath, a2aserver.PathPush + "/"},
+		Forbid: a2aserver.Forbid, Log: log}
 	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !unspecifiedHost(host) {
 		gc.Hosts = append([]string{host}, gc.Hosts...)
 	}
 	return httpgate.NewBrowserGuard(gc)
+}
+
+// GRPCAddr returns the address A2A is served on over gRPC once Run has
+// bound it, or nil before and when agent.grpc.listen is not set.
+func (d *Daemon) GRPCAddr() net.Addr { return d.agent.GRPCAddr() }
+
+// grpcBound checks the address agent.grpc.listen bound, refusing one
+// beyond loopback without authentication as for the HTTP listener, and
+// returns the gRPC interface URL the card lists for it.
+func (d *Daemon) grpcBound(addr net.Addr) (string, error) {
+	if err := d.checkExposed(addr); err != nil {
+		return "", fmt.Errorf("agent.grpc.%w", err)
+	}
+	return d.cfg.Agent.GRPC.advertised(addr, d.cfg.Agent.URL)
 }
 
 // newAuthenticator builds the authenticator the auth section describes,
@@ -385,22 +402,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	d.warnLoopback()
-	grpcURL, err := d.grpc.listen(d.cfg.Agent.URL, d.checkExposed)
-	if err != nil {
+	if err := d.agent.ListenGRPC(d.grpcBound); err != nil {
 		ln.Close()
 		return fmt.Errorf("config: %w", err)
 	}
-	defer d.grpc.stop() // before Close: the calls end first
-	d.agent.grpcURL = grpcURL
+	defer d.agent.StopGRPC() // before Close: the calls end first
 	base := d.cfg.Agent.URL
 	if base == "" {
 		base = "http://" + ln.Addr().String()
 	}
-	if err := d.agent.setCard(ctx, base); err != nil {
+	if err := d.agent.SetCard(ctx, base); err != nil {
 		ln.Close()
 		return err
 	}
-	d.delegations.SetPushURL(pushPrefix(d.cfg.Delegation.PushURL, base))
+	d.delegations.SetPushURL(a2aserver.PushPrefix(d.cfg.Delegation.PushURL, base))
 	if err := d.registry.Load(ctx); err != nil {
 		ln.Close()
 		if ctx.Err() != nil {
@@ -448,7 +463,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		go func() { errc <- srv.Serve(ln) }()
 	}
-	grpcErrc := d.grpc.serve()
+	grpcErrc := d.agent.ServeGRPC()
 	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir, "store", d.state.mode,
 		"agents", d.registry.Len(), "pending", len(d.registry.Pending()))
 
@@ -481,8 +496,7 @@ func (d *Daemon) Close() {
 		d.stop()
 		d.delegations.Close()
 		d.credentials.CloseIdleConnections()
-		d.agent.exec.wg.Wait()
-		d.push.close() // after the executions: they send the last notifications
+		d.agent.Close() // after the delegations: its executions end, then its push notifications
 		d.registry.Close()
 		if d.authn != nil {
 			if err := d.authn.Close(); err != nil {

@@ -286,7 +286,9 @@ func TestGRPC_StopsWithStreamsOpen(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("daemon did not stop within 15s with a gRPC stream open")
 	}
-	if took := time.Since(start); took > grpcStopWait {
+	// The streams ended with the daemon's stop, before the gRPC server's
+	// graceful stop had to wait for them (up to 10s) and cut them.
+	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("stop took %s", took)
 	}
 	select {

@@ -37,7 +37,7 @@ type HTTPConfig struct {
 	IdleTimeout Duration `yaml:"idleTimeout"`
 	// StreamWriteTimeout bounds one write of an event stream (the API's
 	// /events, A2A streaming): a client that reads nothing for that long
-	// is cut off (streamwrite.go). Default 30s.
+	// is cut off (httpgate.StreamDeadlines). Default 30s.
 	StreamWriteTimeout Duration `yaml:"streamWriteTimeout"`
 	// TLS serves HTTPS with this certificate instead of HTTP; auth.mtls
 	// needs it.
@@ -45,7 +45,7 @@ type HTTPConfig struct {
 	// AllowedHosts lists host names callers reach orchd by, besides IP
 	// addresses, localhost and the hosts of listen, agent.url and
 	// delegation.pushURL. Requests a browser could send on its own must
-	// name one in Host (browserguard.go).
+	// name one in Host (httpgate.BrowserGuard).
 	AllowedHosts []string `yaml:"allowedHosts"`
 }
 

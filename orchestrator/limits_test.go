@@ -21,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/httpgate"
@@ -308,7 +309,7 @@ func TestBodyLimits_A2AClientsReadTheRefusal(t *testing.T) {
 				{"oversized", a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(strings.Repeat("x", testMaxBody))), "http.maxBodyBytes"},
 				{"too deep", a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi")), "http.maxJSONDepth"},
 			} {
-				tc.msg.Metadata = map[string]any{SkillMetadataKey: "echo"}
+				tc.msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "echo"}
 				if tc.name == "too deep" {
 					tc.msg.Metadata["extra"] = deep
 				}
@@ -410,7 +411,7 @@ func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
 
 	c := a2aClient(t, base)
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
-	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "research"}
 	start := time.Now()
 	var last a2a.Event
 	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {

@@ -2,153 +2,22 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/netip"
-	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/orchd/orchd/auth"
-	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/webhooktest"
 	"github.com/orchd/orchd/registry"
-	"github.com/orchd/orchd/store"
 )
-
-// received is one request a webhook got.
-type received struct {
-	id, token, auth string
-	status          int
-	event           a2a.Event
-}
-
-// webhook is a real receiver on 127.0.0.1 recording what it gets. It
-// answers 503 to its first fail requests; with hang set it answers
-// nothing until the request ends.
-type webhook struct {
-	*httptest.Server
-	mu   sync.Mutex
-	got  []received
-	fail int
-	hang bool
-	// hanging counts the requests a hanging webhook holds.
-	hanging atomic.Int32
-	// stop releases hanging requests when the test ends, before Close
-	// waits for them.
-	stop chan struct{}
-}
-
-func newWebhook(t *testing.T, fail int, hang bool) *webhook {
-	t.Helper()
-	w := &webhook{fail: fail, hang: hang, stop: make(chan struct{})}
-	w.Server = httptest.NewServer(http.HandlerFunc(w.serve))
-	t.Cleanup(func() { close(w.stop); w.Close() })
-	return w
-}
-
-func (w *webhook) serve(rw http.ResponseWriter, r *http.Request) {
-	if w.hang {
-		w.hanging.Add(1)
-		defer w.hanging.Add(-1)
-		select {
-		case <-r.Context().Done():
-		case <-w.stop:
-		}
-		return
-	}
-	b, _ := io.ReadAll(r.Body)
-	var sr a2a.StreamResponse
-	rec := received{id: r.Header.Get(pushIDHeader), token: r.Header.Get("A2A-Notification-Token"), auth: r.Header.Get("Authorization"), status: 200}
-	if err := json.Unmarshal(b, &sr); err != nil {
-		rec.status = 400
-	}
-	rec.event = sr.Event
-	w.mu.Lock()
-	if w.fail > 0 {
-		w.fail--
-		rec.status = 503
-	}
-	w.got = append(w.got, rec)
-	w.mu.Unlock()
-	rw.WriteHeader(rec.status)
-}
-
-// delivered returns the requests answered 2xx, in arrival order.
-func (w *webhook) delivered() []received {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.DeleteFunc(slices.Clone(w.got), func(r received) bool { return r.status != 200 })
-}
-
-func (w *webhook) all() []received {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.got)
-}
-
-// waitState waits until a delivered notification shows state, and
-// returns those delivered by then.
-func (w *webhook) waitState(t *testing.T, state a2a.TaskState) []received {
-	t.Helper()
-	return w.waitFor(t, "state "+string(state), func(r received) bool { return stateOf(r.event) == state })
-}
-
-// waitFor waits until a delivered notification satisfies ok.
-func (w *webhook) waitFor(t *testing.T, what string, ok func(received) bool) []received {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := w.delivered()
-		if slices.ContainsFunc(got, ok) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no notification with %s within 20s; got %s", what, states(got))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// stateOf is the task state an event carries, "" for artifacts.
-func stateOf(ev a2a.Event) a2a.TaskState {
-	switch e := ev.(type) {
-	case *a2a.Task:
-		return e.Status.State
-	case *a2a.TaskStatusUpdateEvent:
-		return e.Status.State
-	}
-	return ""
-}
-
-func states(rs []received) string {
-	var b strings.Builder
-	for _, r := range rs {
-		switch r.event.(type) {
-		case *a2a.TaskArtifactUpdateEvent:
-			b.WriteString("artifact ")
-		default:
-			b.WriteString(string(stateOf(r.event)) + " ")
-		}
-	}
-	return b.String()
-}
 
 // loopbackNetworks is the development opt-in that lets webhooks on this
 // machine, such as the tests' receivers, take notifications.
@@ -194,7 +63,7 @@ func TestPush_EveryStateChangeArrives(t *testing.T) {
 	t.Parallel()
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(20*time.Millisecond))
 	base := pushDaemon(t, worker.URL, nil)
-	hook := newWebhook(t, 0, false)
+	hook := webhooktest.Start(t, 0, false)
 
 	// orchd declares push.
 	var card struct {
@@ -208,20 +77,20 @@ func TestPush_EveryStateChangeArrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := hook.waitState(t, a2a.TaskStateCompleted)
+	got := hook.WaitState(t, a2a.TaskStateCompleted)
 	var seen []a2a.TaskState
 	artifacts := 0
 	for _, r := range got {
-		if r.token != "tok-secret-1" || r.auth != "Bearer cred-secret-1" || r.id == "" {
-			t.Errorf("notification headers: token %q, authorization %q, id %q", r.token, r.auth, r.id)
+		if r.Token != "tok-secret-1" || r.Auth != "Bearer cred-secret-1" || r.ID == "" {
+			t.Errorf("notification headers: token %q, authorization %q, id %q", r.Token, r.Auth, r.ID)
 		}
-		if info := r.event.TaskInfo(); info.TaskID != task.ID {
+		if info := r.Event.TaskInfo(); info.TaskID != task.ID {
 			t.Errorf("notification for task %q, want %q", info.TaskID, task.ID)
 		}
-		if _, ok := r.event.(*a2a.TaskArtifactUpdateEvent); ok {
+		if _, ok := r.Event.(*a2a.TaskArtifactUpdateEvent); ok {
 			artifacts++
 		}
-		if s := stateOf(r.event); s != "" && (len(seen) == 0 || seen[len(seen)-1] != s) {
+		if s := webhooktest.StateOf(r.Event); s != "" && (len(seen) == 0 || seen[len(seen)-1] != s) {
 			seen = append(seen, s)
 		}
 	}
@@ -229,14 +98,14 @@ func TestPush_EveryStateChangeArrives(t *testing.T) {
 		t.Errorf("states in delivery order %v; want WORKING, then COMPLETED last", seen)
 	}
 	if artifacts == 0 {
-		t.Errorf("no artifact notification among %s", states(got))
+		t.Errorf("no artifact notification among %s", webhooktest.States(got))
 	}
 	ids := map[string]bool{}
 	for _, r := range got {
-		if ids[r.id] {
-			t.Errorf("notification id %s delivered twice to a healthy webhook", r.id)
+		if ids[r.ID] {
+			t.Errorf("notification id %s delivered twice to a healthy webhook", r.ID)
 		}
-		ids[r.id] = true
+		ids[r.ID] = true
 	}
 }
 
@@ -248,7 +117,7 @@ func TestPush_FlakyWebhookGetsEverything(t *testing.T) {
 	release := make(chan struct{})
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, gatedWork(release))
 	base := pushDaemon(t, worker.URL, nil)
-	steady, flaky := newWebhook(t, 0, false), newWebhook(t, 2, false)
+	steady, flaky := webhooktest.Start(t, 0, false), webhooktest.Start(t, 2, false)
 
 	alice := a2aAs(t, base, aliceToken)
 	// Both webhooks on one task: the steady one says what was sent.
@@ -264,23 +133,23 @@ func TestPush_FlakyWebhookGetsEverything(t *testing.T) {
 	// The work holds after its first artifact; once the steady webhook
 	// has that, the flaky one is added, then the work goes on: from here
 	// on both get the same notifications.
-	steady.waitFor(t, "the first artifact", func(r received) bool { _, ok := r.event.(*a2a.TaskArtifactUpdateEvent); return ok })
+	steady.WaitFor(t, "the first artifact", func(r webhooktest.Received) bool { _, ok := r.Event.(*a2a.TaskArtifactUpdateEvent); return ok })
 	if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "flaky", URL: flaky.URL, Token: "tok-flaky"}); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
-	steadyGot := steady.waitState(t, a2a.TaskStateCompleted)
-	flakyGot := flaky.waitState(t, a2a.TaskStateCompleted)
+	steadyGot := steady.WaitState(t, a2a.TaskStateCompleted)
+	flakyGot := flaky.WaitState(t, a2a.TaskStateCompleted)
 	failed := 0
 	delivered := map[string]bool{}
 	for _, r := range flakyGot {
-		delivered[r.id] = true
+		delivered[r.ID] = true
 	}
-	for _, r := range flaky.all() {
-		if r.status == 503 {
+	for _, r := range flaky.All() {
+		if r.Status == 503 {
 			failed++
-			if !delivered[r.id] {
-				t.Errorf("notification %s (%s) was refused and never delivered", r.id, states([]received{r}))
+			if !delivered[r.ID] {
+				t.Errorf("notification %s (%s) was refused and never delivered", r.ID, webhooktest.States([]webhooktest.Received{r}))
 			}
 		}
 	}
@@ -288,11 +157,11 @@ func TestPush_FlakyWebhookGetsEverything(t *testing.T) {
 		t.Errorf("the webhook refused %d requests, want 2", failed)
 	}
 	if len(flakyGot) == 0 || len(flakyGot) > len(steadyGot) {
-		t.Errorf("flaky got %s; steady got %s", states(flakyGot), states(steadyGot))
+		t.Errorf("flaky got %s; steady got %s", webhooktest.States(flakyGot), webhooktest.States(steadyGot))
 	}
 	// What the flaky one got is the steady one's tail, in the same order.
-	if tail := steadyGot[len(steadyGot)-len(flakyGot):]; states(tail) != states(flakyGot) {
-		t.Errorf("flaky got %s; want the steady one's last ones, %s", states(flakyGot), states(tail))
+	if tail := steadyGot[len(steadyGot)-len(flakyGot):]; webhooktest.States(tail) != webhooktest.States(flakyGot) {
+		t.Errorf("flaky got %s; want the steady one's last ones, %s", webhooktest.States(flakyGot), webhooktest.States(tail))
 	}
 }
 
@@ -302,8 +171,8 @@ func TestPush_DeadWebhookDoesNotSlowTheDelegation(t *testing.T) {
 	t.Parallel()
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(10*time.Millisecond))
 	base := pushDaemon(t, worker.URL, func(c *Config) { c.Agent.Push.Timeout = Duration(30 * time.Second) })
-	dead := newWebhook(t, 0, true)
-	live := newWebhook(t, 0, false)
+	dead := webhooktest.Start(t, 0, true)
+	live := webhooktest.Start(t, 0, false)
 	alice := a2aAs(t, base, aliceToken)
 
 	// The baseline pushes to a webhook that answers: a send with a push
@@ -332,10 +201,10 @@ func TestPush_DeadWebhookDoesNotSlowTheDelegation(t *testing.T) {
 }
 
 // hangingAt is how many requests the webhooks hold.
-func hangingAt(hooks []*webhook) int {
+func hangingAt(hooks []*webhooktest.Webhook) int {
 	n := 0
 	for _, h := range hooks {
-		n += int(h.hanging.Load())
+		n += int(h.Hanging.Load())
 	}
 	return n
 }
@@ -347,7 +216,7 @@ func hangingAt(hooks []*webhook) int {
 // flight, so that alice's 40 webhooks could take every slot: her share
 // (per tenant or per host) is what leaves the others theirs. It returns
 // how long the last notification took after the task was sent.
-func deadWebhooksDelayNothingElse(t *testing.T, dead []*webhook, caller string, maxHanging int) time.Duration {
+func deadWebhooksDelayNothingElse(t *testing.T, dead []*webhooktest.Webhook, caller string, maxHanging int) time.Duration {
 	t.Helper()
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(5*time.Millisecond))
 	base := pushDaemon(t, worker.URL, func(c *Config) {
@@ -366,16 +235,16 @@ func deadWebhooksDelayNothingElse(t *testing.T, dead []*webhook, caller string, 
 	wg.Wait()
 	waitUntil(t, "alice's webhooks to hang", func() bool { return hangingAt(dead) >= maxHanging })
 
-	live := newWebhook(t, 0, false)
+	live := webhooktest.Start(t, 0, false)
 	start := time.Now()
 	if _, err := sendWithPush(t, a2aAs(t, base, caller), live.URL); err != nil {
 		t.Fatal(err)
 	}
 	sent := time.Since(start)
-	got := live.waitState(t, a2a.TaskStateCompleted)
+	got := live.WaitState(t, a2a.TaskStateCompleted)
 	took := time.Since(start)
 	t.Logf("%d notifications (%s), the last %s after the send answered (it took %s); %d requests hang at alice's dead webhooks",
-		len(got), strings.TrimSpace(states(got)), took-sent, sent, hangingAt(dead))
+		len(got), strings.TrimSpace(webhooktest.States(got)), took-sent, sent, hangingAt(dead))
 	if n := hangingAt(dead); n > maxHanging {
 		t.Errorf("%d requests hang at alice's dead webhooks, over her share of %d", n, maxHanging)
 	}
@@ -387,9 +256,9 @@ func deadWebhooksDelayNothingElse(t *testing.T, dead []*webhook, caller string, 
 // once alice's attempts time out.
 func TestPush_DeadWebhooksOfOneTenantDelayNoOtherTenant(t *testing.T) {
 	t.Parallel()
-	dead := make([]*webhook, 10)
+	dead := make([]*webhooktest.Webhook, 10)
 	for i := range dead {
-		dead[i] = newWebhook(t, 0, true)
+		dead[i] = webhooktest.Start(t, 0, true)
 	}
 	// alice holds concurrencyPerTenant (8) slots at most.
 	if took := deadWebhooksDelayNothingElse(t, dead, bobToken, 8); took > 5*time.Second {
@@ -402,7 +271,7 @@ func TestPush_DeadWebhooksOfOneTenantDelayNoOtherTenant(t *testing.T) {
 // once.
 func TestPush_DeadHostDelaysNoOtherHost(t *testing.T) {
 	t.Parallel()
-	dead := []*webhook{newWebhook(t, 0, true)}
+	dead := []*webhooktest.Webhook{webhooktest.Start(t, 0, true)}
 	// The host holds concurrencyPerHost (4) slots at most.
 	if took := deadWebhooksDelayNothingElse(t, dead, aliceToken, 4); took > 5*time.Second {
 		t.Errorf("alice's notifications to a live host took %s behind her dead one", took)
@@ -413,7 +282,7 @@ func TestPush_ConfigsBelongToTheTasksOwner(t *testing.T) {
 	t.Parallel()
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
 	base := pushDaemon(t, worker.URL, nil)
-	hook := newWebhook(t, 0, false)
+	hook := webhooktest.Start(t, 0, false)
 	alice, bob := a2aAs(t, base, aliceToken), a2aAs(t, base, bobToken)
 	ctx := t.Context()
 	res, err := alice.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey")),
@@ -567,8 +436,8 @@ func TestPush_RefusedInlineConfigKeepsItsSecrets(t *testing.T) {
 
 // TestPush_WebhooksArePublicOnlyByDefault: with the embedded defaults,
 // which let card fetches reach loopback, a webhook on loopback is refused
-// at Create, by address and by name. agent.push.allowHosts lets a name in
-// wherever it resolves.
+// at Create, by address and by name (a2aserver's TestPushURLCheck_AllowHosts
+// checks that agent.push.allowHosts lets a name in wherever it resolves).
 func TestPush_WebhooksArePublicOnlyByDefault(t *testing.T) {
 	t.Parallel()
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
@@ -588,17 +457,6 @@ func TestPush_WebhooksArePublicOnlyByDefault(t *testing.T) {
 		if strings.Contains(u, "localhost") && (err == nil || !strings.Contains(err.Error(), "webhook host localhost resolves to ")) {
 			t.Errorf("Create %s = %v; want the address it resolves to named", u, err)
 		}
-	}
-
-	check, err := newPushURLCheck(defaults.AllowNetworks, []string{"localhost"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := check.url(t.Context(), "http://localhost:9/"); err != nil {
-		t.Errorf("a host in allowHosts: %v", err)
-	}
-	if err := check.url(t.Context(), "http://127.0.0.1:9/"); err == nil {
-		t.Error("allowHosts let an address in")
 	}
 }
 
@@ -638,14 +496,14 @@ func TestPush_ConfigsSurviveARestart(t *testing.T) {
 		}
 	}
 	base, stop := run()
-	hook := newWebhook(t, 0, false)
+	hook := webhooktest.Start(t, 0, false)
 	alice := a2aAs(t, base, aliceToken)
 	task, err := sendWithPush(t, alice, hook.URL)
 	if err != nil {
 		stop()
 		t.Fatal(err)
 	}
-	hook.waitState(t, a2a.TaskStateCompleted)
+	hook.WaitState(t, a2a.TaskStateCompleted)
 	stop()
 
 	base, stop = run()
@@ -662,377 +520,4 @@ func TestPush_ConfigsSurviveARestart(t *testing.T) {
 	if _, err := a2aAs(t, base, bobToken).GetTaskPushConfig(t.Context(), &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "hook"}); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Errorf("bob's Get after restart = %v; want task not found", err)
 	}
-}
-
-// pushOutOn is a sender over a memory config store holding one config of
-// alice's for task "t" with url, and the metrics reader it counts into.
-func pushOutOn(t *testing.T, cfg PushConfig, url string) (*pushOut, *sdkmetric.ManualReader, *syncbuf.Buffer) {
-	t.Helper()
-	configs, err := store.NewMemoryPushConfigs(cfg.withDefaults().storeConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cc := a2asrv.NewCallContext(t.Context(), nil)
-	cc.User = a2asrv.NewAuthenticatedUser("alice", nil)
-	if _, err := configs.Save(ctx, "t", &a2a.PushConfig{ID: "c", URL: url, Token: "tok-secret-3"}); err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	logs := &syncbuf.Buffer{}
-	cfg.AllowNetworks = loopbackNetworks
-	o, err := newPushOut(cfg, registry.Config{}, configs, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o, reader, logs
-}
-
-// counted is the orchd.push.notifications count with outcome.
-func counted(t *testing.T, r *sdkmetric.ManualReader, outcome string) int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "orchd.push.notifications" {
-				for _, dp := range sum.DataPoints {
-					if v, _ := dp.Attributes.Value("outcome"); v.AsString() == outcome {
-						n += dp.Value
-					}
-				}
-			}
-		}
-	}
-	return n
-}
-
-// givenUpLogged reads a text log: the push notifications given up logged
-// one by one, and those the summary lines count.
-func givenUpLogged(t *testing.T, logs string) (lines, summed int) {
-	t.Helper()
-	for line := range strings.Lines(logs) {
-		switch {
-		case strings.Contains(line, `msg="push notification given up"`):
-			lines++
-		case strings.Contains(line, `msg="push notifications given up and not logged one by one"`):
-			m := regexp.MustCompile(` notifications=(\d+) `).FindStringSubmatch(line)
-			if m == nil {
-				t.Fatalf("a summary without its count: %s", line)
-			}
-			n, _ := strconv.Atoi(m[1])
-			summed += n
-		}
-	}
-	return lines, summed
-}
-
-func statusEvent(state a2a.TaskState) a2a.Event {
-	return &a2a.TaskStatusUpdateEvent{TaskID: "t", ContextID: "ctx", Status: a2a.TaskStatus{State: state}}
-}
-
-// TestPushOut_CloseStopsRetries: close ends the retries of a webhook that
-// always fails at once, and every notification left is given up, logged
-// and counted, without the token.
-func TestPushOut_CloseStopsRetries(t *testing.T) {
-	t.Parallel()
-	hook := newWebhook(t, 1<<30, false)
-	o, reader, logs := pushOutOn(t, PushConfig{Backoff: Duration(time.Hour), MaxBackoff: Duration(time.Hour)}, hook.URL)
-	const sent = 5
-	for range sent {
-		if err := o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(a2a.TaskStateWorking)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(hook.all()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no attempt within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	start := time.Now()
-	o.close()
-	// close tries each queued notification once more, for up to
-	// pushDrain, and never waits out an hour's backoff.
-	if took := time.Since(start); took > pushDrain+2*time.Second {
-		t.Errorf("close took %s with retries an hour apart", took)
-	}
-	if n := counted(t, reader, "given_up"); n != sent {
-		t.Errorf("%d given up counted, want %d", n, sent)
-	}
-	// One line for the webhook's host, a summary for the rest.
-	if lines, summed := givenUpLogged(t, logs.String()); lines != 1 || lines+summed != sent {
-		t.Errorf("%d given up logged one by one and %d in summaries, want 1 and %d:\n%s", lines, summed, sent-1, logs)
-	}
-	if strings.Contains(logs.String(), "tok-secret-3") {
-		t.Errorf("the log shows the token:\n%s", logs)
-	}
-	// After close, a notification is given up at once.
-	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(a2a.TaskStateCompleted))
-	if n := counted(t, reader, "given_up"); n != sent+1 {
-		t.Errorf("after close: %d given up, want %d", n, sent+1)
-	}
-}
-
-// TestPushOut_CloseDelivers: what is still queued when orchd stops, such
-// as the final states of the tasks it fails as it stops, is tried once
-// more at once, so a webhook that answers gets it.
-func TestPushOut_CloseDelivers(t *testing.T) {
-	t.Parallel()
-	hook := newWebhook(t, 1, false)
-	o, reader, _ := pushOutOn(t, PushConfig{Backoff: Duration(time.Hour), MaxBackoff: Duration(time.Hour)}, hook.URL)
-	// Three local POSTs take milliseconds, but a machine loaded with the
-	// race detector and other tests has taken over pushDrain for them.
-	o.drain = 10 * time.Second
-	states := []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateInputRequired, a2a.TaskStateFailed}
-	for _, st := range states {
-		if err := o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(st)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(hook.all()) == 0 { // the first attempt failed: an hour's backoff
-		if time.Now().After(deadline) {
-			t.Fatal("no attempt within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	start := time.Now()
-	o.close()
-	if took := time.Since(start); took > o.drain {
-		t.Errorf("close took %s, over its drain of %s", took, o.drain)
-	}
-	got := hook.delivered()
-	if len(got) != len(states) {
-		t.Fatalf("%d delivered, want %d", len(got), len(states))
-	}
-	for i, r := range got {
-		if st := r.event.(*a2a.TaskStatusUpdateEvent).Status.State; st != states[i] {
-			t.Errorf("notification %d is %s, want %s", i, st, states[i])
-		}
-	}
-	if n := counted(t, reader, "given_up"); n != 0 {
-		t.Errorf("%d given up", n)
-	}
-}
-
-// TestPushOut_CloseRetriesAnAttemptInFlight: a notification whose attempt
-// is still waiting for the webhook when orchd starts to stop, and then
-// fails, gets its one last try too.
-func TestPushOut_CloseRetriesAnAttemptInFlight(t *testing.T) {
-	t.Parallel()
-	arrived, release := make(chan struct{}), make(chan struct{})
-	var calls atomic.Int32
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if calls.Add(1) == 1 {
-			close(arrived)
-			<-release // answered once close has begun
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(hook.Close)
-	o, reader, _ := pushOutOn(t, PushConfig{Backoff: Duration(time.Hour), MaxBackoff: Duration(time.Hour)}, hook.URL)
-	o.drain = 10 * time.Second
-	if err := o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: hook.URL}, statusEvent(a2a.TaskStateFailed)); err != nil {
-		t.Fatal(err)
-	}
-	<-arrived
-	closed := make(chan struct{})
-	go func() { defer close(closed); o.close() }()
-	for !o.isDraining() {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	<-closed
-	if n := calls.Load(); n != 2 {
-		t.Errorf("the webhook was called %d times, want the failed attempt and one last try", n)
-	}
-	if n := counted(t, reader, "delivered"); n != 1 {
-		t.Errorf("%d delivered, want 1", n)
-	}
-	if n := counted(t, reader, "given_up"); n != 0 {
-		t.Errorf("%d given up", n)
-	}
-}
-
-// TestPushOut_Bounds: past the per-config queue bound notifications are
-// given up at once and SendPush never waits; a failing webhook gets
-// MaxAttempts tries of a notification, then it is given up.
-func TestPushOut_Bounds(t *testing.T) {
-	t.Parallel()
-	t.Run("queue", func(t *testing.T) {
-		t.Parallel()
-		dead := newWebhook(t, 0, true)
-		o, reader, _ := pushOutOn(t, PushConfig{QueuePerConfig: 3}, dead.URL)
-		defer o.close()
-		start := time.Now()
-		for range 10 {
-			_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
-		}
-		if took := time.Since(start); took > time.Second {
-			t.Errorf("10 SendPush to a dead webhook took %s", took)
-		}
-		// The first is in flight, two wait behind it: seven have no room.
-		if n := counted(t, reader, "given_up"); n != 7 {
-			t.Errorf("%d given up at once, want 7", n)
-		}
-	})
-	t.Run("tenant queue", func(t *testing.T) {
-		t.Parallel()
-		dead := newWebhook(t, 0, true)
-		o, reader, _ := pushOutOn(t, PushConfig{QueuePerTenant: 5}, dead.URL)
-		defer o.close()
-		acme := auth.WithPrincipal(t.Context(), &auth.Principal{ID: "alice", Tenant: "acme"})
-		globex := auth.WithPrincipal(t.Context(), &auth.Principal{ID: "bob", Tenant: "globex"})
-		for range 10 {
-			_ = o.SendPush(acme, &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
-		}
-		if n := counted(t, reader, "given_up"); n != 5 {
-			t.Errorf("%d of acme's 10 given up, want 5 over its share of the queue", n)
-		}
-		for range 3 {
-			_ = o.SendPush(globex, &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
-		}
-		if n := counted(t, reader, "given_up"); n != 5 {
-			t.Errorf("%d given up after globex's 3, want still 5: acme's share is not globex's", n)
-		}
-	})
-	t.Run("attempts", func(t *testing.T) {
-		t.Parallel()
-		failing := newWebhook(t, 1<<30, false)
-		o, reader, _ := pushOutOn(t, PushConfig{MaxAttempts: 3, Backoff: Duration(time.Millisecond)}, failing.URL)
-		defer o.close()
-		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: failing.URL}, statusEvent(a2a.TaskStateWorking))
-		deadline := time.Now().Add(10 * time.Second)
-		for counted(t, reader, "given_up") < 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("not given up within 10s")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		got := failing.all()
-		if len(got) != 3 || got[0].id != got[2].id {
-			t.Errorf("the webhook saw %d attempts, want 3 of one notification id", len(got))
-		}
-	})
-}
-
-// TestPushOut_GivenUpLogIsBounded: a dead webhook whose notifications are
-// given up by the hundred, and thirty more hosts, cost ten WARN lines and
-// one summary per period, which counts every one of the others; the
-// summary comes when the period ends, and the next period logs afresh.
-func TestPushOut_GivenUpLogIsBounded(t *testing.T) {
-	t.Parallel()
-	dead := newWebhook(t, 0, true)
-	// One notification fills the queue; the others are given up at once.
-	o, reader, logs := pushOutOn(t, PushConfig{QueueSize: 1}, dead.URL)
-	o.gaveUp.period = time.Hour // the summary comes at close
-	o.drain = 10 * time.Millisecond
-	send := func(url string) {
-		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: url}, statusEvent(a2a.TaskStateWorking))
-	}
-	for range 501 {
-		send(dead.URL)
-	}
-	for i := range 30 {
-		send("http://127.0.0.1:" + strconv.Itoa(10000+i) + "/hook")
-	}
-	if lines, _ := givenUpLogged(t, logs.String()); lines != pushLogLines {
-		t.Errorf("%d given up logged one by one during the period, want %d", lines, pushLogLines)
-	}
-	o.close()
-	// The one in flight is given up at close too: 531 in all.
-	lines, summed := givenUpLogged(t, logs.String())
-	if n := counted(t, reader, "given_up"); lines != pushLogLines || int64(lines+summed) != n || n != 531 {
-		t.Errorf("%d logged one by one, %d in the summary, %d counted; want %d, and 531 in all:\n%s", lines, summed, n, pushLogLines, logs)
-	}
-	if !strings.Contains(logs.String(), "hosts=\""+dead.Listener.Addr().String()+" (") {
-		t.Errorf("the summary does not name the dead webhook's host first:\n%s", logs)
-	}
-
-	// A period that ends writes its summary by itself.
-	o, _, logs = pushOutOn(t, PushConfig{QueueSize: 1}, dead.URL)
-	defer o.close()
-	o.gaveUp.period = 50 * time.Millisecond
-	o.drain = 10 * time.Millisecond
-	for range 101 {
-		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
-	}
-	waitUntil(t, "the period's summary", func() bool { _, summed := givenUpLogged(t, logs.String()); return summed == 99 })
-	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
-	if lines, _ := givenUpLogged(t, logs.String()); lines != 2 {
-		t.Errorf("%d logged one by one after a new period began, want 2:\n%s", lines, logs)
-	}
-}
-
-// TestPushOut_NoRedirects: a webhook answering a redirect is not
-// followed, so the token goes nowhere else, and the notification is given
-// up without retries.
-func TestPushOut_NoRedirects(t *testing.T) {
-	t.Parallel()
-	elsewhere := newWebhook(t, 0, false)
-	redirect := httptest.NewServer(http.RedirectHandler(elsewhere.URL, http.StatusTemporaryRedirect))
-	t.Cleanup(redirect.Close)
-	o, reader, logs := pushOutOn(t, PushConfig{Backoff: Duration(time.Millisecond)}, redirect.URL)
-	defer o.close()
-	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: redirect.URL}, statusEvent(a2a.TaskStateWorking))
-	deadline := time.Now().Add(10 * time.Second)
-	for counted(t, reader, "given_up") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("not given up within 10s:\n%s", logs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := len(elsewhere.all()); n != 0 {
-		t.Errorf("the redirect was followed %d times", n)
-	}
-	if !strings.Contains(logs.String(), "answered 307, which no retry changes") {
-		t.Errorf("log does not say why:\n%s", logs)
-	}
-}
-
-// FuzzPushURLCheck checks webhook URLs whose host is an address (names
-// would need DNS): a refusal wraps ErrInvalidParams and shows neither the
-// URL's path nor its query; an address the guard allows is never refused.
-func FuzzPushURLCheck(f *testing.F) {
-	f.Add("http://10.20.30.40:9/hook?token=secret")
-	f.Add("https://[fd00::1]/a")
-	f.Add("http://127.0.0.1/x")
-	f.Add("https://8.8.8.8/")
-	f.Add("http://[::ffff:192.168.0.1]/p")
-	c, err := newPushURLCheck([]string{"127.0.0.0/8"}, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return
-		}
-		ip, err := netip.ParseAddr(u.Hostname())
-		if err != nil {
-			return // a name: resolving it is not this test's business
-		}
-		err = c.url(context.Background(), raw)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, a2a.ErrInvalidParams) {
-			t.Fatalf("url(%q) = %v; want ErrInvalidParams", raw, err)
-		}
-		for _, part := range []string{u.RawQuery, u.Path} {
-			if len(part) > 3 && strings.Contains(err.Error(), part) {
-				t.Fatalf("url(%q) = %v: shows %q", raw, err, part)
-			}
-		}
-		if ip = ip.Unmap().WithZone(""); ip.IsLoopback() && ip.Is4() {
-			t.Fatalf("url(%q) refused an allowed address: %v", raw, err)
-		}
-	})
 }

@@ -21,7 +21,7 @@ func (d *Daemon) notReady() []string {
 	if d.Addr() == nil {
 		why = append(why, "not listening yet")
 	}
-	if d.agent.card.Load() == nil {
+	if !d.agent.CardReady() {
 		why = append(why, "agent card not built yet")
 	}
 	if d.policies.Set() == nil {

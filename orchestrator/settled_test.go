@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -86,19 +86,23 @@ func shapeOf(task *a2a.Task) taskShape {
 // for work that ends at once: orchd answers with the finished task, stored
 // with one write, and that task is the one a2a-go's task machinery makes
 // from the same work (asked with returnImmediately, then read back), in
-// the answer, in GetTask and in ListTasks. Work that outlasts settleWait
-// goes through the machinery and is answered alike.
+// the answer, in GetTask and in ListTasks. Work that outlasts the wait for
+// a settled answer goes through the machinery and is answered alike: the
+// slow agent's work ends only once the test releases it, after the
+// machinery has stored the task, so it outlasts that wait however the
+// machine schedules the daemon.
 func TestSettledTask_OneWriteSameTask(t *testing.T) {
 	t.Parallel()
 	quick := testagent.Start(t, testagent.Options{Name: "Quick", Skill: "quick", Streaming: true}, testagent.Work(0))
-	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Work(3*settleWait/2))
+	release := make(chan struct{}, 1)
+	slow := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, gatedWork(release))
 	d := embeddedDaemon(t, registry.Spec{ID: "quick", URL: quick.URL}, registry.Spec{ID: "slow", URL: slow.URL})
 	c := testagent.Client(t, "http://"+d.Addr().String())
 
 	send := func(skill string, conf *a2a.SendMessageConfig) *a2a.Task {
 		t.Helper()
 		msg := userMessage(a2a.NewMessageID(), "survey")
-		msg.Metadata = map[string]any{SkillMetadataKey: skill}
+		msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: skill}
 		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: conf})
 		if err != nil {
 			t.Fatal(err)
@@ -135,8 +139,8 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 	}
 
 	// Work(0) ends within milliseconds, but a loaded machine may take
-	// longer than settleWait now and then: one settled answer in a few
-	// tries is enough.
+	// longer than the wait for a settled answer now and then: one settled
+	// answer in a few tries is enough.
 	settled := false
 	for try := 0; try < 5 && !settled; try++ {
 		before := taskWrites(t, d)
@@ -165,11 +169,36 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 		t.Error("no blocking send was answered with one write of its task")
 	}
 
+	release <- struct{}{} // the machinery's own task of the slow work ends at once
 	wantSlow := machinery("slow")
 	before := taskWrites(t, d)
-	task := send("slow", nil)
+	type answer struct {
+		res a2a.SendMessageResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	msg := userMessage(a2a.NewMessageID(), "survey")
+	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "slow"}
+	go func() {
+		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg})
+		answered <- answer{res, err}
+	}()
+	// No settled answer stores the task before its work ends: a write
+	// while the work waits is the machinery's, which took the message.
+	waitUntil(t, "the task machinery to store the slow work's task", func() bool { return taskWrites(t, d) > before })
+	release <- struct{}{}
+	var got answer
+	select {
+	case got = <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer 30s after the slow work was released")
+	}
+	task, ok := got.res.(*a2a.Task)
+	if got.err != nil || !ok {
+		t.Fatalf("SendMessage = %T %v, want a Task", got.res, got.err)
+	}
 	if writes := taskWrites(t, d) - before; writes <= 2 {
-		t.Errorf("work longer than settleWait was stored with %d writes, want the machinery's several", writes)
+		t.Errorf("work that outlasted the wait for a settled answer was stored with %d writes, want the machinery's several", writes)
 	}
 	if got := shapeOf(task); !equalShape(got, wantSlow) {
 		t.Errorf("slow answer = %+v\nwant %+v", got, wantSlow)
@@ -203,79 +232,6 @@ func listed(t *testing.T, c *a2aclient.Client, id a2a.TaskID) bool {
 	return slices.ContainsFunc(page.Tasks, func(task *a2a.Task) bool { return task.ID == id })
 }
 
-// TestFoldEvent applies events as a2a-go's task machinery stores them,
-// and never changes what the events hold.
-func TestFoldEvent(t *testing.T) {
-	info := a2a.TaskInfo{TaskID: "t1", ContextID: "c1"}
-	text := func(s string) a2a.ContentParts { return a2a.ContentParts{a2a.NewTextPart(s)} }
-	art := func(id, s string, md map[string]any) *a2a.Artifact {
-		return &a2a.Artifact{ID: a2a.ArtifactID(id), Parts: text(s), Metadata: md}
-	}
-	artEv := func(a *a2a.Artifact, appendParts bool) *a2a.TaskArtifactUpdateEvent {
-		return &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: a, Append: appendParts}
-	}
-	statusEv := func(state a2a.TaskState, msg string, md map[string]any) *a2a.TaskStatusUpdateEvent {
-		var m *a2a.Message
-		if msg != "" {
-			m = a2a.NewMessageForTask(a2a.MessageRoleAgent, info, a2a.NewTextPart(msg))
-		}
-		ev := a2a.NewStatusUpdateEvent(info, state, m)
-		ev.Metadata = md
-		return ev
-	}
-	for _, tc := range []struct {
-		name   string
-		events []a2a.Event
-		want   taskShape
-	}{
-		{"a new artifact is added", []a2a.Event{artEv(art("a", "one", nil), false), artEv(art("b", "two", nil), false)},
-			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one", "two"}, Metadata: []string{"x"}}},
-		{"an artifact with a known id replaces it", []a2a.Event{artEv(art("a", "one", nil), false), artEv(art("a", "again", nil), false)},
-			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"again"}, Metadata: []string{"x"}}},
-		{"an append grows the parts", []a2a.Event{artEv(art("a", "one, ", nil), false), artEv(art("a", "two", map[string]any{"k": 1}), true)},
-			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one, two"}, Metadata: []string{"x"}}},
-		{"a status message moves to the history", []a2a.Event{statusEv(a2a.TaskStateWorking, "working", nil), statusEv(a2a.TaskStateWorking, "", nil), statusEv(a2a.TaskStateCompleted, "done", nil)},
-			taskShape{State: a2a.TaskStateCompleted, Status: "ROLE_AGENT:done", History: []string{"ROLE_USER:hi", "ROLE_AGENT:working"}, Metadata: []string{"x"}}},
-		{"status metadata is merged", []a2a.Event{statusEv(a2a.TaskStateWorking, "", map[string]any{"interrupted": true}), statusEv(a2a.TaskStateCompleted, "", map[string]any{"y": 2})},
-			taskShape{State: a2a.TaskStateCompleted, History: []string{"ROLE_USER:hi"}, Metadata: []string{"interrupted", "x", "y"}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			task := a2a.NewSubmittedTask(info, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi")))
-			task.Metadata = map[string]any{"x": 1}
-			var before []string
-			for _, ev := range tc.events {
-				before = append(before, eventText(ev))
-			}
-			for _, ev := range tc.events {
-				foldEvent(task, ev)
-			}
-			if got := shapeOf(task); !equalShape(got, tc.want) {
-				t.Errorf("task = %+v\nwant %+v", got, tc.want)
-			}
-			for i, ev := range tc.events {
-				if eventText(ev) != before[i] {
-					t.Errorf("event %d changed: %s, was %s", i, eventText(ev), before[i])
-				}
-			}
-		})
-	}
-}
-
-// eventText is what an event holds, to tell whether it changed.
-func eventText(ev a2a.Event) string {
-	switch ev := ev.(type) {
-	case *a2a.TaskArtifactUpdateEvent:
-		s := ""
-		for _, p := range ev.Artifact.Parts {
-			s += p.Text()
-		}
-		return fmt.Sprintf("artifact %s %q %v", ev.Artifact.ID, s, ev.Artifact.Metadata)
-	case *a2a.TaskStatusUpdateEvent:
-		return fmt.Sprintf("status %s %v", ev.Status.State, ev.Metadata)
-	}
-	return fmt.Sprintf("%T", ev)
-}
-
 // doneAtOnce answers with the Task already COMPLETED, with its artifact.
 func doneAtOnce(_ context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
 	task := a2a.NewSubmittedTask(ec, ec.Message)
@@ -297,7 +253,7 @@ func TestSettledTask_StreamOfOneAnswer(t *testing.T) {
 	stream := func(c *a2aclient.Client, skill string) []a2a.Event {
 		t.Helper()
 		msg := userMessage(a2a.NewMessageID(), "survey")
-		msg.Metadata = map[string]any{SkillMetadataKey: skill}
+		msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: skill}
 		var evs []a2a.Event
 		for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
 			if err != nil {
@@ -319,7 +275,7 @@ func TestSettledTask_StreamOfOneAnswer(t *testing.T) {
 	}
 	task, ok := got[0].(*a2a.Task)
 	want := shapeOf(direct[0].(*a2a.Task))
-	want.Metadata = []string{taskDelegationKey}
+	want.Metadata = []string{delegation.ExtensionURI}
 	if !ok || !equalShape(shapeOf(task), want) {
 		t.Fatalf("stream through orchd = %+v\nwant %+v", got[0], want)
 	}
@@ -367,7 +323,7 @@ func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
 		before = streamWrites(t, d, "KV_orchd-delegations")
 		tasksBefore := taskWrites(t, d)
 		msg := userMessage(a2a.NewMessageID(), "survey")
-		msg.Metadata = map[string]any{SkillMetadataKey: "once"}
+		msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "once"}
 		res, err := testagent.Client(t, base).SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: conf})
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/store"
@@ -208,7 +209,7 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		}
 		s.deleg = delegation.NewMemoryStore(0)
 		s.tasks = newClosingTasks(taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()}), false)
-		if s.pushConfigs, err = store.NewMemoryPushConfigs(cfg.Agent.Push.withDefaults().storeConfig()); err != nil {
+		if s.pushConfigs, err = store.NewMemoryPushConfigs(cfg.Agent.Push.push().StoreConfig()); err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -227,13 +228,13 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 	if s.agents, err = s.st.Agents(ctx, store.AgentsConfig{Log: storeLog}); err != nil {
 		return nil, err
 	}
-	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog, LegacyUser: legacyTaskUser})
+	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog, LegacyUser: a2aserver.LegacyTaskUser})
 	if err != nil {
 		return nil, err
 	}
 	s.tasks = newClosingTasks(tasks, true)
 	s.maxTaskBytes = int64(tasks.MaxTaskBytes())
-	if s.pushConfigs, err = s.st.PushConfigs(ctx, cfg.Agent.Push.withDefaults().storeConfig()); err != nil {
+	if s.pushConfigs, err = s.st.PushConfigs(ctx, cfg.Agent.Push.push().StoreConfig()); err != nil {
 		return nil, err
 	}
 	if mode == StoreExternal {
@@ -271,7 +272,7 @@ func (s *state) ready(ctx context.Context) error {
 // begins to stop, a durable store takes no more writes. The executions
 // mirroring delegations then end without marking their tasks failed, so
 // the tasks stay as they were for the next process, which carries their
-// delegations on (remirror.go). A memory store keeps taking writes: no
+// delegations on (a2aserver.Server.Resumed). A memory store keeps taking writes: no
 // process will carry its tasks on, and failing them tells their callers.
 type closingTasks struct {
 	taskstore.Store

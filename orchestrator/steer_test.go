@@ -1,11 +1,9 @@
 package orchestrator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aext"
 	"google.golang.org/grpc"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
@@ -166,7 +165,7 @@ func TestInterrupt_ResumedAtOnceOverA2A(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
-	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "research"}
 	res, err := cl.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -254,30 +253,6 @@ func waitTask(t testing.TB, c *a2aclient.Client, id a2a.TaskID, state a2a.TaskSt
 			t.Fatalf("task %s: %v %v, want %s", id, task, err, state)
 		}
 		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// TestInterrupt_AcknowledgedAnywayWhenNeverReleased bounds the wait for
-// a2a-go to let go of orchd's execution: past the settle time the
-// interrupt is acknowledged anyway, with a warning naming the task.
-func TestInterrupt_AcknowledgedAnywayWhenNeverReleased(t *testing.T) {
-	t.Parallel()
-	var logged bytes.Buffer
-	s := steerRoute{x: &executor{log: slog.New(slog.NewTextHandler(&logged, nil))}, settle: 20 * time.Millisecond}
-	began := time.Now()
-	s.waitReleased(t.Context(), "t-held", make(chan struct{}))
-	if took := time.Since(began); took < s.settle || took > 5*time.Second {
-		t.Errorf("waited %v, want about %v", took, s.settle)
-	}
-	if out := logged.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "task=t-held") || !strings.Contains(out, "already in progress") {
-		t.Errorf("log = %q", out)
-	}
-	released := make(chan struct{})
-	close(released)
-	logged.Reset()
-	s.settle = time.Minute
-	if s.waitReleased(t.Context(), "t-done", released); logged.Len() != 0 {
-		t.Errorf("released execution logged %q", logged.String())
 	}
 }
 

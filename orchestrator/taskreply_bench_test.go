@@ -23,6 +23,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 )
@@ -180,7 +181,7 @@ func drain(b *testing.B) io.Writer {
 // answer: the Task COMPLETED with its artifact, whoever answers.
 func taskCall(ctx context.Context, c *a2aclient.Client, kind string) error {
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ping"))
-	msg.Metadata = map[string]any{SkillMetadataKey: kind}
+	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: kind}
 	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg})
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -107,7 +108,7 @@ func viaA2A(version string, binding a2a.TransportProtocol, streaming bool) deleg
 			t.Fatal(err)
 		}
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
-		msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+		msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "research"}
 		req := &a2a.SendMessageRequest{Message: msg}
 		if streaming {
 			var last a2a.Event
@@ -149,7 +150,7 @@ func viaGRPC(t *testing.T, base string, h http.Header) {
 	}
 	c := grpcClient(t, base, "1.0", grpc.WithUnaryInterceptor(unary), grpc.WithStreamInterceptor(stream))
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("survey"))
-	msg.Metadata = map[string]any{SkillMetadataKey: "research"}
+	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "research"}
 	var last a2a.Event
 	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: msg}) {
 		if err != nil {

@@ -1,0 +1,88 @@
+package a2aserver
+
+import (
+	"context"
+	"iter"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+)
+
+// stuckSubscriptions is a2a-go's handler with SubscribeToTask doing what
+// a2a-go's does when opened while an execution lets go: it sends the
+// stored task and then nothing, until the caller goes.
+type stuckSubscriptions struct {
+	a2asrv.RequestHandler
+	tasks taskstore.Store
+}
+
+func (s stuckSubscriptions) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		st, err := s.tasks.Get(ctx, req.ID)
+		if err != nil || !yield(st.Task, nil) {
+			return
+		}
+		<-ctx.Done()
+		yield(nil, ctx.Err())
+	}
+}
+
+// TestSubscribeToTask_StuckRelayDropped: when a2a-go's subscription to an
+// execution never reports the task's end, the stored task's end still
+// reaches the subscriber, and the stream ends.
+func TestSubscribeToTask_StuckRelayDropped(t *testing.T) {
+	t.Parallel()
+	ctx, _ := a2asrv.NewCallContext(t.Context(), nil)
+	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	task := &a2a.Task{ID: a2a.NewTaskID(), ContextID: a2a.NewContextID(), Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	v, err := store.Create(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &subscribeHandler{RequestHandler: stuckSubscriptions{tasks: store}, tasks: store, changes: newTaskChanges(), stopping: t.Context()}
+	events := make(chan a2a.Event, 16)
+	ended := make(chan error, 1)
+	go func() {
+		for ev, err := range h.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+			if err != nil {
+				ended <- err
+				return
+			}
+			events <- ev
+		}
+		ended <- nil
+	}()
+	if ev := <-events; ev.(*a2a.Task).ID != task.ID {
+		t.Fatalf("first event %#v", ev)
+	}
+	done := *task
+	done.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessageForTask(a2a.MessageRoleAgent, task, a2a.NewTextPart("done"))}
+	ev := a2a.NewStatusUpdateEvent(task, a2a.TaskStateCompleted, done.Status.Message)
+	began := time.Now()
+	if _, err := store.Update(ctx, &taskstore.UpdateRequest{Task: &done, Event: ev, PrevTask: task, PrevVersion: v}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end with the stored task")
+	}
+	var last a2a.Event
+	for len(events) > 0 {
+		last = <-events
+	}
+	if st, ok := last.(*a2a.TaskStatusUpdateEvent); !ok || st.Status.State != a2a.TaskStateCompleted {
+		t.Errorf("last event %#v, want COMPLETED", last)
+	}
+	// The end comes once the stuck relay is dropped, about relayStale
+	// after the store showed it, or sooner when the store is read first.
+	if took := time.Since(began); took > relayStale+5*relayCheck+time.Second {
+		t.Errorf("the end came %v after it was stored, want at most about %v", took, relayStale+relayCheck)
+	}
+}
