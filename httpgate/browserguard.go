@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -43,9 +44,11 @@ type BrowserGuard struct {
 	// apiKeyHeader, if set, carries credentials as Authorization does.
 	authenticates bool
 	apiKeyHeader  string
-	open          []string
-	forbid        func(w http.ResponseWriter, r *http.Request, msg string) bool
-	log           *slog.Logger
+	// open and openPrefixes are the paths, and the path prefixes, the
+	// guard does not check (GuardConfig.Open).
+	open, openPrefixes []string
+	forbid             func(w http.ResponseWriter, r *http.Request, msg string) bool
+	log                *slog.Logger
 }
 
 // GuardConfig is what a BrowserGuard knows of the daemon it guards.
@@ -84,7 +87,14 @@ func NewBrowserGuard(cfg GuardConfig) (*BrowserGuard, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &BrowserGuard{hosts: map[string]bool{}, origin: http.NewCrossOriginProtection(), authenticates: cfg.Authenticates,
-		apiKeyHeader: cfg.APIKeyHeader, open: cfg.Open, forbid: cfg.Forbid, log: log}
+		apiKeyHeader: cfg.APIKeyHeader, forbid: cfg.Forbid, log: log}
+	for _, p := range cfg.Open {
+		if strings.HasSuffix(p, "/") {
+			b.openPrefixes = append(b.openPrefixes, p)
+		} else {
+			b.open = append(b.open, p)
+		}
+	}
 	for _, h := range cfg.Hosts {
 		b.hosts[hostName(h)] = true
 	}
@@ -140,8 +150,11 @@ func (b *BrowserGuard) Origin() *http.CrossOriginProtection { return b.origin }
 // checks reports whether r is a request a browser could have sent on
 // its own, which the guard checks.
 func (b *BrowserGuard) checks(r *http.Request) bool {
-	for _, p := range b.open {
-		if r.URL.Path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(r.URL.Path, p) {
+	if slices.Contains(b.open, r.URL.Path) {
+		return false
+	}
+	for _, p := range b.openPrefixes {
+		if strings.HasPrefix(r.URL.Path, p) {
 			return false
 		}
 	}
