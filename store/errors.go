@@ -54,7 +54,7 @@ func isUnavailable(err error) bool {
 	case errCodeSequenceMismatch:
 		// A 503 that reports a lost compare-and-set, not an outage.
 		return false
-	case errCodeMemoryExceeded, errCodeStorageExceeded:
+	case errCodeMemoryExceeded, errCodeStorageExceeded, errCodeNoPeers:
 		return true
 	}
 	return apiErr.Code == 503
@@ -72,6 +72,10 @@ const (
 	errCodeInsufficientResources jetstream.ErrorCode = 10023
 	errCodeMemoryExceeded        jetstream.ErrorCode = 10028
 	errCodeStorageExceeded       jetstream.ErrorCode = 10047
+	// errCodeNoPeers is "no suitable peers for placement" (status 400):
+	// too few cluster nodes are online for the replicas asked, as while
+	// a cluster forms or a node restarts; it passes when they return.
+	errCodeNoPeers jetstream.ErrorCode = 10005
 )
 
 // isWrongLastSequence reports whether err is a lost compare-and-set on a
