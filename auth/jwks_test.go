@@ -46,7 +46,7 @@ func TestAuthenticator_JWKSRotation(t *testing.T) {
 		_, lastErr = a.Authenticate(bearerRequest(oldTok))
 		return lastErr != nil
 	})
-	refusal(t, nil, lastErr, ErrInvalidCredentials, `key id "2026-11" is not one of the issuer's keys`, oldTok)
+	_ = refusal(t, nil, lastErr, ErrInvalidCredentials, `key id "2026-11" is not one of the issuer's keys`, oldTok)
 	if _, err := a.Authenticate(bearerRequest(newTok)); err != nil {
 		t.Fatalf("new key after the old one was withdrawn: %v", err)
 	}
@@ -64,7 +64,7 @@ func TestAuthenticator_JWKSRefetchRateLimited(t *testing.T) {
 		stranger := newECKey(t, "unknown-"+string(rune('a'+i%26)))
 		tok := stranger.sign(t, idp.claims("mallory"))
 		p, err := a.Authenticate(bearerRequest(tok))
-		refusal(t, p, err, ErrInvalidCredentials, "is not one of the issuer's keys", tok)
+		_ = refusal(t, p, err, ErrInvalidCredentials, "is not one of the issuer's keys", tok)
 	}
 	if got := idp.jwksHits.Load() - before; got != 1 {
 		t.Errorf("key set fetched %d times for 50 unknown kids, want 1", got)

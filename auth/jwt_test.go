@@ -106,7 +106,7 @@ func TestAuthenticator_Authenticate_JWTClaimShapes(t *testing.T) {
 			tc.change(c)
 			tok := k.sign(t, c)
 			p, err := a.Authenticate(bearerRequest(tok))
-			refusal(t, p, err, ErrInvalidCredentials, tc.reason, tok)
+			_ = refusal(t, p, err, ErrInvalidCredentials, tc.reason, tok)
 		})
 	}
 }
@@ -235,7 +235,7 @@ func TestAuthenticator_Authenticate_JWTClock(t *testing.T) {
 			t.Errorf("at %s: accepted %v (%v), want %v", tc.now, got, err, tc.want)
 		}
 		if !tc.want {
-			refusal(t, p, err, ErrExpired, "", tok)
+			_ = refusal(t, p, err, ErrExpired, "", tok)
 		}
 	}
 	// A cached verification is not reused past the expiry.
@@ -249,7 +249,7 @@ func TestAuthenticator_Authenticate_JWTClock(t *testing.T) {
 	}
 	now = exp.Add(time.Minute)
 	p, err := a.Authenticate(bearerRequest(tok))
-	refusal(t, p, err, ErrExpired, "token expired at 2026-12-01T12:00:00Z", tok)
+	_ = refusal(t, p, err, ErrExpired, "token expired at 2026-12-01T12:00:00Z", tok)
 }
 
 // TestAuthenticator_Authenticate_JWTWithoutKid accepts a token without a kid
@@ -275,11 +275,11 @@ func TestAuthenticator_Authenticate_JWTWithoutKid(t *testing.T) {
 	}
 	tok = handCrafted(t, map[string]any{"alg": "ES256"}, one.claims("alice"), signer(k1))
 	p, err := a1.Authenticate(bearerRequest(tok))
-	refusal(t, p, err, ErrInvalidCredentials, "no kid and the issuer has no ES256 key", tok)
+	_ = refusal(t, p, err, ErrInvalidCredentials, "no kid and the issuer has no ES256 key", tok)
 
 	two := newTestIdP(t, k1, k2)
 	a2 := started(t, two.jwtConfig(), Options{HTTPClient: two.srv.Client()})
 	tok = handCrafted(t, map[string]any{"alg": "RS256"}, two.claims("alice"), signer(k1))
 	p, err = a2.Authenticate(bearerRequest(tok))
-	refusal(t, p, err, ErrInvalidCredentials, "no kid and the issuer has 2 RS256 keys", tok)
+	_ = refusal(t, p, err, ErrInvalidCredentials, "no kid and the issuer has 2 RS256 keys", tok)
 }

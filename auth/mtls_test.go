@@ -127,7 +127,7 @@ func TestAuthenticator_AuthenticateTLS(t *testing.T) {
 			p, err := a.AuthenticateTLS(tc.cs)
 			switch {
 			case tc.reason != "":
-				refusal(t, p, err, ErrInvalidCredentials, tc.reason, "")
+				_ = refusal(t, p, err, ErrInvalidCredentials, tc.reason, "")
 			case tc.want == "":
 				if p != nil || err != nil {
 					t.Errorf("got %v, %v; want no principal and no error", p, err)

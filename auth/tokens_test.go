@@ -71,7 +71,7 @@ func TestAuthenticator_Authenticate_Tokens(t *testing.T) {
 	r := bearerRequest("alice-secret-1")
 	r.Header.Add("Authorization", "Bearer alice-secret-2")
 	p, err := a.Authenticate(r)
-	refusal(t, p, err, ErrMalformed, "more than one Authorization header", "")
+	_ = refusal(t, p, err, ErrMalformed, "more than one Authorization header", "")
 
 	// The WWW-Authenticate challenge names the error, not the token.
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)

@@ -82,7 +82,7 @@ func TestJSONRPCStreams_ReadsAsA2AGo(t *testing.T) {
 					r.Header.Get("Accept"), r.Header.Get("A2A-Extensions"), seen))
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.WriteHeader(tc.status)
-				io.WriteString(w, tc.body)
+				_, _ = io.WriteString(w, tc.body)
 			}))
 			defer srv.Close()
 			params := a2aclient.ServiceParams{"A2A-Extensions": {"urn:x"}}
@@ -139,7 +139,7 @@ func TestJSONRPCStreams_SubscribeToTask(t *testing.T) {
 		methods = append(methods, fmt.Sprint(req.Method, req.Params))
 		mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, rpcEvent(t, &a2a.Task{ID: "t1", ContextID: "c1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}))
+		_, _ = io.WriteString(w, rpcEvent(t, &a2a.Task{ID: "t1", ContextID: "c1", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}))
 	}))
 	defer srv.Close()
 	req := &a2a.SubscribeToTaskRequest{ID: "t1"}

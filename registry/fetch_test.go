@@ -21,7 +21,7 @@ func TestFetch_Safety(t *testing.T) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/hop/{n}/", func(w http.ResponseWriter, r *http.Request) {
 			var i int
-			fmt.Sscan(r.PathValue("n"), &i)
+			_, _ = fmt.Sscan(r.PathValue("n"), &i)
 			if i >= n {
 				http.Redirect(w, r, target.URL+WellKnownPath, http.StatusFound)
 				return

@@ -34,7 +34,7 @@ func counts(t *testing.T, reader *sdkmetric.ManualReader, name string) map[strin
 					if i > 0 {
 						key += ","
 					}
-					key += string(kv.Key) + "=" + kv.Value.Emit()
+					key += string(kv.Key) + "=" + kv.Value.String()
 				}
 				out[key] += dp.Value
 			}

@@ -96,7 +96,7 @@ func Example() {
 	mux.Handle("/a2a", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
 	// A client. It activates the extension on its calls.
@@ -111,7 +111,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer client.Destroy()
+	defer func() { _ = client.Destroy() }()
 
 	// Start the work, and follow it until the agent is working on it.
 	var task a2a.TaskID

@@ -112,8 +112,8 @@ func TestOpen_RefusesLostSequencesAfterACrash(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Wait()
-	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer func() { _ = cmd.Wait() }()
+	timer := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer timer.Stop()
 	natsDir := filepath.Join(dir, "nats")
 	sc := bufio.NewScanner(out)
@@ -130,7 +130,7 @@ func TestOpen_RefusesLostSequencesAfterACrash(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	_ = cmd.Wait()
 	recorded, err := readSequences(natsDir)
 	if err != nil || recorded["KV_orchd-delegations"] < 400 {
 		t.Fatalf("the child stopped after %d records, having recorded %v, %v; its last line: %q", acked, recorded, err, sc.Text())

@@ -344,8 +344,8 @@ func crashRound(t *testing.T, dir string, n int) []string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Wait()
-	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer func() { _ = cmd.Wait() }()
+	timer := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer timer.Stop()
 	var acked []string
 	sc := bufio.NewScanner(out)

@@ -24,7 +24,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	defer tel.Shutdown(context.Background())
+	defer func() { _ = tel.Shutdown(context.Background()) }()
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tel.MetricsHandler())
@@ -75,7 +75,7 @@ func ExampleRouteProcessLogs() {
 // server span Handler starts for a request.
 func ExampleWithSpanNote() {
 	tp := sdktrace.NewTracerProvider()
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	tel := telemetry.WithProviders(tp, nil)
 	traced := tel.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "api")
 	accessLog := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

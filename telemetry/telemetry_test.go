@@ -35,7 +35,7 @@ func TestNew_NothingConfiguredRecordsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tel.Shutdown(context.Background())
+	defer func() { _ = tel.Shutdown(context.Background()) }()
 	if tel.Tracing() || tel.MetricsHandler() != nil {
 		t.Errorf("tracing %v, metrics handler %v; want neither", tel.Tracing(), tel.MetricsHandler())
 	}
@@ -163,7 +163,7 @@ func TestPrometheusHandler_ServesRecordedMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tel.Shutdown(context.Background())
+	defer func() { _ = tel.Shutdown(context.Background()) }()
 	c, _ := tel.MeterProvider().Meter("test").Int64Counter("orchd.widgets")
 	c.Add(t.Context(), 3, metric.WithAttributes())
 	srv := httptest.NewServer(tel.MetricsHandler())
@@ -188,7 +188,7 @@ func TestPrometheusHandler_ServesRecordedMetrics(t *testing.T) {
 func TestHandlerAndTransport_CarryTheTrace(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	tel := WithProviders(tp, nil)
 
 	srv := httptest.NewServer(tel.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -231,7 +231,7 @@ func keys(m map[string]sdktrace.ReadOnlySpan) []string {
 
 func TestLogHandler_StampsTraceAndSpanIDs(t *testing.T) {
 	tp := sdktrace.NewTracerProvider()
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	var buf bytes.Buffer
 	log := slog.New(LogHandler(slog.NewJSONHandler(&buf, nil))).With("component", "test")
 	ctx, span := tp.Tracer("test").Start(t.Context(), "op")

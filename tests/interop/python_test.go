@@ -293,7 +293,7 @@ func TestPythonAgents(t *testing.T) {
 		raw, _ := json.Marshal(card)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			w.Write(raw)
+			_, _ = w.Write(raw)
 		}))
 		t.Cleanup(srv.Close)
 		var p capability.Profile
