@@ -322,6 +322,9 @@ func TestAgents_ReplicasShareAgents(t *testing.T) {
 }
 
 func TestAgents_AddFailsWhileTheStoreIsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out timeouts of a stopped server")
+	}
 	t.Parallel()
 	ctx := t.Context()
 	ns := natstest.Server(t, "")

@@ -99,6 +99,9 @@ func TestDelegations_ContractCluster(t *testing.T) {
 // the retention on their own, a running record stays, and the index
 // entry of the ended record is swept.
 func TestDelegations_Expiry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 2 s retention")
+	}
 	t.Parallel()
 	s := openTest(t, "", Config{})
 	d := delegationsOf(t, s, DelegationsConfig{Retention: 2 * time.Second})

@@ -116,6 +116,9 @@ func TestLeases_TakeHeldRelease(t *testing.T) {
 // once they stop it expires, another owner takes it, and the old holder's
 // renewal fails with ErrLeaseLost.
 func TestLeases_Expiry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 2 s lease several times")
+	}
 	t.Parallel()
 	const ttl = 2 * time.Second
 	s := openTest(t, "", Config{})

@@ -407,6 +407,9 @@ func TestStore_Unavailable(t *testing.T) {
 	t.Parallel()
 	testUnavailable(t, []unavailableCase{
 		{"embedded", func(t *testing.T) (*Store, func()) {
+			if testing.Short() {
+				t.Skip("waits out a timeout per operation (about 12 s)")
+			}
 			s := openTest(t, "", Config{Timeout: time.Second})
 			return s, func() { s.srv.Shutdown(); s.srv.WaitForShutdown() }
 		}},

@@ -23,6 +23,9 @@ import (
 // once, not followed twice (a process taking a lease it already holds is
 // given it again, so only the engine can tell).
 func TestTakeOver_ResumedOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out lease expiries (about 10 s)")
+	}
 	t.Parallel()
 	s := openTest(t, "", Config{})
 	dels, err := s.Delegations(t.Context(), DelegationsConfig{})

@@ -671,6 +671,9 @@ func TestTasks_ConcurrentUpdates(t *testing.T) {
 // gone within a few seconds, index entries too, while a working task
 // stays; the id of an expired task can be used again.
 func TestTasks_Retention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 2 s retention")
+	}
 	t.Parallel()
 	tasks := newTestTasks(t, TasksConfig{Retention: 2 * time.Second})
 	ctx := tasksAs(t.Context(), "alice")
@@ -789,6 +792,9 @@ func TestTasks_ListRepairsIndex(t *testing.T) {
 // fails within the store's timeout with delegation.ErrUnavailable, and no
 // error shows the user's name or the task's content.
 func TestTasks_Unreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out timeouts of a stopped server")
+	}
 	t.Parallel()
 	s := natstest.Server(t, "")
 	tasks, err := NewTasks(t.Context(), natstest.JetStream(t, s), TasksConfig{Timeout: 500 * time.Millisecond})

@@ -19,6 +19,9 @@ import (
 // The README's quick start, end to end: orchd demo on free ports, then
 // the commands it prints, through the CLI.
 func TestDemo_QuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole demo: a daemon and its fleet")
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var out, logs syncbuf.Buffer
 	done := make(chan int, 1)

@@ -30,10 +30,14 @@ import (
 // every peer process, daemon and stream must be stopped at cleanup.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// requireTool skips the test when the tool is missing, unless
-// ORCHD_INTEROP=require (set by .ci/run), then fails.
+// requireTool skips the test under -short (it starts the peers'
+// processes), and when the tool is missing, unless ORCHD_INTEROP=require
+// (set by .ci/run), then fails.
 func requireTool(t *testing.T, name string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts Python and Node peers; run without -short")
+	}
 	if _, err := exec.LookPath(name); err != nil {
 		if os.Getenv("ORCHD_INTEROP") == "require" {
 			t.Fatalf("%s is required (ORCHD_INTEROP=require) but not found: %v", name, err)

@@ -114,6 +114,9 @@ func TestStart_Cards(t *testing.T) {
 
 // The report streams four sections into one artifact and completes.
 func TestReport_Streams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams a report for about 2 s")
+	}
 	c, _ := client(t, start(t)["report"])
 	var statuses, chunks int
 	var last a2a.Event
