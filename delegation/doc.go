@@ -10,12 +10,12 @@
 // accepting the task is skipped for the next one, a bounded number of
 // times.
 //
-// Every outbound message carries orchd's delegation extension
-// ([ExtensionURI]): the chain of agents the work has passed through, its
-// depth and limit, its deadline, the requested skill and the capabilities
-// the whole chain must honour. An orchd receiving delegated work reads it to
-// refuse cycles and over-deep chains and to hold its own candidates to the
-// inherited requirements.
+// A message to an agent whose card declares orchd's delegation extension
+// ([ExtensionURI]) carries it: the chain of agents the work has passed
+// through, its depth and limit, its deadline, the requested skill and the
+// capabilities the whole chain must honour. An orchd receiving delegated
+// work reads it to refuse cycles and over-deep chains and to hold its own
+// candidates to the inherited requirements.
 //
 // Each accepted delegation is a [Delegation]: its state (A2A task states),
 // its downstream hop and an ordered, resumable log of events. Records are
