@@ -279,6 +279,8 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 		d.mu.Unlock()
 		<-kept
 		if err != nil {
+			// Not kept, so it does not exist: the caller is told so.
+			e.forget(d.rec.ID)
 			return fmt.Errorf("%w: keep delegation %s: %v", ErrUnavailable, d.rec.ID, err)
 		}
 		return nil

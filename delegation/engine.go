@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -172,11 +173,13 @@ func (e *Engine) ended(id string) {
 	}
 }
 
-// forget drops a delegation from the live set.
+// forget drops a delegation from the live set, and from the ended ones
+// kept there (a rare call: a lost lease, a record that was never kept).
 func (e *Engine) forget(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.live, id)
+	e.finished = slices.DeleteFunc(e.finished, func(f string) bool { return f == id })
 }
 
 // Lookup returns a delegation's record, live or stored, with its
