@@ -82,6 +82,17 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if err := cfg.Auth.Validate(); err != nil { // its peers make the gate
 		return nil, err
 	}
+	// Start-up is all or nothing: each part built adds its release to
+	// undo, and a failure releases them, last built first. Once the
+	// daemon exists, its Close is the one release.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	tel, own := cfg.Telemetry.Providers, false
 	if tel == nil {
 		tel, err = telemetry.New(context.Background(), telemetry.Config{ServiceName: cfg.Telemetry.ServiceName, Prometheus: cfg.Telemetry.Prometheus,
@@ -90,11 +101,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			return nil, err
 		}
 		own = true
-		defer func() {
-			if err != nil {
-				_ = tel.Shutdown(context.Background())
-			}
-		}()
+		undo = append(undo, func() { _ = tel.Shutdown(context.Background()) })
 	}
 	stateDir, err := stateDirOf(cfg)
 	if err != nil {
@@ -104,11 +111,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			st.close()
-		}
-	}()
+	undo = append(undo, st.close)
 	self := st.self
 	engine, err := policies.NewEngine(cfg.Policies.Paths, cfg.PolicyOptions(), log.With("component", "policies"))
 	if err != nil {
@@ -121,16 +124,16 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, reg.Close)
 	transport, err := registry.NewTransport(rcfg)
 	if err != nil {
-		reg.Close()
 		return nil, err
 	}
 	pusher, err := a2aserver.NewPushOut(cfg.Agent.Push.push(), rcfg, st.pushConfigs, tel.MeterProvider(), log)
 	if err != nil {
-		reg.Close()
 		return nil, err
 	}
+	undo = append(undo, pusher.Close)
 	dcfg := st.delegationBounds(cfg.DelegationConfig())
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	// GRPCBase: agents' gRPC interfaces are dialed through the same guard.
@@ -142,21 +145,20 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	dcfg.Leases, dcfg.Relay = st.leases, st.relay
 	authn, err := newAuthenticator(cfg.Auth, log.With("component", "auth"))
 	if err != nil {
-		reg.Close()
 		return nil, err
+	}
+	if authn != nil {
+		undo = append(undo, func() { _ = authn.Close() })
 	}
 	signer, err := a2aserver.LoadSigningKey(cfg.Agent.SigningKey, cfg.Agent.SigningKeyID)
 	if err != nil {
-		reg.Close()
-		if authn != nil {
-			_ = authn.Close()
-		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	g := httpgate.NewGate(cfg.Auth, authn, log.With("component", "auth"))
 	authz := httpgate.NewAuthorizer(g, engine)
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
+	undo = append(undo, stopNow, delegations.Close)
 	access := cfg.Log.accessLog(log.With("component", "access"))
 	limits := httpgate.NewBodyLimits(cfg.HTTP.bodyLimits(), log.With("component", "http"))
 	var serverTLS func(*tls.Config) *tls.Config
@@ -168,23 +170,16 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		a2aserver.Deps{Agents: reg, Engine: delegations, Tasks: st.tasks, Authz: authz, Limits: limits, Access: access,
 			Telemetry: tel, Push: pusher, Stopping: stopCtx, Log: log})
 	if err != nil { // a2a-go changed under orchd: nothing runs yet
-		stopNow()
-		delegations.Close()
-		pusher.Close()
-		reg.Close()
-		if authn != nil {
-			_ = authn.Close()
-		}
 		return nil, err
 	}
 	d = &Daemon{cfg: cfg, log: log, registry: reg, policies: engine, delegations: delegations, state: st,
 		stopping: stopCtx.Done(), stopCtx: stopCtx, stopNow: stopNow,
 		telemetry: tel, ownTelemetry: own, self: self, stateDir: stateDir, authn: authn, gate: g, credentials: dcfg.Credentials,
 		agent: agent}
+	undo = []func(){d.Close}
 	delegations.OnResume(agent.Resumed)
 	guard, err := newBrowserGuard(cfg, authn != nil, log.With("component", "http"))
 	if err != nil {
-		d.Close()
 		return nil, err
 	}
 	mux := http.NewServeMux()
@@ -200,7 +195,6 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	mux.Handle("GET /openapi.yaml", g.Wrap(httpgate.GroupOpenAPI, apiHandler))
 	if err := d.routeConsole(mux, api, apiHandler, guard.Origin()); err != nil {
-		d.Close()
 		return nil, err
 	}
 	mux.Handle("/", g.Wrap(httpgate.GroupAPI, apiHandler))
@@ -397,13 +391,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.listener = ln
 	d.mu.Unlock()
+	// Until the server takes the listener (Shutdown closes it), it is
+	// Run's to close.
+	serving := false
+	defer func() {
+		if !serving {
+			_ = ln.Close()
+		}
+	}()
 	if err := d.checkExposed(ln.Addr()); err != nil {
-		ln.Close()
 		return err
 	}
 	d.warnLoopback()
 	if err := d.agent.ListenGRPC(d.grpcBound); err != nil {
-		ln.Close()
 		return fmt.Errorf("config: %w", err)
 	}
 	defer d.agent.StopGRPC() // before Close: the calls end first
@@ -412,12 +412,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		base = "http://" + ln.Addr().String()
 	}
 	if err := d.agent.SetCard(ctx, base); err != nil {
-		ln.Close()
 		return err
 	}
 	d.delegations.SetPushURL(a2aserver.PushPrefix(d.cfg.Delegation.PushURL, base))
 	if err := d.registry.Load(ctx); err != nil {
-		ln.Close()
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
@@ -434,12 +432,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.registry.Start()
 	if d.authn != nil {
 		if err := d.authn.Start(ctx); err != nil {
-			ln.Close()
 			return fmt.Errorf("start authentication: %w", err)
 		}
 	}
 	if err := d.delegations.Start(ctx); err != nil {
-		ln.Close()
 		if ctx.Err() != nil {
 			return nil // stopped while starting
 		}
@@ -453,6 +449,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 
 	srv := d.cfg.HTTP.server(d.handler, d.log)
+	serving = true
 	errc := make(chan error, 1)
 	if d.cfg.HTTP.TLS != nil {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
