@@ -418,6 +418,16 @@ func fillEnded(b *testing.B, dir string, n int) filled {
 			b.Errorf("close the store: %v", err)
 		}
 	}()
+	// The directory is an orchd's, as a daemon would have left it: its
+	// identity in the directory and in the store, without which orchd
+	// refuses a store that holds state.
+	self, err := loadIdentity(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Identity(ctx, self); err != nil {
+		b.Fatal(err)
+	}
 	ds, err := s.Delegations(ctx, store.DelegationsConfig{})
 	if err != nil {
 		b.Fatal(err)
