@@ -15,20 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/registry"
 )
-
-// TestMain checks that the tests leave no goroutine behind, except one of
-// a2a-go v2.4.0's: the event broker of an agent's task whose caller was
-// killed mid-stream (the kill -9 tests of durable_test.go and
-// cluster_test.go) is sometimes never destroyed. It is the test agents',
-// not orchd's, and it is left out here until it is found in a2a-go.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/a2aproject/a2a-go/v2/a2asrv/eventqueue.newInMemoryEventBroker.func1"))
-}
 
 // agentServer serves one card on 127.0.0.1; status can be switched.
 func agentServer(t *testing.T, card string) (*httptest.Server, *atomic.Int32) {

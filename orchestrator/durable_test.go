@@ -24,36 +24,31 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
-// childDaemonEnv names the config file a child test process serves: the
-// daemon runs in its own process so a test can kill it with SIGKILL.
-const childDaemonEnv = "ORCHD_TEST_CHILD_DAEMON"
-
-// TestChildDaemon is not a test: it is the body of the child processes
-// that childDaemon starts.
-func TestChildDaemon(t *testing.T) {
-	path := os.Getenv(childDaemonEnv)
-	if path == "" {
-		t.Skip("runs only as a child daemon")
+// daemonProcess is the body of the helper processes childDaemon starts:
+// it runs orchd on the config file args[0] until SIGTERM, in a process of
+// its own so a test can kill it with SIGKILL.
+func daemonProcess(args []string) int {
+	if len(args) != 1 {
+		return helperFailed(fmt.Errorf("daemon: want a config file, got %q", args))
 	}
-	cfg, err := LoadConfig(path)
+	cfg, err := LoadConfig(args[0])
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		return helperFailed(err)
 	}
 	d, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		return helperFailed(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if err := d.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(0)
+	return 0
 }
 
 // child is an orchd daemon in a child process, on a fixed address and
@@ -91,8 +86,7 @@ func childDaemon(t *testing.T, dir, extra string) *child {
 // start starts the daemon and waits until it is ready.
 func (c *child) start() {
 	c.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestChildDaemon$")
-	cmd.Env = append(os.Environ(), childDaemonEnv+"="+c.cfg)
+	cmd := helpers.Command(c.t, "daemon", c.cfg)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		c.t.Fatal(err)
@@ -112,17 +106,10 @@ func (c *child) start() {
 	// Starting the test binary under the race detector and setting up
 	// replicated buckets on a 3-node cluster has taken over 20s on a
 	// machine busy with other packages' tests.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.Until(c.t, 60*time.Second, "child daemon ready at "+c.base, func() bool {
 		var ready map[string]any
-		if code := callNoFail(c.base+"/readyz", &ready); code == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("child daemon not ready at %s", c.base)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return callNoFail(c.base+"/readyz", &ready) == 200
+	})
 }
 
 // kill kills the daemon with SIGKILL, as a crash would, and reaps it.

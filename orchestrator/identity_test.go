@@ -3,10 +3,10 @@ package orchestrator
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -211,18 +211,9 @@ func TestStateDir_SecondDaemonRefused(t *testing.T) {
 // TestStateDir_LockOfAKilledProcess takes the lock in a child process,
 // kills it with SIGKILL and takes the lock again.
 func TestStateDir_LockOfAKilledProcess(t *testing.T) {
-	if dir := os.Getenv("ORCHD_TEST_HOLD_LOCK"); dir != "" {
-		if _, err := lockStateDir(dir); err != nil {
-			os.Exit(3)
-		}
-		os.Stdout.WriteString("locked\n")
-		time.Sleep(time.Minute)
-		os.Exit(0)
-	}
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestStateDir_LockOfAKilledProcess$")
-	cmd.Env = append(os.Environ(), "ORCHD_TEST_HOLD_LOCK="+dir)
+	cmd := helpers.Command(t, "hold-lock", dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -328,4 +319,19 @@ func TestStateDir_IdentityOfAnExistingStore(t *testing.T) {
 	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "already holds state") {
 		t.Fatalf("New on a store with state and no identity file = %v, want a refusal", err)
 	}
+}
+
+// holdLockProcess is the body of the helper process
+// TestStateDir_LockOfAKilledProcess kills: it locks the state directory
+// args[0], says so on its standard output and waits to be killed.
+func holdLockProcess(args []string) int {
+	if len(args) != 1 {
+		return helperFailed(fmt.Errorf("hold-lock: want a state directory, got %q", args))
+	}
+	if _, err := lockStateDir(args[0]); err != nil {
+		return helperFailed(err)
+	}
+	os.Stdout.WriteString("locked\n")
+	time.Sleep(time.Minute)
+	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -508,31 +509,27 @@ func BenchmarkStateInFlight(b *testing.B) {
 	}
 }
 
-// childAgentEnv makes the test binary serve a slow agent instead of
-// running tests (TestChildAgent).
-const childAgentEnv = "ORCHD_TEST_CHILD_AGENT"
-
-// TestChildAgent is not a test: it is the body of the processes
-// childAgent starts. It serves an a2a-go agent that does not stream and
-// whose tasks never finish, prints its URL and exits when stdin closes.
-func TestChildAgent(t *testing.T) {
-	if os.Getenv(childAgentEnv) == "" {
-		t.Skip("runs only as a child agent")
+// slowAgentProcess is the body of the processes childAgent starts: it
+// serves an a2a-go agent that does not stream and whose tasks never
+// finish (testagent.Hang), prints its URL and exits when its standard
+// input closes.
+func slowAgentProcess([]string) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return helperFailed(err)
 	}
-	a := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow"}, testagent.Hang())
-	fmt.Println(a.URL)
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	os.Exit(0)
+	url := "http://" + ln.Addr().String()
+	go func() { _ = http.Serve(ln, agentHandler(url, "Slow", "slow", behaviourExec{testagent.Hang()})) }()
+	fmt.Println(url)
+	untilStdinCloses()
+	return 0
 }
 
-// childAgent runs TestChildAgent's agent in a process of its own until
+// childAgent runs slowAgentProcess's agent in a process of its own until
 // the benchmark ends and returns its URL.
 func childAgent(b *testing.B) string {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChildAgent$")
-	cmd.Env = append(os.Environ(), childAgentEnv+"=1")
-	line := startChild(b, cmd)
-	return strings.TrimSpace(line)
+	return strings.TrimSpace(startChild(b, helpers.Command(b, "slow-agent")))
 }
 
 // startChild starts cmd, which prints one line when it is ready, and
@@ -584,7 +581,7 @@ func startChild(b *testing.B, cmd *exec.Cmd) string {
 // BenchmarkStateRSS measures a daemon's memory on the embedded store
 // holding 100,000 ended delegations with their events, against one on an
 // empty store, in the same run. The daemon runs in a process of its own
-// (TestChildStateRSS), started on the filled state directory; it lists a
+// (stateRSSProcess), started on the filled state directory; it lists a
 // page through the API and reports its resident set (VmRSS), its peak
 // (VmHWM), the Go heap in use after a collection, and how long it took
 // to be ready. The store is filled directly through store.Delegations
@@ -617,14 +614,12 @@ func BenchmarkStateRSS(b *testing.B) {
 	})
 }
 
-// measureRSS runs TestChildStateRSS on dir, which holds n delegations,
+// measureRSS runs stateRSSProcess on dir, which holds n delegations,
 // and reports what it measured.
 func measureRSS(b *testing.B, dir string, n int) {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChildStateRSS$")
-	cmd.Env = append(os.Environ(), childStateRSSEnv+"="+dir)
 	var m rssReport
-	if err := json.Unmarshal([]byte(startChild(b, cmd)), &m); err != nil {
+	if err := json.Unmarshal([]byte(startChild(b, helpers.Command(b, "state-rss", dir))), &m); err != nil {
 		b.Fatal(err)
 	}
 	if want := min(n, delegation.DefaultPageSize); m.Listed != want {
@@ -638,10 +633,7 @@ func measureRSS(b *testing.B, dir string, n int) {
 	b.ReportMetric(m.PageMS, "page-ms")
 }
 
-// childStateRSSEnv names the state directory TestChildStateRSS opens.
-const childStateRSSEnv = "ORCHD_TEST_STATE_RSS"
-
-// rssReport is what TestChildStateRSS prints, as one JSON line.
+// rssReport is what stateRSSProcess prints, as one JSON line.
 type rssReport struct {
 	// RSS and HWM are VmRSS and VmHWM, in bytes.
 	RSS, HWM uint64
@@ -654,32 +646,45 @@ type rssReport struct {
 	Listed int
 }
 
-// TestChildStateRSS is not a test: it is the body of the processes
-// BenchmarkStateRSS starts. It runs a daemon on the state directory
-// named by childStateRSSEnv, lists the first page of delegations through
-// the API, prints an rssReport and exits.
-func TestChildStateRSS(t *testing.T) {
-	dir := os.Getenv(childStateRSSEnv)
-	if dir == "" {
-		t.Skip("runs only as a child of BenchmarkStateRSS")
-	}
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+// stateRSSProcess is the body of the processes BenchmarkStateRSS
+// starts. It runs a daemon on the state directory args[0], lists the
+// first page of delegations through the API, prints an rssReport and
+// exits. Its wait for /readyz is its own loop, not testwait's: there is
+// no test in this process to fail, and ReadyMS is measured to the
+// millisecond.
+func stateRSSProcess(args []string) int {
+	if len(args) != 1 {
+		return helperFailed(fmt.Errorf("state-rss: want a state directory, got %q", args))
 	}
 	cfg, err := LoadConfig("")
 	if err != nil {
-		fail(err)
+		return helperFailed(err)
 	}
-	cfg.Listen, cfg.StateDir = "127.0.0.1:0", dir
+	cfg.Listen, cfg.StateDir = "127.0.0.1:0", args[0]
 	start := time.Now()
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
-		fail(err)
+		return helperFailed(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
+	rep, err := measureDaemon(d, start)
+	cancel()
+	if err != nil {
+		return helperFailed(err)
+	}
+	if err := <-done; err != nil {
+		return helperFailed(err)
+	}
+	line, _ := json.Marshal(rep)
+	fmt.Println(string(line))
+	return 0
+}
+
+// measureDaemon waits until d, created at start, is ready, lists the
+// first page of delegations and reports the times and memory that took.
+func measureDaemon(d *Daemon, start time.Time) (rssReport, error) {
 	hc := &http.Client{Timeout: 30 * time.Second}
 	var rep rssReport
 	for deadline := time.Now().Add(time.Minute); ; {
@@ -692,7 +697,7 @@ func TestChildStateRSS(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			fail(fmt.Errorf("not ready in a minute"))
+			return rep, fmt.Errorf("not ready in a minute")
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -700,13 +705,13 @@ func TestChildStateRSS(t *testing.T) {
 	start = time.Now()
 	resp, err := hc.Get("http://" + d.Addr().String() + "/v1/delegations")
 	if err != nil {
-		fail(err)
+		return rep, err
 	}
 	var page httpapi.DelegationList
 	err = json.NewDecoder(resp.Body).Decode(&page)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK {
-		fail(fmt.Errorf("list delegations: %d, %v", resp.StatusCode, err))
+		return rep, fmt.Errorf("list delegations: %d, %v", resp.StatusCode, err)
 	}
 	rep.PageMS = float64(time.Since(start).Microseconds()) / 1000
 	rep.Listed = len(page.Delegations)
@@ -714,16 +719,8 @@ func TestChildStateRSS(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.HeapInuse = ms.HeapInuse
-	if rep.RSS, rep.HWM, err = procMemory(); err != nil {
-		fail(err)
-	}
-	line, _ := json.Marshal(rep)
-	fmt.Println(string(line))
-	cancel()
-	if err := <-done; err != nil {
-		fail(err)
-	}
-	os.Exit(0)
+	rep.RSS, rep.HWM, err = procMemory()
+	return rep, err
 }
 
 // procMemory reads this process's VmRSS and VmHWM, in bytes, from

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,11 +25,8 @@ import (
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
+	"github.com/orchd/orchd/internal/testwait"
 )
-
-// taskReplyAgentEnv lists the addresses TestTaskReplyAgent serves the
-// benchmark's agents on, comma-separated, in taskReplyKinds' order.
-const taskReplyAgentEnv = "ORCHD_TEST_TASKREPLY_AGENT"
 
 // taskReplyKinds are the skills of the agents that answer with a Task: an
 // agent's skill is its kind.
@@ -67,32 +63,26 @@ func (taskReplyExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.
 	}
 }
 
-// TestTaskReplyAgent is not a test: it is the body of the agent process
-// BenchmarkTaskReply starts. It serves one agent per kind until its
-// standard input closes, which it does when the benchmark ends.
-func TestTaskReplyAgent(t *testing.T) {
-	addrs := os.Getenv(taskReplyAgentEnv)
-	if addrs == "" {
-		t.Skip("runs only as the agent process of BenchmarkTaskReply")
+// taskReplyAgentsProcess is the body of the agent process
+// BenchmarkTaskReply starts. It serves one agent per kind, on the
+// addresses args in taskReplyKinds' order, until its standard input
+// closes, which it does when the benchmark ends.
+func taskReplyAgentsProcess(args []string) int {
+	if len(args) != len(taskReplyKinds) {
+		return helperFailed(fmt.Errorf("task-reply-agents: want %d addresses, got %q", len(taskReplyKinds), args))
 	}
-	for i, addr := range strings.Split(addrs, ",") {
+	for i, addr := range args {
 		kind := taskReplyKinds[i]
-		card := &a2a.AgentCard{Name: "Task " + kind, Description: "answers with a Task", Version: "1",
-			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface("http://"+addr+"/rpc", a2a.TransportProtocolJSONRPC)},
-			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-			Skills: []a2a.AgentSkill{{ID: kind, Name: kind, Tags: []string{kind}}}}
-		mux := http.NewServeMux()
-		mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(taskReplyExec{kind: kind})))
-		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			return helperFailed(err)
 		}
-		go func() { _ = http.Serve(ln, mux) }()
+		go func() {
+			_ = http.Serve(ln, agentHandler("http://"+addr, "Task "+kind, kind, taskReplyExec{kind: kind}))
+		}()
 	}
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	os.Exit(0)
+	untilStdinCloses()
+	return 0
 }
 
 // freeAddrs returns n free loopback addresses.
@@ -110,14 +100,13 @@ func freeAddrs(b *testing.B, n int) []string {
 	return addrs
 }
 
-// startProcess runs this test binary's test run with env set, in its own
-// process, until the benchmark ends, and waits until ready answers true
-// (failing after 30 seconds). The process's standard input closes when
-// the benchmark ends; its standard error goes to errs.
-func startProcess(b *testing.B, run, env string, errs io.Writer, ready func() bool) {
+// startProcess runs the helper with args in its own process until the
+// benchmark ends, and waits until ready answers true (failing after 30
+// seconds). The process's standard input closes when the benchmark ends;
+// its standard error goes to errs.
+func startProcess(b *testing.B, helper string, args []string, errs io.Writer, ready func() bool) {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", run)
-	cmd.Env = append(os.Environ(), env)
+	cmd := helpers.Command(b, helper, args...)
 	cmd.Stderr = errs
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -131,13 +120,7 @@ func startProcess(b *testing.B, run, env string, errs io.Writer, ready func() bo
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !ready() {
-		if time.Now().After(deadline) {
-			b.Fatalf("%s did not get ready in 30s", run)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(b, 30*time.Second, helper+" ready", ready)
 }
 
 // taskReplyDaemon runs orchd in its own process as `orchd serve` runs: on
@@ -158,7 +141,7 @@ func taskReplyDaemon(b *testing.B, urls []string) string {
 		b.Fatal(err)
 	}
 	base := "http://" + addr
-	startProcess(b, "^TestChildDaemon$", childDaemonEnv+"="+cfg, drain(b), func() bool {
+	startProcess(b, "daemon", []string{cfg}, drain(b), func() bool {
 		var page httpapi.AgentList
 		return callNoFail(base+"/v1/agents", &page) == 200 && len(page.Agents) == len(urls)
 	})
@@ -272,7 +255,7 @@ func BenchmarkTaskReply(b *testing.B) {
 	for i, a := range addrs {
 		urls[i] = "http://" + a
 	}
-	startProcess(b, "^TestTaskReplyAgent$", taskReplyAgentEnv+"="+strings.Join(addrs, ","), drain(b), func() bool {
+	startProcess(b, "task-reply-agents", addrs, drain(b), func() bool {
 		for _, u := range urls {
 			var card map[string]any
 			if callNoFail(u+a2asrv.WellKnownAgentCardPath, &card) != 200 {
