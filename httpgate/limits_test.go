@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // nested returns a JSON object n levels deep.
@@ -57,18 +59,6 @@ type tWriter struct{ t testing.TB }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-// waitUntil waits for cond, failing the test after 10s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // countingBody counts the bytes read from it.
@@ -366,12 +356,13 @@ func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 	})
 	held3 := func() { // until both bodies hold their room
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); l.budget.TryAcquire(3); time.Sleep(time.Millisecond) {
-			l.budget.Release(3)
-			if time.Now().After(deadline) {
-				t.Fatal("the bodies took no budget")
+		testwait.Until(t, 10*time.Second, "the bodies taking the budget", func() bool {
+			if l.budget.TryAcquire(3) {
+				l.budget.Release(3)
+				return false
 			}
-		}
+			return true
+		})
 	}
 	held3()
 	third := post(strings.NewReader(`{}`), 2)
@@ -501,5 +492,5 @@ func TestBodyLimits_RefusedCallersTakeNoBudget(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("an authenticated body waited behind refused callers' bodies")
 	}
-	waitUntil(t, "refused bodies past the room answered unread", func() bool { return standIns.Load() > 0 })
+	testwait.Until(t, 10*time.Second, "refused bodies past the room answered unread", func() bool { return standIns.Load() > 0 })
 }
