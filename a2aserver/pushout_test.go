@@ -3,6 +3,7 @@ package a2aserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/internal/webhooktest"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/store"
@@ -31,18 +33,6 @@ import (
 // loopbackNetworks is the development opt-in that lets webhooks on this
 // machine, such as the tests' receivers, take notifications.
 var loopbackNetworks = []string{"127.0.0.0/8", "::1/128"}
-
-// waitUntil polls cond until it holds, failing the test after 10 seconds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // TestPushURLCheck_AllowHosts: with the default networks (public ones
 // only), a host named in allowHosts is let in wherever it resolves, while
@@ -146,13 +136,7 @@ func TestPushOut_CloseStopsRetries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(hook.All()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no attempt within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "a first attempt", func() bool { return len(hook.All()) > 0 })
 	start := time.Now()
 	o.Close()
 	// close tries each queued notification once more, for up to
@@ -193,13 +177,8 @@ func TestPushOut_CloseDelivers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(hook.All()) == 0 { // the first attempt failed: an hour's backoff
-		if time.Now().After(deadline) {
-			t.Fatal("no attempt within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The first attempt fails: an hour's backoff.
+	testwait.Until(t, 10*time.Second, "a first attempt", func() bool { return len(hook.All()) > 0 })
 	start := time.Now()
 	o.Close()
 	if took := time.Since(start); took > o.drain {
@@ -245,9 +224,7 @@ func TestPushOut_CloseRetriesAnAttemptInFlight(t *testing.T) {
 	<-arrived
 	closed := make(chan struct{})
 	go func() { defer close(closed); o.Close() }()
-	for !o.isDraining() {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "close to begin draining", o.isDraining)
 	close(release)
 	<-closed
 	if n := calls.Load(); n != 2 {
@@ -309,13 +286,7 @@ func TestPushOut_Bounds(t *testing.T) {
 		o, reader, _ := pushOutOn(t, PushConfig{MaxAttempts: 3, Backoff: time.Millisecond}, failing.URL)
 		defer o.Close()
 		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: failing.URL}, statusEvent(a2a.TaskStateWorking))
-		deadline := time.Now().Add(10 * time.Second)
-		for counted(t, reader, "given_up") < 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("not given up within 10s")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, 10*time.Second, "the notification given up", func() bool { return counted(t, reader, "given_up") >= 1 })
 		got := failing.All()
 		if len(got) != 3 || got[0].ID != got[2].ID {
 			t.Errorf("the webhook saw %d attempts, want 3 of one notification id", len(got))
@@ -364,7 +335,7 @@ func TestPushOut_GivenUpLogIsBounded(t *testing.T) {
 	for range 101 {
 		_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
 	}
-	waitUntil(t, "the period's summary", func() bool { _, summed := givenUpLogged(t, logs.String()); return summed == 99 })
+	testwait.Until(t, 10*time.Second, "the period's summary", func() bool { _, summed := givenUpLogged(t, logs.String()); return summed == 99 })
 	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: dead.URL}, statusEvent(a2a.TaskStateWorking))
 	if lines, _ := givenUpLogged(t, logs.String()); lines != 2 {
 		t.Errorf("%d logged one by one after a new period began, want 2:\n%s", lines, logs)
@@ -382,13 +353,12 @@ func TestPushOut_NoRedirects(t *testing.T) {
 	o, reader, logs := pushOutOn(t, PushConfig{Backoff: time.Millisecond}, redirect.URL)
 	defer o.Close()
 	_ = o.SendPush(t.Context(), &a2a.PushConfig{ID: "c", TaskID: "t", URL: redirect.URL}, statusEvent(a2a.TaskStateWorking))
-	deadline := time.Now().Add(10 * time.Second)
-	for counted(t, reader, "given_up") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("not given up within 10s:\n%s", logs)
+	testwait.Succeeds(t, 10*time.Second, "the notification given up", func() error {
+		if counted(t, reader, "given_up") < 1 {
+			return fmt.Errorf("not yet; the log:\n%s", logs)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if n := len(elsewhere.All()); n != 0 {
 		t.Errorf("the redirect was followed %d times", n)
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // waiters is how many attempts wait for a slot.
@@ -39,9 +41,7 @@ func TestPushSlots_Turns(t *testing.T) {
 				granted <- grant{tenant, host}
 			}
 		}()
-		for s.waiters() == n {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Until(t, 10*time.Second, tenant+"'s acquire of "+host+" waiting", func() bool { return s.waiters() != n })
 	}
 	wait("A", "a3")
 	wait("A", "a4")
@@ -53,9 +53,7 @@ func TestPushSlots_Turns(t *testing.T) {
 	gone := make(chan error, 1)
 	n := s.waiters()
 	go func() { gone <- s.acquire(ctx, "D", "d1") }()
-	for s.waiters() == n {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "D's acquire waiting", func() bool { return s.waiters() != n })
 	cancel()
 	if err := <-gone; err == nil {
 		t.Fatal("acquire with an ended context took a slot")
