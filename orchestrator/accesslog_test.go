@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/telemetry"
 )
 
@@ -42,11 +44,7 @@ func loggedDaemon(t *testing.T, cfg Config, level slog.Level) (string, *syncbuf.
 			t.Errorf("Run: %v", err)
 		}
 	})
-	for deadline := time.Now().Add(5 * time.Second); d.Addr() == nil; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not bind")
-		}
-	}
+	testwait.Until(t, 10*time.Second, "the daemon binding its port", func() bool { return d.Addr() != nil })
 	return "http://" + d.Addr().String(), logs
 }
 
@@ -69,16 +67,17 @@ func accessRecords(t *testing.T, logs *syncbuf.Buffer) []map[string]any {
 // waitRecord waits for the access record that match accepts.
 func waitRecord(t *testing.T, logs *syncbuf.Buffer, match func(map[string]any) bool) map[string]any {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	var found map[string]any
+	testwait.Succeeds(t, 10*time.Second, "the access record", func() error {
 		for _, r := range accessRecords(t, logs) {
 			if match(r) {
-				return r
+				found = r
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no such access record in:\n%s", logs)
-		}
-	}
+		return fmt.Errorf("none such in:\n%s", logs)
+	})
+	return found
 }
 
 func pathIs(p string) func(map[string]any) bool {
@@ -200,14 +199,18 @@ func TestAccessLog_TracedRequestNamesItsTrace(t *testing.T) {
 	// spanTrace is the trace id of the span named name, once it ended (a
 	// gRPC call's span ends after its record is logged).
 	spanTrace := func(name string) string {
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		t.Helper()
+		var trace string
+		testwait.Until(t, 10*time.Second, "the span "+name+" ended", func() bool {
 			for _, s := range rec.Ended() {
 				if s.Name() == name {
-					return s.SpanContext().TraceID().String()
+					trace = s.SpanContext().TraceID().String()
+					return true
 				}
 			}
-		}
-		return ""
+			return false
+		})
+		return trace
 	}
 	for path, span := range map[string]string{
 		"/v1/agents":                    "orchd GET /v1/agents",

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/httpapi"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -86,13 +87,7 @@ func runDaemon(t testing.TB, cfg Config) *Daemon {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for d.Addr() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not bind")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the daemon binding its port", func() bool { return d.Addr() != nil })
 	return d
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -311,14 +313,16 @@ rules:
 		if code, _ := callAs(t, tc.token, "POST", aURL+"/v1/delegations", `{"text": "survey for `+tc.tenant+`", "skill": "research"}`, &rec); code != 201 {
 			t.Fatalf("%s: delegate at A = %d %+v", tc.tenant, code, rec)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for rec.State != a2a.TaskStateCompleted {
-			if time.Now().After(deadline) || rec.State.Terminal() {
+		testwait.Succeeds(t, 10*time.Second, tc.tenant+"'s delegation at A completed", func() error {
+			switch {
+			case rec.State == a2a.TaskStateCompleted:
+				return nil
+			case rec.State.Terminal():
 				t.Fatalf("%s: delegation at A = %+v", tc.tenant, rec)
 			}
-			time.Sleep(10 * time.Millisecond)
 			callAs(t, tc.token, "GET", aURL+"/v1/delegations/"+rec.ID, "", &rec)
-		}
+			return fmt.Errorf("it is %s", rec.State)
+		})
 		var got *a2a.Message
 		for _, m := range tc.agent.Messages() {
 			if testagent.Text(m) == "survey for "+tc.tenant {

@@ -26,6 +26,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/telemetry"
 )
@@ -159,13 +160,9 @@ func runBenchDaemon(b *testing.B, cfg Config) (*Daemon, string, func()) {
 		})
 	}
 	b.Cleanup(stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for d.Addr() == nil || d.Registry().Len() < len(cfg.Agents) {
-		if time.Now().After(deadline) {
-			b.Fatalf("the daemon did not start with its %d agents in 30s", len(cfg.Agents))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(b, 30*time.Second, fmt.Sprintf("the daemon starting with its %d agents", len(cfg.Agents)), func() bool {
+		return d.Addr() != nil && d.Registry().Len() >= len(cfg.Agents)
+	})
 	return d, "http://" + d.Addr().String(), stop
 }
 

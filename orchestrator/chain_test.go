@@ -20,6 +20,7 @@ import (
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -217,10 +218,7 @@ func TestChain_InputAndCancelCrossHops(t *testing.T) {
 	if code := call(t, "POST", a2+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled {
 		t.Errorf("cancel at A = %d %s (%s)", code, rec.State, rec.Error)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for slow.Cancels() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "C seeing the cancel", func() bool { return slow.Cancels() > 0 })
 	if slow.Cancels() != 1 {
 		t.Errorf("C saw %d cancels, want 1", slow.Cancels())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -37,7 +38,7 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 		t.Fatalf("add agent = %d", code)
 	}
 	for _, r := range replicas { // each replica's registry watches the store
-		eventually(t, 10*time.Second, func() bool {
+		testwait.Until(t, 10*time.Second, "replica "+r.base+" seeing the agent", func() bool {
 			var l httpapi.AgentList
 			return callNoFail(r.base+"/v1/agents", &l) == 200 && len(l.Agents) == 1
 		})
@@ -48,7 +49,7 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 	}
 	// Reads on another replica may lag the write by a moment: the
 	// cluster's followers answer reads too.
-	eventually(t, 5*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the delegation on the second replica", func() bool {
 		var r delegation.Record
 		return callNoFail(second.base+"/v1/delegations/"+rec.ID, &r) == 200
 	})
@@ -84,7 +85,7 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 		}
 	}
 	// The record is written just after the log: read it once it caught up.
-	eventually(t, 5*time.Second, func() bool {
+	testwait.Until(t, 10*time.Second, "the record ended, on the third replica", func() bool {
 		return call(t, "GET", third.base+"/v1/delegations/"+rec.ID, "", &rec) == 200 && rec.State.Terminal()
 	})
 	if terminal != 1 || steers != 1 || rec.State != a2a.TaskStateCompleted || rec.Result == nil || !strings.Contains(testagent.Text(rec.Result), "finished: finish") {
@@ -92,18 +93,6 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 	}
 	if n := len(agent.Signals()); n != 1 {
 		t.Errorf("the agent took %d signals, want 1", n)
-	}
-}
-
-// eventually polls cond until it holds, failing the test after limit.
-func eventually(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not so within %s", limit)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -36,9 +37,7 @@ func TestRun_StopsPromptlyWithStreamsOpen(t *testing.T) {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	for b.Addr() == nil || b.Registry().Len() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "B starting with its agent", func() bool { return b.Addr() != nil && b.Registry().Len() > 0 })
 	bURL := "http://" + b.Addr().String()
 	a := orchdNode(t, "a", "research", registry.Spec{ID: "b", URL: bURL})
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -167,16 +169,14 @@ func TestAPI_Delegations(t *testing.T) {
 // waitFor polls GET /v1/delegations/{id} until the state is reached.
 func waitFor(t testing.TB, base, id string, state a2a.TaskState) delegation.Record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var rec delegation.Record
+	var rec delegation.Record
+	testwait.Succeeds(t, 10*time.Second, "delegation "+id+" "+string(state), func() error {
+		rec = delegation.Record{}
 		call(t, "GET", base+"/v1/delegations/"+id, "", &rec)
-		if rec.State == state {
-			return rec
+		if rec.State != state {
+			return fmt.Errorf("it is %s", rec.State)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delegation %s stayed %s, want %s", id, rec.State, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return rec
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testca"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -248,13 +249,9 @@ func TestGRPC_StopsWithStreamsOpen(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for d.Addr() == nil || d.Registry().Len() == 0 || d.GRPCAddr() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("daemon did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the daemon starting, with its agent and gRPC", func() bool {
+		return d.Addr() != nil && d.Registry().Len() > 0 && d.GRPCAddr() != nil
+	})
 	c := grpcClient(t, "http://"+d.Addr().String(), "1.0")
 	opened := make(chan struct{})
 	streamDone := make(chan struct{})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -38,9 +39,7 @@ func TestAPI_StoppedAgentIsRefusedUntilItIsBack(t *testing.T) {
 	cfg.Registry.BreakerMinBackoff = Duration(time.Minute)
 	cfg.Agents = []registry.Spec{{ID: "b", URL: b.URL}}
 	base := startDaemon(t, cfg)
-	for nodeDaemon(base).Registry().Len() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the agent registered", func() bool { return nodeDaemon(base).Registry().Len() > 0 })
 	delegate := `{"text": "hi", "agent": "b"}`
 	if code := call(t, "POST", base+"/v1/delegations", delegate, nil); code != 201 {
 		t.Fatalf("delegate to the live agent = %d", code)
@@ -133,9 +132,7 @@ func TestAPI_Readyz(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	for d.Addr() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the daemon binding its port", func() bool { return d.Addr() != nil })
 	base := "http://" + d.Addr().String()
 	var r httpapi.Readiness
 	if code := call(t, "GET", base+"/readyz", "", &r); code != 200 || r.Status != "ready" || len(r.Reasons) != 0 {

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/httpapi"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -77,21 +79,18 @@ rules:
 
 	// A good edit is picked up by the watcher without any request.
 	writeFile(t, policy, "policy: steer\ndefault: allow\nrules:\n  - name: none\n    rank: \"2\"\n")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Succeeds(t, 10*time.Second, "the watcher loading the fixed policy", func() error {
 		st = policies.Status{}
 		call(t, "GET", base+"/v1/policies", "", &st)
-		if st.LastError == "" && st.Rules == 1 && st.Digest != "" {
-			res = httpapi.EvaluateResponse{}
-			if call(t, "POST", base+"/v1/policy:evaluate", `{"agents": ["plain"]}`, &res); res.Decisions[0].Allowed && res.Decisions[0].Rank == 2 {
-				break
-			}
+		if st.LastError != "" || st.Rules != 1 || st.Digest == "" {
+			return fmt.Errorf("status %+v", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watcher did not load the fixed policy: %+v", st)
+		res = httpapi.EvaluateResponse{}
+		if call(t, "POST", base+"/v1/policy:evaluate", `{"agents": ["plain"]}`, &res); !res.Decisions[0].Allowed || res.Decisions[0].Rank != 2 {
+			return fmt.Errorf("status %+v, decision %+v", st, res.Decisions[0])
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestNew_RefusesBrokenPolicies(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/internal/webhooktest"
 	"github.com/orchd/orchd/registry"
 )
@@ -233,7 +234,7 @@ func deadWebhooksDelayNothingElse(t *testing.T, dead []*webhooktest.Webhook, cal
 		})
 	}
 	wg.Wait()
-	waitUntil(t, "alice's webhooks to hang", func() bool { return hangingAt(dead) >= maxHanging })
+	testwait.Until(t, 10*time.Second, "alice's webhooks to hang", func() bool { return hangingAt(dead) >= maxHanging })
 
 	live := webhooktest.Start(t, 0, false)
 	start := time.Now()
@@ -426,7 +427,7 @@ func TestPush_RefusedInlineConfigKeepsItsSecrets(t *testing.T) {
 			}
 		}
 	}
-	waitUntil(t, "the refusals to be logged", func() bool { return strings.Count(logs.String(), "not a public address") >= 2 })
+	testwait.Until(t, 10*time.Second, "the refusals to be logged", func() bool { return strings.Count(logs.String(), "not a public address") >= 2 })
 	for _, s := range secrets {
 		if strings.Contains(logs.String(), s) {
 			t.Errorf("orchd's log shows %s:\n%s", s, logs)
@@ -481,13 +482,7 @@ func TestPush_ConfigsSurviveARestart(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for d.Addr() == nil {
-			if time.Now().After(deadline) {
-				t.Fatal("daemon did not bind")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, 10*time.Second, "the daemon binding its port", func() bool { return d.Addr() != nil })
 		return "http://" + d.Addr().String(), func() {
 			cancel()
 			if err := <-done; err != nil {

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // A full disk is simulated with the child daemon's file size limit
@@ -150,16 +152,13 @@ func TestStop_QuickWithTheStoreFailing(t *testing.T) {
 // returns that answer.
 func waitReady(t *testing.T, c *child, want int, within time.Duration, what string) httpapi.Readiness {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		var r httpapi.Readiness
-		code := callNoFail(c.base+"/readyz", &r)
-		if code == want {
-			return r
+	var r httpapi.Readiness
+	testwait.Succeeds(t, within, what, func() error {
+		r = httpapi.Readiness{}
+		if code := callNoFail(c.base+"/readyz", &r); code != want {
+			return fmt.Errorf("/readyz = %d %v, want %d", code, r.Reasons, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: /readyz = %d %v after %s", what, code, r.Reasons, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return r
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 const workBody = `{"skill":"work","message":{"role":"ROLE_USER","parts":[{"text":"go"}]}}`
@@ -45,9 +46,7 @@ func TestReady_StoreFull(t *testing.T) {
 			}
 		})
 		t.Cleanup(stop)
-		for d.Addr() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, 10*time.Second, "the daemon binding its port", func() bool { return d.Addr() != nil })
 		return d, "http://" + d.Addr().String(), stop
 	}
 	readyz := func(base string) (int, string) {

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -120,17 +122,16 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 	machinery := func(skill string) taskShape {
 		t.Helper()
 		task := send(skill, &a2a.SendMessageConfig{ReturnImmediately: true})
-		deadline := time.Now().Add(10 * time.Second)
-		for !task.Status.State.Terminal() {
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s still %s after 10s", task.ID, task.Status.State)
+		testwait.Succeeds(t, 10*time.Second, "task "+string(task.ID)+" ended", func() error {
+			if task.Status.State.Terminal() {
+				return nil
 			}
-			time.Sleep(5 * time.Millisecond)
 			var err error
 			if task, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); err != nil {
 				t.Fatal(err)
 			}
-		}
+			return fmt.Errorf("it is %s", task.Status.State)
+		})
 		return shapeOf(task)
 	}
 	want := machinery("quick")
@@ -185,7 +186,7 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 	}()
 	// No settled answer stores the task before its work ends: a write
 	// while the work waits is the machinery's, which took the message.
-	waitUntil(t, "the task machinery to store the slow work's task", func() bool { return taskWrites(t, d) > before })
+	testwait.Until(t, 10*time.Second, "the task machinery to store the slow work's task", func() bool { return taskWrites(t, d) > before })
 	release <- struct{}{}
 	var got answer
 	select {

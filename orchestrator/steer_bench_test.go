@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -168,16 +169,16 @@ func (d *directSteering) resume(b *testing.B) {
 }
 
 func (d *directSteering) waitWorking(b *testing.B) {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	testwait.Succeeds(b, 10*time.Second, "task "+string(d.task)+" working", func() error {
 		t, err := d.c.GetTask(b.Context(), &a2a.GetTaskRequest{ID: d.task})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if t.Status.State == a2a.TaskStateWorking {
-			return
+		if t.Status.State != a2a.TaskStateWorking {
+			return fmt.Errorf("it is %s", t.Status.State)
 		}
-	}
-	b.Fatalf("task %s did not start working", d.task)
+		return nil
+	})
 }
 
 func (d *directSteering) signal(b *testing.B, c steering.Control, text string) {

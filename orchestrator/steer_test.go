@@ -21,6 +21,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -243,17 +244,16 @@ func TestInterrupt_ResumedAtOnceOverA2A(t *testing.T) {
 // waitTask waits until the A2A task is in state, for up to 10 seconds.
 func waitTask(t testing.TB, c *a2aclient.Client, id a2a.TaskID, state a2a.TaskState) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Succeeds(t, 10*time.Second, "task "+string(id)+" "+string(state), func() error {
 		task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
-		if err == nil && task.Status.State == state {
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s: %v %v, want %s", id, task, err, state)
+		if task.Status.State != state {
+			return fmt.Errorf("it is %s", task.Status.State)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestSteer_OnlyTheTaskOwnerOnEveryBinding: a steer or an interrupt of

@@ -28,6 +28,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/store"
 )
@@ -254,6 +255,8 @@ func benchStateConfig(b *testing.B, dir string) Config {
 // startUntilReady builds a daemon from cfg and runs it until /readyz
 // answers 200, failing the benchmark after 30 seconds. It returns the
 // daemon and how to stop it; it stops when the benchmark ends otherwise.
+// It polls every millisecond itself, not with testwait: how long it
+// waits is what BenchmarkStateRestart measures.
 func startUntilReady(b *testing.B, cfg Config) (*Daemon, func()) {
 	b.Helper()
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
@@ -327,22 +330,20 @@ func startRunning(b *testing.B, dir string, n int) []string {
 		}
 		ids[i] = del.ID()
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	for _, id := range ids {
-		for {
+		testwait.Succeeds(b, 30*time.Second, "delegation "+id+" working", func() error {
 			live, ok := d.Delegations().Get(id)
 			if !ok {
 				b.Fatalf("delegation %s is gone", id)
 			}
-			s := live.Record().State
-			if s == a2a.TaskStateWorking {
-				break
+			switch s := live.Record().State; {
+			case s.Terminal():
+				b.Fatalf("delegation %s is %s, want WORKING", id, s)
+			case s != a2a.TaskStateWorking:
+				return fmt.Errorf("it is %s", s)
 			}
-			if s.Terminal() || time.Now().After(deadline) {
-				b.Fatalf("delegation %s is %s, want WORKING within 30s", id, s)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	stop()
 	return ids
@@ -364,24 +365,25 @@ func endedDelegation(b *testing.B) (delegation.Record, []delegation.Event) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rec, err := d.state.deleg.Get(b.Context(), del.ID())
-		if err != nil {
+	var rec delegation.Record
+	testwait.Succeeds(b, 30*time.Second, "the model delegation completed", func() error {
+		var err error
+		if rec, err = d.state.deleg.Get(b.Context(), del.ID()); err != nil {
 			b.Fatal(err)
 		}
-		if rec.State == a2a.TaskStateCompleted {
-			evs, err := d.state.deleg.Events(b.Context(), del.ID(), 0, 0)
-			if err != nil || len(evs) == 0 {
-				b.Fatalf("events of the model delegation: %d, %v", len(evs), err)
-			}
-			return rec, evs
+		switch {
+		case rec.State == a2a.TaskStateCompleted:
+			return nil
+		case rec.State.Terminal():
+			b.Fatalf("the model delegation is %s (%s), want COMPLETED", rec.State, rec.Error)
 		}
-		if rec.State.Terminal() || time.Now().After(deadline) {
-			b.Fatalf("the model delegation is %s (%s), want COMPLETED within 30s", rec.State, rec.Error)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return fmt.Errorf("it is %s", rec.State)
+	})
+	evs, err := d.state.deleg.Events(b.Context(), del.ID(), 0, 0)
+	if err != nil || len(evs) == 0 {
+		b.Fatalf("events of the model delegation: %d, %v", len(evs), err)
 	}
+	return rec, evs
 }
 
 // fillWorkers bounds the concurrent writes of fillEnded.

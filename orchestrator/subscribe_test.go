@@ -14,6 +14,7 @@ import (
 
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -246,21 +247,18 @@ func TestSubscribeToTask_ThroughInputRequired(t *testing.T) {
 		// Once a2a-go has let go of the execution that asked, it refuses
 		// the subscription. (Just before, it may end the stream at once or
 		// leave it open on a queue nothing writes to.)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testwait.Succeeds(t, 10*time.Second, "a2a-go refusing SubscribeToTask to a task waiting for input (else orchd's own may no longer be needed)", func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			defer cancel()
 			var err error
 			for _, err = range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: id}) {
 				break
 			}
-			cancel()
 			if errors.Is(err, a2a.ErrTaskNotFound) {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a2a-go's SubscribeToTask to a task waiting for input = %v; orchd's own SubscribeToTask may no longer be needed", err)
-			}
-		}
+			return fmt.Errorf("SubscribeToTask = %v", err)
+		})
 		if task, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id}); err != nil || task.Status.State != a2a.TaskStateInputRequired {
 			t.Errorf("the task = %v, %v; want it still waiting for input", task, err)
 		}
@@ -272,17 +270,13 @@ func TestSubscribeToTask_ThroughInputRequired(t *testing.T) {
 // the cancel ("queue is closed"); it is then sent again, for 10 seconds.
 func cancelWaiting(t *testing.T, c *a2aclient.Client, id a2a.TaskID) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Succeeds(t, 10*time.Second, "cancel task "+string(id), func() error {
 		_, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id})
-		if err == nil {
-			return
-		}
-		if !strings.Contains(err.Error(), "queue is closed") || time.Now().After(deadline) {
+		if err != nil && !strings.Contains(err.Error(), "queue is closed") {
 			t.Fatalf("cancel task %s: %v", id, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestSubscribeToTask_Refused: a task in a terminal state is refused with

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/telemetry"
 )
@@ -65,18 +67,13 @@ func TestTelemetry_OneTraceAcrossABC(t *testing.T) {
 		want = append(want, hop+":orchd.delegate", hop+":orchd.policy.evaluate", hop+":HTTP POST")
 	}
 	var spans []sdktrace.ReadOnlySpan
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Succeeds(t, 10*time.Second, "every span the checks need", func() error {
 		spans = rec.Ended()
-		have := names(spans)
-		if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(have, w) }) {
-			break
+		if have := names(spans); slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(have, w) }) {
+			return fmt.Errorf("spans %v, want all of %v", have, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans %v, want all of %v", have, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	byID := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range spans {
 		byID[s.SpanContext().SpanID().String()] = s

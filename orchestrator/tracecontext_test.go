@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -71,20 +73,13 @@ func viaAPI(t *testing.T, base string, h http.Header) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("delegate = %d", resp.StatusCode)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "the delegation completing", func() bool {
 		var done struct {
 			Delegations []delegation.Record `json:"delegations"`
 		}
 		call(t, "GET", base+"/v1/delegations?state=completed", "", &done)
-		if len(done.Delegations) == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delegation did not complete")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(done.Delegations) == 1
+	})
 }
 
 // viaA2A delegates with an a2a-go client over orchd's interface of the
@@ -238,20 +233,19 @@ func TestTraceContext_TracingOnParentsOnOrchdSpans(t *testing.T) {
 
 	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	var clientSpans []string
-	deadline := time.Now().Add(5 * time.Second)
 	reqs := agent.Requests()
-	for len(clientSpans) < len(reqs) {
+	testwait.Succeeds(t, 10*time.Second, "a client span in the caller's trace for each call", func() error {
 		clientSpans = clientSpans[:0]
 		for _, s := range rec.Ended() {
 			if s.Name() == "HTTP POST" && s.SpanContext().TraceID().String() == traceID {
 				clientSpans = append(clientSpans, s.SpanContext().SpanID().String())
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d client spans in the caller's trace for %d calls", len(clientSpans), len(reqs))
+		if len(clientSpans) < len(reqs) {
+			return fmt.Errorf("%d client spans for %d calls", len(clientSpans), len(reqs))
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, r := range reqs {
 		parts := strings.Split(r.Header.Get("Traceparent"), "-")
 		if len(parts) != 4 || parts[1] != traceID || parts[2] == callerSpan || !slices.Contains(clientSpans, parts[2]) {

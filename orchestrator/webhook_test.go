@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -184,16 +186,15 @@ func postNotification(t *testing.T, url, header, token string, body []byte) (int
 // untilState polls the delegation over the API until it is in state.
 func untilState(t *testing.T, base, id string, state a2a.TaskState) delegation.Record {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var rec delegation.Record
-		if code, _ := callAs(t, aliceToken, "GET", base+"/v1/delegations/"+id, "", &rec); code == 200 && rec.State == state {
-			return rec
-		} else if time.Now().After(deadline) {
-			t.Fatalf("delegation %s is %s (status %d), want %s", id, rec.State, code, state)
+	var rec delegation.Record
+	testwait.Succeeds(t, 15*time.Second, "delegation "+id+" "+string(state), func() error {
+		rec = delegation.Record{}
+		if code, _ := callAs(t, aliceToken, "GET", base+"/v1/delegations/"+id, "", &rec); code != 200 || rec.State != state {
+			return fmt.Errorf("it is %s (status %d)", rec.State, code)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return rec
 }
 
 func TestWebhook_DaemonFollowsByPush(t *testing.T) {
@@ -220,7 +221,7 @@ func TestWebhook_DaemonFollowsByPush(t *testing.T) {
 		t.Errorf("webhook %q with a %d-byte token, want %q with a long random one", hook, len(token), want)
 	}
 	reads := func() int { return agent.calls("GetTask") }
-	waitUntil(t, "the agent's first notifications to be read", agent.read)
+	testwait.Until(t, 10*time.Second, "the agent's first notifications to be read", agent.read)
 
 	// Forged notifications: refused alike, whether the delegation exists.
 	forged, _ := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID,
@@ -259,7 +260,7 @@ func TestWebhook_DaemonFollowsByPush(t *testing.T) {
 	if code, _ := postNotification(t, hook, "X-A2A-Notification-Token", token, big); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized notification: status %d, want 413", code)
 	}
-	waitUntil(t, "the task to be read after the oversized notification", func() bool { return reads() > before })
+	testwait.Until(t, 10*time.Second, "the task to be read after the oversized notification", func() bool { return reads() > before })
 
 	agent.finish()
 	done := untilState(t, base, rec.ID, a2a.TaskStateCompleted)
@@ -271,18 +272,6 @@ func TestWebhook_DaemonFollowsByPush(t *testing.T) {
 	}
 	if n, sent := reads(), int(agent.sent.Load()); n > sent+1 {
 		t.Errorf("%d GetTask calls for %d notifications (one oversized): polled beyond verification", n, sent)
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after 10 seconds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -339,7 +328,7 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 	if code := call(t, "POST", owner+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
 		t.Fatalf("POST /v1/delegations = %d", code)
 	}
-	waitUntil(t, "the delegation to work", func() bool {
+	testwait.Until(t, 10*time.Second, "the delegation to work", func() bool {
 		var r delegation.Record
 		return callNoFail(owner+"/v1/delegations/"+rec.ID, &r) == 200 && r.State == a2a.TaskStateWorking && r.Downstream.TaskID != ""
 	})
@@ -351,7 +340,7 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 		t.Fatalf("push configs %v, %v", cfgs, err)
 	}
 	token := cfgs[0].Token
-	waitUntil(t, "the agent's first notifications to be read", agent.read)
+	testwait.Until(t, 10*time.Second, "the agent's first notifications to be read", agent.read)
 	before := agent.calls("GetTask")
 	body, _ := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID,
 		Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}})
@@ -362,9 +351,9 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 	if code, b := postNotification(t, hook, "A2A-Notification-Token", token, body); code != http.StatusNoContent {
 		t.Fatalf("notification to the other replica: %d %s, want 204", code, b)
 	}
-	waitUntil(t, "the owner to read the task", func() bool { return agent.calls("GetTask") > before })
+	testwait.Until(t, 10*time.Second, "the owner to read the task", func() bool { return agent.calls("GetTask") > before })
 	agent.finish()
-	waitUntil(t, "the delegation to complete", func() bool {
+	testwait.Until(t, 10*time.Second, "the delegation to complete", func() bool {
 		var r delegation.Record
 		return callNoFail(other+"/v1/delegations/"+rec.ID, &r) == 200 && r.State == a2a.TaskStateCompleted
 	})
