@@ -21,6 +21,9 @@ import (
 // artifact's size, not with its size times its chunks; the delegation
 // read back has the artifact whole, the listing none.
 func TestArtifacts_StreamedArtifactCostsLinearStorage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~2 s: streams an artifact of 300 chunks into the embedded store")
+	}
 	t.Parallel()
 	const chunks, size = 300, 256
 	agent := testagent.Start(t, testagent.Options{Name: "Writer", Skill: "write", Streaming: true}, testagent.Stream(1, chunks, size, nil))
@@ -69,6 +72,9 @@ func TestArtifacts_StreamedArtifactCostsLinearStorage(t *testing.T) {
 // task: it is refused as invalid, saying why, before any agent gets it;
 // a message that fits is delegated.
 func TestA2A_MessageLargerThanATaskIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~2 s: sends messages of the store's task limit, 1 MiB and more")
+	}
 	t.Parallel()
 	agent := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "echo"}, testagent.Reply("pong"))
 	cfg := loadDefaults(t)

@@ -25,6 +25,9 @@ import (
 // address reads and cancels from what the browser takes for its own
 // origin. Nothing is done, which the daemon's records show.
 func TestBrowserGuard_InChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless chromium")
+	}
 	ctx := browser(t, chromedp.Flag("host-resolver-rules", "MAP attacker.test 127.0.0.1, MAP rebind.test 127.0.0.1"))
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Hang())
 	card, _ := agentServer(t, testCard(t, "v1-minimal.json"))

@@ -92,6 +92,9 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 // happen, without reloading, and a steer sent from the page crosses every
 // hop. It logs the console's figures (docs/console.md).
 func TestConsole_BrowserFollowsAndSteersATwoHopChain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless chromium through a two-hop chain (~7 s)")
+	}
 	ctx := browser(t)
 	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
 	b := orchdNode(t, "b", "research", registry.Spec{ID: "c", URL: c.URL})

@@ -95,6 +95,9 @@ func TestDeadline_MiddleHopEndsItsTask(t *testing.T) {
 // at C, two hops down. Every hop ends FAILED: A and B at the deadline, C's
 // task canceled.
 func TestDeadline_ChainABC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~2 s: waits for a deadline two hops down to pass")
+	}
 	t.Parallel()
 	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "slow", Streaming: true}, testagent.Hang())
 	b := orchdNode(t, "b", "slow", registry.Spec{ID: "c", URL: c.URL})

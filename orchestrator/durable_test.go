@@ -145,6 +145,9 @@ func callNoFail(url string, out any) int {
 // COMPLETED with its artifact whole, and each event log, read across the
 // kill with Last-Event-ID, holds every event once and in order.
 func TestDurable_KillNineMidDelegation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts whole daemons as processes and kills them")
+	}
 	t.Parallel()
 	const n = 100
 	release := make(chan struct{})
@@ -280,6 +283,9 @@ func kinds(evs []delegation.Event) string {
 // mid-task and starts it again: A's delegation carries on to the end,
 // with the artifact whole.
 func TestDurable_MiddleHopRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts whole daemons as processes and kills them")
+	}
 	t.Parallel()
 	release := make(chan struct{})
 	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))

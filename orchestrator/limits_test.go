@@ -401,6 +401,9 @@ func TestBodyLimits_SlowBodiesTimeOut(t *testing.T) {
 // than the read timeout, an A2A SendStreamingMessage and the API's
 // delegation events: both stream to their end.
 func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~2 s: streams for several read timeouts, twice")
+	}
 	t.Parallel()
 	const readTimeout = 200 * time.Millisecond
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true}, testagent.Work(4*readTimeout))

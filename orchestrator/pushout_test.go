@@ -252,6 +252,9 @@ func deadWebhooksDelayNothingElse(t *testing.T, dead []*webhooktest.Webhook, cal
 // on 10 hosts hang; bob's quick task's notifications arrive at once, not
 // once alice's attempts time out.
 func TestPush_DeadWebhooksOfOneTenantDelayNoOtherTenant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~2 s: fills push delivery with 40 notifications to dead webhooks")
+	}
 	t.Parallel()
 	dead := make([]*webhooktest.Webhook, 10)
 	for i := range dead {
@@ -267,6 +270,9 @@ func TestPush_DeadWebhooksOfOneTenantDelayNoOtherTenant(t *testing.T) {
 // hang; her own quick task's notifications to another host arrive at
 // once.
 func TestPush_DeadHostDelaysNoOtherHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~2 s: fills push delivery with 40 notifications to a dead host")
+	}
 	t.Parallel()
 	dead := []*webhooktest.Webhook{webhooktest.Start(t, 0, true)}
 	// The host holds concurrencyPerHost (4) slots at most.

@@ -68,6 +68,9 @@ func (c *child) stop(t *testing.T) (time.Duration, int) {
 // and comes back by itself once writes can succeed again, without a
 // restart; new work is taken again and none taken before is lost.
 func TestReady_StoreWritesFailUntilSpaceReturns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole daemon as a process and waits out its store's retries (~3 s)")
+	}
 	t.Parallel()
 	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work"}, testagent.Reply("done"))
 	c := childDaemon(t, t.TempDir(), "")
@@ -112,6 +115,9 @@ func TestReady_StoreWritesFailUntilSpaceReturns(t *testing.T) {
 // with three delegations and the default store.timeout of 5 s), and
 // exits 0.
 func TestStop_QuickWithTheStoreFailing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole daemon as a process")
+	}
 	t.Parallel()
 	release := make(chan struct{})
 	finished := make(chan struct{}, 3)

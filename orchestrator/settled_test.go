@@ -94,6 +94,9 @@ func shapeOf(task *a2a.Task) taskShape {
 // machinery has stored the task, so it outlasts that wait however the
 // machine schedules the daemon.
 func TestSettledTask_OneWriteSameTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~2 s: several tasks through both a settled answer and a2a-go's task machinery")
+	}
 	t.Parallel()
 	quick := testagent.Start(t, testagent.Options{Name: "Quick", Skill: "quick", Streaming: true}, testagent.Work(0))
 	release := make(chan struct{}, 1)

@@ -18,6 +18,9 @@ import (
 // of them retried, and checks that C took every steer exactly once and in
 // order.
 func TestSteering_StressTwoHops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~10 s: 1,000 steers over 100 tasks across two hops")
+	}
 	t.Parallel()
 	const tasks, steers = 100, 10
 	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
