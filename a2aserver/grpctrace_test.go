@@ -67,9 +67,11 @@ func TestGRPCServer_CallContextKeepsCallerTrace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := rt.RoundTrip(req); err != nil {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
 				t.Fatal(err)
 			}
+			resp.Body.Close()
 			for _, f := range traceFields {
 				if g, w := sent[f], tc.sent[f]; !slices.Equal(g, w) {
 					t.Errorf("%s = %q, want %q", f, g, w)
