@@ -29,18 +29,18 @@ func TestLocate(t *testing.T) {
 		{"read policies: open p: no such file", "read policies: open p: no such file"},
 	}
 	for _, tt := range tests {
-		got := locate(path, fmt.Errorf("%s%w", tt.problem, noText{cause}))
+		got := locate(path, fmt.Errorf("%s%w", tt.problem, noTextError{cause}))
 		if got.Error() != tt.want || !errors.Is(got, cause) {
 			t.Errorf("locate(%q) = %q, want %q", tt.problem, got, tt.want)
 		}
 	}
 }
 
-// noText wraps an error without adding to the message.
-type noText struct{ err error }
+// noTextError wraps an error without adding to the message.
+type noTextError struct{ err error }
 
-func (e noText) Error() string { return "" }
-func (e noText) Unwrap() error { return e.err }
+func (e noTextError) Error() string { return "" }
+func (e noTextError) Unwrap() error { return e.err }
 
 func ExampleCheckConfig() {
 	dir, _ := os.MkdirTemp("", "orchd")
