@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
@@ -129,6 +130,32 @@ func callAs(t testing.TB, token, method, url, body string, out any) (int, http.H
 		}
 	}
 	return resp.StatusCode, resp.Header
+}
+
+// answer is a status and the body decoded from its answer, compared
+// together with cmp.Diff (with testcmp.Only to pick the body's fields).
+type answer[T any] struct {
+	Status int
+	Body   T
+}
+
+// refusal is what a test checks of an API error answer: the status and
+// the error's code.
+type refusal struct {
+	Status int
+	Code   string
+}
+
+// refusalOf is the refusal of an answer with status code and body e.
+func refusalOf(code int, e httpapi.ErrorBody) refusal { return refusal{code, e.Error.Code} }
+
+// recordIDs lists the records' ids, in order.
+func recordIDs(recs []delegation.Record) []string {
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 func loadDefaults(t testing.TB) Config {

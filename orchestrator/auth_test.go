@@ -18,13 +18,17 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
@@ -73,12 +77,18 @@ func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 	}
 	var e httpapi.ErrorBody
 	code, h := callAs(t, "", "GET", base+"/v1/agents", "", &e)
-	if code != 401 || e.Error.Code != "unauthenticated" || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
-		t.Errorf("agents without credentials = %d %+v %q", code, e, h.Get("WWW-Authenticate"))
+	if diff := cmp.Diff(refusal{401, "unauthenticated"}, refusalOf(code, e)); diff != "" {
+		t.Errorf("agents without credentials (-want +got):\n%s", diff)
+	}
+	if got := h.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+		t.Errorf("agents without credentials: WWW-Authenticate %q, want Bearer", got)
 	}
 	code, _ = callAs(t, "wrong-secret-token", "GET", base+"/v1/agents", "", &e)
-	if code != 401 || e.Error.Code != "unauthenticated" || strings.Contains(e.Error.Message, "wrong-secret-token") {
-		t.Errorf("agents with a wrong token = %d %+v", code, e)
+	if diff := cmp.Diff(refusal{401, "unauthenticated"}, refusalOf(code, e)); diff != "" {
+		t.Errorf("agents with a wrong token (-want +got):\n%s", diff)
+	}
+	if strings.Contains(e.Error.Message, "wrong-secret-token") {
+		t.Errorf("agents with a wrong token: the refusal shows the token: %q", e.Error.Message)
 	}
 	if code, _ := callAs(t, "", "GET", base+"/metrics", "", nil); code != 401 {
 		t.Errorf("metrics without credentials = %d", code)
@@ -101,8 +111,11 @@ func TestAuth_APIAuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 	if code, _ := callAs(t, aliceToken, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
 		t.Fatalf("delegate as alice = %d %+v", code, rec)
 	}
-	if rec.Owner == nil || *rec.Owner != (delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}) || rec.Chain.OnBehalfOf == nil || rec.Chain.OnBehalfOf.ID != "alice" {
-		t.Errorf("owner %+v, chain %+v", rec.Owner, rec.Chain)
+	if diff := cmp.Diff(&delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}, rec.Owner); diff != "" {
+		t.Errorf("owner (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&delegation.Principal{ID: "alice"}, rec.Chain.OnBehalfOf, testcmp.Only[delegation.Principal]("ID")); diff != "" {
+		t.Errorf("chain's onBehalfOf (-want +got):\n%s", diff)
 	}
 	// The agent hears whom the work is for.
 	worker.WaitCalls(t, "SendStreamingMessage", 1)
@@ -169,6 +182,15 @@ func a2aAs(t *testing.T, base, token string) *a2aclient.Client {
 	return testagent.Client(t, base, a2aclient.WithJSONRPCTransport(hc))
 }
 
+// taskIDs lists the tasks' ids, in order.
+func taskIDs(tasks []*a2a.Task) []a2a.TaskID {
+	ids := make([]a2a.TaskID, len(tasks))
+	for i, task := range tasks {
+		ids[i] = task.ID
+	}
+	return ids
+}
+
 func TestAuth_A2ATasksBelongToTheirCallers(t *testing.T) {
 	t.Parallel()
 	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Extensions: chainReader}, testagent.Work(10*time.Millisecond))
@@ -179,8 +201,13 @@ func TestAuth_A2ATasksBelongToTheirCallers(t *testing.T) {
 
 	// orchd's card says how to authenticate.
 	var card map[string]any
-	if code := call(t, "GET", base+"/.well-known/agent-card.json", "", &card); code != 200 || card["securitySchemes"] == nil || card["securityRequirements"] == nil {
-		t.Errorf("card = %d, securitySchemes %v, securityRequirements %v", code, card["securitySchemes"], card["securityRequirements"])
+	if code := call(t, "GET", base+"/.well-known/agent-card.json", "", &card); code != 200 {
+		t.Fatalf("card = %d", code)
+	}
+	for _, field := range []string{"securitySchemes", "securityRequirements"} {
+		if card[field] == nil {
+			t.Errorf("the card has no %s", field)
+		}
 	}
 
 	alice, bob := a2aAs(t, base, aliceToken), a2aAs(t, base, bobToken)
@@ -193,8 +220,11 @@ func TestAuth_A2ATasksBelongToTheirCallers(t *testing.T) {
 		t.Fatalf("SendMessage = %T", res)
 	}
 	list, err := alice.ListTasks(t.Context(), &a2a.ListTasksRequest{})
-	if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
-		t.Errorf("alice's ListTasks = %+v, %v", list, err)
+	if err != nil {
+		t.Fatalf("alice's ListTasks: %v", err)
+	}
+	if diff := cmp.Diff([]a2a.TaskID{task.ID}, taskIDs(list.Tasks)); diff != "" {
+		t.Errorf("alice's ListTasks (-want +got):\n%s", diff)
 	}
 	list, err = bob.ListTasks(t.Context(), &a2a.ListTasksRequest{})
 	if err != nil || len(list.Tasks) != 0 {
@@ -248,13 +278,19 @@ func TestAuth_ChainContextFromAnUntrustedCallerIsIgnored(t *testing.T) {
 		t.Errorf("task metadata = %v", task.Metadata)
 	}
 	var rec delegation.Record
-	if code, _ := callAs(t, aliceToken, "GET", base+"/v1/delegations/"+id, "", &rec); code != 200 || rec.ChainIgnored != note ||
-		rec.Owner == nil || rec.Owner.ID != "alice" || !slices.Equal(rec.Chain.Path, []string{"hub"}) || rec.Chain.Depth != 1 || rec.Chain.OnBehalfOf.ID != "alice" {
-		t.Errorf("record = %d %+v", code, rec)
+	if code, _ := callAs(t, aliceToken, "GET", base+"/v1/delegations/"+id, "", &rec); code != 200 {
+		t.Fatalf("read delegation %q = %d", id, code)
+	}
+	want := delegation.Record{ChainIgnored: note, Owner: &delegation.Principal{ID: "alice"},
+		Chain: delegation.Chain{Path: []string{"hub"}, Depth: 1, OnBehalfOf: &delegation.Principal{ID: "alice"}}}
+	if diff := cmp.Diff(want, rec, testcmp.Only[delegation.Record]("ChainIgnored", "Owner", "Chain"),
+		testcmp.Only[delegation.Chain]("Path", "Depth", "OnBehalfOf"), testcmp.Only[delegation.Principal]("ID")); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
 	}
 	chain, _, _ := delegation.ChainFrom(worker.Messages()[0].Metadata)
-	if !slices.Equal(chain.Path, []string{"hub"}) || chain.OnBehalfOf == nil || *chain.OnBehalfOf != (delegation.Principal{ID: "alice", Tenant: "acme"}) || len(chain.Verified) != 0 {
-		t.Errorf("chain at the agent = %+v", chain)
+	wantChain := delegation.Chain{Path: []string{"hub"}, OnBehalfOf: &delegation.Principal{ID: "alice", Tenant: "acme"}}
+	if diff := cmp.Diff(wantChain, chain, testcmp.Only[delegation.Chain]("Path", "OnBehalfOf", "Verified"), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("chain at the agent (-want +got):\n%s", diff)
 	}
 
 	// From a trusted peer the same chain is believed: the cycle is found.
@@ -262,8 +298,10 @@ func TestAuth_ChainContextFromAnUntrustedCallerIsIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateRejected || !strings.Contains(testagent.Text(task.Status.Message), "delegation cycle") {
-		t.Errorf("from a peer: %+v", res)
+	if task, ok := res.(*a2a.Task); !ok {
+		t.Errorf("from a peer: %T, want a task", res)
+	} else if task.Status.State != a2a.TaskStateRejected || !strings.Contains(testagent.Text(task.Status.Message), "delegation cycle") {
+		t.Errorf("from a peer: %s %q, want REJECTED for a delegation cycle", task.Status.State, testagent.Text(task.Status.Message))
 	}
 }
 
@@ -338,9 +376,12 @@ rules:
 			}
 		}
 		chain, _, err := delegation.ChainFrom(got.Metadata)
-		if err != nil || !slices.Equal(chain.Path, []string{"a", "b"}) || !slices.Equal(chain.Verified, []string{"token:orchd-a", ""}) ||
-			chain.OnBehalfOf == nil || chain.OnBehalfOf.Tenant != tc.tenant {
-			t.Errorf("%s: chain at the agent = %+v, %v", tc.tenant, chain, err)
+		if err != nil {
+			t.Fatalf("%s: chain at the agent: %v", tc.tenant, err)
+		}
+		want := delegation.Chain{Path: []string{"a", "b"}, Verified: []string{"token:orchd-a", ""}, OnBehalfOf: &delegation.Principal{Tenant: tc.tenant}}
+		if diff := cmp.Diff(want, chain, testcmp.Only[delegation.Chain]("Path", "Verified", "OnBehalfOf"), testcmp.Only[delegation.Principal]("Tenant")); diff != "" {
+			t.Errorf("%s: chain at the agent (-want +got):\n%s", tc.tenant, diff)
 		}
 	}
 }
@@ -386,11 +427,21 @@ func TestAuth_SignedCardOfAPeerVerifies(t *testing.T) {
 	a.Agents = []registry.Spec{{ID: "b", URL: bURL, CardKeys: []string{dir + "/card.pub"}}, {ID: "b-wrong-key", URL: bURL + "/.well-known/agent-card.json", CardKeys: []string{dir + "/other.pub"}}}
 	aURL := startDaemon(t, a)
 	var ag registry.Agent
-	if code := call(t, "GET", aURL+"/v1/agents/b", "", &ag); code != 200 || !ag.Signature.Present || !ag.Signature.Verified || ag.Signature.KeyID != "orchd-b-2026" {
-		t.Errorf("b pinned to its key = %d %+v", code, ag.Signature)
+	if code := call(t, "GET", aURL+"/v1/agents/b", "", &ag); code != 200 {
+		t.Fatalf("b pinned to its key = %d", code)
 	}
-	if code := call(t, "GET", aURL+"/v1/agents/b-wrong-key", "", &ag); code != 200 || !ag.Signature.Present || ag.Signature.Verified || ag.Signature.Error == "" {
-		t.Errorf("b pinned to another key = %d %+v", code, ag.Signature)
+	if diff := cmp.Diff(capability.Signature{Present: true, Verified: true, KeyID: "orchd-b-2026"}, ag.Signature,
+		testcmp.Only[capability.Signature]("Present", "Verified", "KeyID")); diff != "" {
+		t.Errorf("b pinned to its key (-want +got):\n%s", diff)
+	}
+	if code := call(t, "GET", aURL+"/v1/agents/b-wrong-key", "", &ag); code != 200 {
+		t.Fatalf("b pinned to another key = %d", code)
+	}
+	if diff := cmp.Diff(capability.Signature{Present: true, Verified: false}, ag.Signature,
+		testcmp.Only[capability.Signature]("Present", "Verified")); diff != "" {
+		t.Errorf("b pinned to another key (-want +got):\n%s", diff)
+	} else if ag.Signature.Error == "" {
+		t.Errorf("b pinned to another key: no error says why it is not verified: %+v", ag.Signature)
 	}
 	// Key files are named in the config only, never through the API.
 	var e httpapi.ErrorBody
@@ -420,9 +471,11 @@ func TestAuth_DelegationOwnersIncludeTheMethod(t *testing.T) {
 	if code, _ := callAs(t, jwtAlice, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &byJWT); code != 201 {
 		t.Fatalf("delegate with alice's JWT = %d %+v", code, byJWT)
 	}
-	if byToken.Owner == nil || *byToken.Owner != (delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}) ||
-		byJWT.Owner == nil || *byJWT.Owner != (delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodJWT, Issuer: testIssuerName}) {
-		t.Errorf("owners: by the token %+v, by the JWT %+v", byToken.Owner, byJWT.Owner)
+	if diff := cmp.Diff(&delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodToken}, byToken.Owner); diff != "" {
+		t.Errorf("owner by the token (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&delegation.Principal{ID: "alice", Tenant: "acme", Method: auth.MethodJWT, Issuer: testIssuerName}, byJWT.Owner); diff != "" {
+		t.Errorf("owner by the JWT (-want +got):\n%s", diff)
 	}
 	for _, c := range []struct {
 		who, token string
@@ -439,8 +492,15 @@ func TestAuth_DelegationOwnersIncludeTheMethod(t *testing.T) {
 			}
 		}
 		var l httpapi.DelegationList
-		if code, _ := callAs(t, c.token, "GET", base+"/v1/delegations", "", &l); code != 200 || len(l.Delegations) != 1 || l.Delegations[0].ID == c.other.ID {
-			t.Errorf("list as %s = %d %+v", c.who, code, l)
+		if code, _ := callAs(t, c.token, "GET", base+"/v1/delegations", "", &l); code != 200 {
+			t.Fatalf("list as %s = %d", c.who, code)
+		}
+		mine := byToken.ID
+		if c.other.ID == byToken.ID {
+			mine = byJWT.ID
+		}
+		if diff := cmp.Diff([]string{mine}, recordIDs(l.Delegations)); diff != "" {
+			t.Errorf("list as %s (-want +got):\n%s", c.who, diff)
 		}
 	}
 	for _, rec := range []delegation.Record{byToken, byJWT} {
@@ -502,8 +562,10 @@ func TestAuth_TaskOwnersAreUnambiguous(t *testing.T) {
 	if n := worker.Cancels(); n != 0 {
 		t.Errorf("the agent was asked to cancel %d times", n)
 	}
-	if list, err := alice.ListTasks(t.Context(), &a2a.ListTasksRequest{}); err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
-		t.Errorf("alice's ListTasks = %+v, %v", list, err)
+	if list, err := alice.ListTasks(t.Context(), &a2a.ListTasksRequest{}); err != nil {
+		t.Errorf("alice's ListTasks: %v", err)
+	} else if diff := cmp.Diff([]a2a.TaskID{task.ID}, taskIDs(list.Tasks)); diff != "" {
+		t.Errorf("alice's ListTasks (-want +got):\n%s", diff)
 	}
 	if got, err := alice.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: task.ID}); err != nil || got.Status.State != a2a.TaskStateCanceled {
 		t.Errorf("alice's CancelTask = %+v, %v", got, err)
@@ -551,13 +613,28 @@ func TestAuth_PeersAreNamedWithTheirMethod(t *testing.T) {
 	}
 	for _, sub := range []string{"orchd-a", "token:orchd-a"} {
 		rec := send(idp.tokenFor(t, sub, "orchd", "", time.Minute))
-		if rec.ChainIgnored == "" || rec.Owner == nil || rec.Owner.ID != sub || rec.Owner.Tenant == "globex" || !slices.Equal(rec.Chain.Path, []string{"b"}) {
-			t.Errorf("from a JWT for %q: believed as the peer: %+v", sub, rec)
+		if rec.ChainIgnored == "" {
+			t.Errorf("from a JWT for %q: the chain was believed, as the peer's", sub)
+		}
+		// Its own work, not bob's of globex as the peer's would be.
+		if diff := cmp.Diff(&delegation.Principal{ID: sub, Method: auth.MethodJWT}, rec.Owner, testcmp.Only[delegation.Principal]("ID", "Method")); diff != "" {
+			t.Errorf("from a JWT for %q: owner (-want +got):\n%s", sub, diff)
+		} else if rec.Owner.Tenant == "globex" {
+			t.Errorf("from a JWT for %q: owner %+v has the tenant the peer's chain named", sub, rec.Owner)
+		}
+		if diff := cmp.Diff([]string{"b"}, rec.Chain.Path); diff != "" {
+			t.Errorf("from a JWT for %q: chain path (-want +got):\n%s", sub, diff)
 		}
 	}
 	rec := send(peerToken)
-	if rec.ChainIgnored != "" || rec.Owner == nil || !slices.Equal(rec.Chain.Path, []string{"a", "b"}) || len(rec.Chain.Verified) == 0 || rec.Chain.Verified[0] != "token:orchd-a" {
-		t.Errorf("from the peer's token: not believed: %+v", rec)
+	if rec.ChainIgnored != "" {
+		t.Errorf("from the peer's token: the chain was not believed: %s", rec.ChainIgnored)
+	}
+	if diff := cmp.Diff([]string{"a", "b"}, rec.Chain.Path); diff != "" {
+		t.Errorf("from the peer's token: chain path (-want +got):\n%s", diff)
+	}
+	if v := rec.Chain.Verified; len(v) == 0 || v[0] != "token:orchd-a" {
+		t.Errorf("from the peer's token: chain verified %q, want token:orchd-a first", v)
 	}
 	// The work is bob's of globex as the peer vouches for him: not the
 	// bob a credential of this orchd would authenticate.
@@ -570,8 +647,14 @@ func TestAuth_PeersAreNamedWithTheirMethod(t *testing.T) {
 
 	// A bare name, as auth.peers held before, could be any method's.
 	cfg.Auth.Peers = []string{"orchd-a"}
-	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), `auth.peers[0] "orchd-a"`) || !strings.Contains(err.Error(), "token:orchd-a") {
-		t.Errorf("New with a bare peer = %v", err)
+	_, err := New(cfg, nil)
+	if err == nil {
+		t.Fatal("New with a bare peer: no error")
+	}
+	for _, want := range []string{`auth.peers[0] "orchd-a"`, "token:orchd-a"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New with a bare peer = %v, want it to say %s", err, want)
+		}
 	}
 }
 
@@ -610,20 +693,28 @@ func TestAuth_DaemonWithoutAuthenticationPassesNoOnBehalfOf(t *testing.T) {
 		t.Fatalf("SendMessage = %+v", res)
 	}
 	var atA httpapi.DelegationList
-	if code := call(t, "GET", aURL+"/v1/delegations", "", &atA); code != 200 || len(atA.Delegations) != 1 ||
-		atA.Delegations[0].Owner != nil || atA.Delegations[0].Chain.OnBehalfOf != nil || !slices.Equal(atA.Delegations[0].Chain.Path, []string{"gateway", "a"}) {
-		t.Errorf("at A = %d %+v; want gateway's path and no onBehalfOf", code, atA)
+	if code := call(t, "GET", aURL+"/v1/delegations", "", &atA); code != 200 || len(atA.Delegations) != 1 {
+		t.Fatalf("at A = %d, %d delegations", code, len(atA.Delegations))
+	}
+	// gateway's path, no owner, and no onBehalfOf.
+	if diff := cmp.Diff(delegation.Record{Chain: delegation.Chain{Path: []string{"gateway", "a"}}}, atA.Delegations[0],
+		testcmp.Only[delegation.Record]("Owner", "Chain"), testcmp.Only[delegation.Chain]("Path", "OnBehalfOf")); diff != "" {
+		t.Errorf("at A (-want +got):\n%s", diff)
 	}
 	var atB httpapi.DelegationList
 	if code, _ := callAs(t, rootToken, "GET", bURL+"/v1/delegations", "", &atB); code != 200 || len(atB.Delegations) != 1 {
 		t.Fatalf("at B = %d %+v", code, atB)
 	}
-	if rec := atB.Delegations[0]; rec.ChainIgnored != "" || rec.Owner == nil ||
-		*rec.Owner != (delegation.Principal{ID: "orchd-a", Method: auth.MethodToken}) || !slices.Equal(rec.Chain.Path, []string{"gateway", "a", "b"}) {
-		t.Errorf("at B: owner %+v, chain %+v, ignored %q; want the work as orchd-a", rec.Owner, rec.Chain, rec.ChainIgnored)
+	// The work as orchd-a's.
+	want := delegation.Record{Owner: &delegation.Principal{ID: "orchd-a", Method: auth.MethodToken}, Chain: delegation.Chain{Path: []string{"gateway", "a", "b"}}}
+	if diff := cmp.Diff(want, atB.Delegations[0], testcmp.Only[delegation.Record]("ChainIgnored", "Owner", "Chain"), testcmp.Only[delegation.Chain]("Path")); diff != "" {
+		t.Errorf("at B (-want +got):\n%s", diff)
 	}
 	chain, _, err := delegation.ChainFrom(worker.Messages()[0].Metadata)
-	if err != nil || chain.OnBehalfOf == nil || *chain.OnBehalfOf != (delegation.Principal{ID: "orchd-a"}) {
-		t.Errorf("chain at the agent = %+v, %v; want it for orchd-a", chain, err)
+	if err != nil {
+		t.Fatalf("chain at the agent: %v", err)
+	}
+	if diff := cmp.Diff(&delegation.Principal{ID: "orchd-a"}, chain.OnBehalfOf); diff != "" {
+		t.Errorf("chain at the agent: onBehalfOf (-want +got):\n%s", diff)
 	}
 }

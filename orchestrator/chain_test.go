@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +14,13 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
@@ -54,8 +55,13 @@ func TestChain_ABC(t *testing.T) {
 		t.Fatalf("delegate at A = %d %+v", code, rec)
 	}
 	done := waitFor(t, a, rec.ID, a2a.TaskStateCompleted)
-	if done.Downstream.Agent != "b" || done.Result == nil || testagent.Text(done.Result) != "done" {
-		t.Errorf("A's record = %+v", done)
+	if done.Downstream.Agent != "b" {
+		t.Errorf("A delegated to %q, want b", done.Downstream.Agent)
+	}
+	if done.Result == nil {
+		t.Errorf("A's record has no result: %+v", done)
+	} else if got := testagent.Text(done.Result); got != "done" {
+		t.Errorf("A's result %q, want done", got)
 	}
 	if len(done.Artifacts) != 1 || len(done.Artifacts[0].Parts) != 2 {
 		t.Errorf("C's artifact did not reach A whole: %+v", done.Artifacts)
@@ -65,9 +71,12 @@ func TestChain_ABC(t *testing.T) {
 		t.Fatalf("C received %d messages", len(msgs))
 	}
 	chain, ok, err := delegation.ChainFrom(msgs[0].Metadata)
-	if err != nil || !ok || !slices.Equal(chain.Path, []string{"a", "b"}) || chain.Depth != 2 || chain.Skill != "research" ||
-		!slices.Equal(chain.Requires, []string{"streaming"}) || chain.RootTask != rec.ID {
-		t.Errorf("chain at C = %+v (%v, %v)", chain, ok, err)
+	if err != nil || !ok {
+		t.Fatalf("chain at C: sent %v, %v", ok, err)
+	}
+	want := delegation.Chain{Path: []string{"a", "b"}, Depth: 2, Skill: "research", Requires: []string{"streaming"}, RootTask: rec.ID}
+	if diff := cmp.Diff(want, chain, testcmp.Only[delegation.Chain]("Path", "Depth", "Skill", "Requires", "RootTask")); diff != "" {
+		t.Errorf("chain at C (-want +got):\n%s", diff)
 	}
 	if testagent.Text(msgs[0]) != "survey steering" {
 		t.Errorf("C got %q", testagent.Text(msgs[0]))
@@ -93,9 +102,10 @@ func TestChain_CycleRefused(t *testing.T) {
 		t.Fatalf("delegate at A = %d", code)
 	}
 	failed := waitFor(t, a, rec.ID, a2a.TaskStateRejected)
-	if !strings.Contains(failed.Error, "hop b") || !strings.Contains(failed.Error, "TASK_STATE_REJECTED") ||
-		!strings.Contains(failed.Error, "orchd a (a) is already in the delegation path orchd a (a) → orchd b (b)") {
-		t.Errorf("error = %q", failed.Error)
+	for _, want := range []string{"hop b", "TASK_STATE_REJECTED", "orchd a (a) is already in the delegation path orchd a (a) → orchd b (b)"} {
+		if !strings.Contains(failed.Error, want) {
+			t.Errorf("error %q does not say %q", failed.Error, want)
+		}
 	}
 }
 
@@ -110,16 +120,31 @@ func TestA2AEndpoint_CardVersionAndExtensions(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	etag := resp.Header.Get("ETag")
-	if resp.StatusCode != 200 || etag == "" || !strings.Contains(resp.Header.Get("Cache-Control"), "max-age=") {
-		t.Fatalf("card: %d, headers %v", resp.StatusCode, resp.Header)
+	if resp.StatusCode != 200 {
+		t.Fatalf("card: %d", resp.StatusCode)
+	}
+	if etag == "" || !strings.Contains(resp.Header.Get("Cache-Control"), "max-age=") {
+		t.Fatalf("card: no ETag or no max-age in headers %v", resp.Header)
 	}
 	p, err := capability.Build(body, capability.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Versions(""); !slices.Equal(got, []string{"0.3", "1.0"}) || len(p.Protocols) != 4 || !p.HasExtension(delegation.ExtensionURI) ||
-		!p.Supports(capability.Streaming) || p.Skills[0].ID != "research" || p.Name != "orchd solo" {
-		t.Errorf("orchd's own profile = %+v", p)
+	type profile struct {
+		Name                  string
+		Versions              []string
+		Protocols             int
+		Delegation, Streaming bool
+		Skill                 string
+	}
+	want := profile{Name: "orchd solo", Versions: []string{"0.3", "1.0"}, Protocols: 4, Delegation: true, Streaming: true, Skill: "research"}
+	got := profile{Name: p.Name, Versions: p.Versions(""), Protocols: len(p.Protocols), Delegation: p.HasExtension(delegation.ExtensionURI),
+		Streaming: p.Supports(capability.Streaming)}
+	if len(p.Skills) > 0 {
+		got.Skill = p.Skills[0].ID
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("orchd's own profile (-want +got):\n%s", diff)
 	}
 	req, _ := http.NewRequest("GET", base+"/.well-known/agent-card.json", nil)
 	req.Header.Set("If-None-Match", etag)
@@ -204,8 +229,10 @@ func TestChain_InputAndCancelCrossHops(t *testing.T) {
 	if done.Result == nil || testagent.Text(done.Result) != "answered: 2026" {
 		t.Errorf("result at A = %+v", done.Result)
 	}
-	if msgs := asker.Messages(); len(msgs) != 2 || msgs[1].TaskID == "" || testagent.Text(msgs[1]) != "2026" {
-		t.Errorf("C did not get the answer on its task: %d messages", len(msgs))
+	if msgs := asker.Messages(); len(msgs) != 2 {
+		t.Errorf("C got %d messages, want the work and the answer", len(msgs))
+	} else if msgs[1].TaskID == "" || testagent.Text(msgs[1]) != "2026" {
+		t.Errorf("C got the answer %q on task %q, want 2026 on its task", testagent.Text(msgs[1]), msgs[1].TaskID)
 	}
 
 	// Cancel at A reaches C through B.
@@ -254,8 +281,10 @@ func TestA2AEndpoint_MessageAnswersStayMessages(t *testing.T) {
 			t.Fatalf("A2A %s: %v", v, err)
 		}
 		m, ok := res.(*a2a.Message)
-		if !ok || testagent.Text(m) != "pong" || m.TaskID != "" {
-			t.Errorf("A2A %s: answer %T %+v, want the agent's message and no task", v, res, res)
+		if !ok {
+			t.Errorf("A2A %s: answer %T, want the agent's message", v, res)
+		} else if testagent.Text(m) != "pong" || m.TaskID != "" {
+			t.Errorf("A2A %s: answer %q on task %q, want pong and no task", v, testagent.Text(m), m.TaskID)
 		}
 	}
 }
@@ -316,9 +345,23 @@ func TestA2AEndpoint_RESTv03ErrorsForEveryClient(t *testing.T) {
 	}
 	err = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusNotFound || body.Code != -32001 || body.Type != "TaskNotFoundError" || body.Message == "" ||
-		body.Error.Code != http.StatusNotFound || len(body.Error.Details) == 0 || body.Error.Details[0].Reason != "TASK_NOT_FOUND" {
-		t.Fatalf("GET unknown task: %d %+v (%v)", resp.StatusCode, body, err)
+	if err != nil {
+		t.Fatalf("GET unknown task: %d: %v", resp.StatusCode, err)
+	}
+	type notFound struct {
+		Status, Code, ErrorCode int
+		Type, Reason            string
+	}
+	got := notFound{Status: resp.StatusCode, Code: body.Code, ErrorCode: body.Error.Code, Type: body.Type}
+	if len(body.Error.Details) > 0 {
+		got.Reason = body.Error.Details[0].Reason
+	}
+	want := notFound{Status: http.StatusNotFound, Code: -32001, ErrorCode: http.StatusNotFound, Type: "TaskNotFoundError", Reason: "TASK_NOT_FOUND"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("GET unknown task (-want +got):\n%s", diff)
+	}
+	if body.Message == "" {
+		t.Fatal("GET unknown task: no message")
 	}
 
 	// a2a-go's own 0.3 client still reads the error.

@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
@@ -66,24 +68,47 @@ func TestAPI_StoppedAgentIsRefusedUntilItIsBack(t *testing.T) {
 	}
 	code := call(t, "POST", base+"/v1/delegations", delegate, &refused)
 	cands := refused.Error.Details.Candidates
-	if code != 422 || refused.Error.Code != "refused" || len(refused.Error.Details.Attempts) != 0 || len(cands) != 1 || len(cands[0].Reasons) != 1 ||
-		!strings.HasPrefix(cands[0].Reasons[0], "unhealthy: 3 calls failed in a row, last: ") ||
-		!strings.Contains(cands[0].Reasons[0], "connection refused; retry after ") {
-		t.Fatalf("delegation after three failures = %d %+v", code, refused.Error)
+	if code != 422 || refused.Error.Code != "refused" {
+		t.Fatalf("delegation after three failures = %d %q, want 422 refused", code, refused.Error.Code)
+	}
+	if n := len(refused.Error.Details.Attempts); n != 0 {
+		t.Errorf("delegation after three failures: %d attempts, want none", n)
+	}
+	if len(cands) != 1 || len(cands[0].Reasons) != 1 {
+		t.Fatalf("delegation after three failures: candidates %+v, want one with one reason", cands)
+	}
+	if why, want := cands[0].Reasons[0], "unhealthy: 3 calls failed in a row, last: "; !strings.HasPrefix(why, want) {
+		t.Errorf("delegation after three failures: reason %q, want it to begin %q", why, want)
+	}
+	if why, want := cands[0].Reasons[0], "connection refused; retry after "; !strings.Contains(why, want) {
+		t.Errorf("delegation after three failures: reason %q, want it to say %q", why, want)
 	}
 
 	var ag agentView
-	if code := call(t, "GET", base+"/v1/agents/b", "", &ag); code != 200 || ag.Healthy || ag.Breaker.State != "open" || ag.Breaker.Failures != 3 ||
-		!strings.Contains(ag.Breaker.LastError, "connection refused") || !strings.HasPrefix(ag.UnhealthyReason, "breaker open: 3 calls failed in a row") {
-		t.Errorf("GET /v1/agents/b = %d %+v", code, ag)
+	code = call(t, "GET", base+"/v1/agents/b", "", &ag)
+	want := agentView{ID: "b", Healthy: false}
+	want.Breaker.State, want.Breaker.Failures = "open", 3
+	if diff := cmp.Diff(answer[agentView]{200, want}, answer[agentView]{code, ag},
+		cmpopts.IgnoreFields(agentView{}, "UnhealthyReason", "Breaker.LastError")); diff != "" {
+		t.Errorf("GET /v1/agents/b (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(ag.Breaker.LastError, "connection refused") {
+		t.Errorf("GET /v1/agents/b: breaker's last error %q, want connection refused", ag.Breaker.LastError)
+	}
+	if !strings.HasPrefix(ag.UnhealthyReason, "breaker open: 3 calls failed in a row") {
+		t.Errorf("GET /v1/agents/b: unhealthy reason %q, want the open breaker's", ag.UnhealthyReason)
 	}
 	var list struct{ Agents []agentView }
-	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 || list.Agents[0].Healthy || list.Agents[0].UnhealthyReason == "" {
-		t.Errorf("GET /v1/agents = %d %+v", code, list)
+	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 {
+		t.Errorf("GET /v1/agents = %d %+v, want the one agent", code, list)
+	} else if list.Agents[0].Healthy || list.Agents[0].UnhealthyReason == "" {
+		t.Errorf("GET /v1/agents: %+v, want it unhealthy, saying why", list.Agents[0])
 	}
 	var health httpapi.Health
-	if code := call(t, "GET", base+"/healthz", "", &health); code != 200 || health.Status != "degraded" || health.Agents != 1 || health.Healthy != 0 {
-		t.Errorf("GET /healthz = %d %+v", code, health)
+	code = call(t, "GET", base+"/healthz", "", &health)
+	if diff := cmp.Diff(answer[httpapi.Health]{200, httpapi.Health{Status: "degraded", Agents: 1, Healthy: 0}}, answer[httpapi.Health]{code, health},
+		testcmp.Only[httpapi.Health]("Status", "Agents", "Healthy")); diff != "" {
+		t.Errorf("GET /healthz (-want +got):\n%s", diff)
 	}
 	var ready httpapi.Readiness
 	if code := call(t, "GET", base+"/readyz", "", &ready); code != 200 || ready.Status != "ready" {
@@ -91,8 +116,11 @@ func TestAPI_StoppedAgentIsRefusedUntilItIsBack(t *testing.T) {
 	}
 
 	b.Restart(t)
-	if code := call(t, "POST", base+"/v1/agents/b:refresh", "", &ag); code != 200 || !ag.Healthy || ag.Breaker.State != "closed" || ag.UnhealthyReason != "" {
-		t.Fatalf("refresh after the agent came back = %d %+v", code, ag)
+	code = call(t, "POST", base+"/v1/agents/b:refresh", "", &ag)
+	want = agentView{ID: "b", Healthy: true}
+	want.Breaker.State = "closed"
+	if diff := cmp.Diff(answer[agentView]{200, want}, answer[agentView]{code, ag}, cmpopts.IgnoreFields(agentView{}, "Breaker.Failures", "Breaker.LastError")); diff != "" {
+		t.Fatalf("refresh after the agent came back (-want +got):\n%s", diff)
 	}
 	if code := call(t, "POST", base+"/v1/delegations", delegate, nil); code != 201 {
 		t.Errorf("delegate after recovery = %d", code)
@@ -109,18 +137,18 @@ func TestAPI_Readyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readyz := func() (int, httpapi.Readiness) {
+	readyz := func() answer[httpapi.Readiness] {
 		rec := httptest.NewRecorder()
 		d.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/readyz", nil))
 		var r httpapi.Readiness
 		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
 			t.Errorf("GET /readyz: %v in %s", err, rec.Body)
 		}
-		return rec.Code, r
+		return answer[httpapi.Readiness]{rec.Code, r}
 	}
-	if code, r := readyz(); code != http.StatusServiceUnavailable || r.Status != "not ready" ||
-		!slices.Equal(r.Reasons, []string{"not listening yet", "agent card not built yet"}) {
-		t.Errorf("before Run: %d %+v", code, r)
+	want := answer[httpapi.Readiness]{http.StatusServiceUnavailable, httpapi.Readiness{Status: "not ready", Reasons: []string{"not listening yet", "agent card not built yet"}}}
+	if diff := cmp.Diff(want, readyz()); diff != "" {
+		t.Errorf("before Run (-want +got):\n%s", diff)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,11 +163,13 @@ func TestAPI_Readyz(t *testing.T) {
 	testwait.Until(t, 10*time.Second, "the daemon binding its port", func() bool { return d.Addr() != nil })
 	base := "http://" + d.Addr().String()
 	var r httpapi.Readiness
-	if code := call(t, "GET", base+"/readyz", "", &r); code != 200 || r.Status != "ready" || len(r.Reasons) != 0 {
-		t.Errorf("serving: %d %+v", code, r)
+	code := call(t, "GET", base+"/readyz", "", &r)
+	if diff := cmp.Diff(answer[httpapi.Readiness]{200, httpapi.Readiness{Status: "ready"}}, answer[httpapi.Readiness]{code, r}, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("serving (-want +got):\n%s", diff)
 	}
 	d.stop() // what Run does first when it is asked to stop
-	if code, r := readyz(); code != http.StatusServiceUnavailable || !slices.Equal(r.Reasons, []string{"shutting down"}) {
-		t.Errorf("stopping: %d %+v", code, r)
+	want = answer[httpapi.Readiness]{http.StatusServiceUnavailable, httpapi.Readiness{Reasons: []string{"shutting down"}}}
+	if diff := cmp.Diff(want, readyz(), cmpopts.IgnoreFields(httpapi.Readiness{}, "Status")); diff != "" {
+		t.Errorf("stopping (-want +got):\n%s", diff)
 	}
 }

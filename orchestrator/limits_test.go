@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
@@ -210,8 +211,11 @@ func jsonDepth(v any) int {
 func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byte, status int, setting, msg string, id any) {
 	t.Helper()
 	if setting == "" {
-		if resp.StatusCode != status || bytes.Contains(b, []byte("limit of")) || (shape == shapeJSONRPC && bytes.Contains(b, []byte(`"error"`))) {
+		if resp.StatusCode != status {
 			t.Fatalf("within the limits: %d %s, want %d", resp.StatusCode, b, status)
+		}
+		if bytes.Contains(b, []byte("limit of")) || (shape == shapeJSONRPC && bytes.Contains(b, []byte(`"error"`))) {
+			t.Fatalf("within the limits: refused with %s", b)
 		}
 		return
 	}
@@ -226,9 +230,16 @@ func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byt
 	}
 	checkInfo := func(infos []errorInfo) {
 		t.Helper()
-		if len(infos) != 1 || infos[0].Reason != "INVALID_REQUEST" || infos[0].Domain != a2a.ProtocolDomain ||
-			infos[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" || infos[0].Metadata["setting"] != setting {
-			t.Errorf("error details %+v, want an ErrorInfo INVALID_REQUEST naming %s", infos, setting)
+		want := errorInfo{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: "INVALID_REQUEST", Domain: a2a.ProtocolDomain,
+			Metadata: map[string]string{"setting": setting}}
+		if len(infos) != 1 {
+			t.Errorf("error details %+v, want one ErrorInfo", infos)
+			return
+		}
+		got := infos[0]
+		got.Metadata = map[string]string{"setting": got.Metadata["setting"]}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("error details (-want +got):\n%s", diff)
 		}
 	}
 	switch shape {
@@ -242,8 +253,18 @@ func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byt
 				Data    []errorInfo `json:"data"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal(b, &rpc); err != nil || resp.StatusCode != 200 || rpc.JSONRPC != "2.0" || rpc.Error.Code != -32600 || !strings.Contains(rpc.Error.Message, msg) {
-			t.Fatalf("answer %d %s (%v), want a JSON-RPC -32600 error saying %q", resp.StatusCode, b, err, msg)
+		if err := json.Unmarshal(b, &rpc); err != nil {
+			t.Fatalf("answer %d %s: %v", resp.StatusCode, b, err)
+		}
+		type answer struct {
+			Status, Code int
+			JSONRPC      string
+		}
+		if diff := cmp.Diff(answer{Status: 200, Code: -32600, JSONRPC: "2.0"}, answer{resp.StatusCode, rpc.Error.Code, rpc.JSONRPC}); diff != "" {
+			t.Fatalf("answer %s (-want +got):\n%s", b, diff)
+		}
+		if !strings.Contains(rpc.Error.Message, msg) {
+			t.Errorf("error message %q, want it to say %q", rpc.Error.Message, msg)
 		}
 		var gotID any
 		_ = json.Unmarshal(rpc.ID, &gotID)
@@ -263,17 +284,39 @@ func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byt
 				Details []errorInfo `json:"details"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal(b, &st); err != nil || resp.StatusCode != status || st.Error.Code != status || st.Error.Status != "INVALID_ARGUMENT" || !strings.Contains(st.Error.Message, msg) {
-			t.Fatalf("answer %d %s (%v), want %d google.rpc.Status saying %q", resp.StatusCode, b, err, status, msg)
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatalf("answer %d %s: %v", resp.StatusCode, b, err)
+		}
+		type answer struct {
+			Status, Code int
+			CodeStatus   string
+		}
+		if diff := cmp.Diff(answer{status, status, "INVALID_ARGUMENT"}, answer{resp.StatusCode, st.Error.Code, st.Error.Status}); diff != "" {
+			t.Fatalf("answer %s, want a google.rpc.Status (-want +got):\n%s", b, diff)
+		}
+		if !strings.Contains(st.Error.Message, msg) {
+			t.Errorf("error message %q, want it to say %q", st.Error.Message, msg)
 		}
 		checkInfo(st.Error.Details)
-		if shape == shapeREST03 && (st.Code != -32600 || st.Type != "InvalidRequestError" || st.Message != st.Error.Message) {
-			t.Errorf("0.3 answer lacks the JSON-RPC code and type: %s", b)
+		if shape == shapeREST03 {
+			type rpcFields struct {
+				Code          int
+				Type, Message string
+			}
+			if diff := cmp.Diff(rpcFields{-32600, "InvalidRequestError", st.Error.Message}, rpcFields{st.Code, st.Type, st.Message}); diff != "" {
+				t.Errorf("0.3 answer's JSON-RPC code, type and message (-want +got):\n%s", diff)
+			}
 		}
 	case shapeAPI:
 		var eb httpapi.ErrorBody
-		if err := json.Unmarshal(b, &eb); err != nil || resp.StatusCode != status || eb.Error.Code != "invalid_argument" || !strings.Contains(eb.Error.Message, msg) {
-			t.Fatalf("answer %d %s (%v), want %d invalid_argument saying %q", resp.StatusCode, b, err, status, msg)
+		if err := json.Unmarshal(b, &eb); err != nil {
+			t.Fatalf("answer %d %s: %v", resp.StatusCode, b, err)
+		}
+		if diff := cmp.Diff(refusal{status, "invalid_argument"}, refusalOf(resp.StatusCode, eb)); diff != "" {
+			t.Fatalf("answer %s (-want +got):\n%s", b, diff)
+		}
+		if !strings.Contains(eb.Error.Message, msg) {
+			t.Errorf("error message %q, want it to say %q", eb.Error.Message, msg)
 		}
 	}
 }
@@ -376,8 +419,11 @@ func TestBodyLimits_SlowBodiesTimeOut(t *testing.T) {
 				b, err := io.ReadAll(resp.Body) // to the connection's end
 				resp.Body.Close()
 				took := time.Since(start)
-				if err != nil || took < readTimeout || took > readTimeout+3*time.Second {
-					t.Errorf("%s: closed after %v (%v), want just after %v", path, took, err, readTimeout)
+				if err != nil {
+					t.Errorf("%s: reading to the connection's end: %v", path, err)
+				}
+				if took < readTimeout || took > readTimeout+3*time.Second {
+					t.Errorf("%s: closed after %v, want just after %v", path, took, readTimeout)
 				}
 				if resp.StatusCode != http.StatusRequestTimeout && !(strings.Contains(path, "jsonrpc") && resp.StatusCode == http.StatusOK) {
 					t.Errorf("%s: status %d", path, resp.StatusCode)
@@ -423,9 +469,11 @@ func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
 		}
 		last = ev
 	}
-	st, ok := last.(*a2a.TaskStatusUpdateEvent)
-	if !ok || st.Status.State != a2a.TaskStateCompleted || time.Since(start) < 2*readTimeout {
-		t.Errorf("A2A stream ended after %v with %T %+v, want COMPLETED after more than %v", time.Since(start), last, last, 2*readTimeout)
+	if took := time.Since(start); took < 2*readTimeout {
+		t.Errorf("A2A stream ended after %v, want after more than %v", took, 2*readTimeout)
+	}
+	if st, ok := last.(*a2a.TaskStatusUpdateEvent); !ok || st.Status.State != a2a.TaskStateCompleted {
+		t.Errorf("A2A stream ended with %T %+v, want COMPLETED", last, last)
 	}
 
 	// On a connection of its own: the server closes idle ones after
@@ -443,8 +491,11 @@ func TestBodyLimits_StreamsOutliveTheReadTimeout(t *testing.T) {
 	}
 	start = time.Now()
 	evs := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "")
-	if len(evs) == 0 || evs[len(evs)-1].State != a2a.TaskStateCompleted || time.Since(start) < 2*readTimeout {
-		t.Errorf("event stream ended after %v with %+v, want COMPLETED after more than %v", time.Since(start), evs, 2*readTimeout)
+	if took := time.Since(start); took < 2*readTimeout {
+		t.Errorf("event stream ended after %v, want after more than %v", took, 2*readTimeout)
+	}
+	if len(evs) == 0 || evs[len(evs)-1].State != a2a.TaskStateCompleted {
+		t.Errorf("event stream ended with %s, want COMPLETED last", kinds(evs))
 	}
 }
 
@@ -463,8 +514,9 @@ func TestHTTPConfig_Defaults(t *testing.T) {
 		t.Errorf("zero http section = %+v, want the defaults %+v", got, want)
 	}
 	srv := HTTPConfig{ReadTimeout: Duration(time.Second)}.server(nil, slog.New(slog.DiscardHandler))
-	if srv.ReadTimeout != time.Second || srv.ReadHeaderTimeout != time.Second || srv.IdleTimeout != time.Minute || srv.WriteTimeout != 0 {
-		t.Errorf("server timeouts: read %v, header %v, idle %v, write %v", srv.ReadTimeout, srv.ReadHeaderTimeout, srv.IdleTimeout, srv.WriteTimeout)
+	type timeouts struct{ Read, Header, Idle, Write time.Duration }
+	if diff := cmp.Diff(timeouts{time.Second, time.Second, time.Minute, 0}, timeouts{srv.ReadTimeout, srv.ReadHeaderTimeout, srv.IdleTimeout, srv.WriteTimeout}); diff != "" {
+		t.Errorf("server timeouts (-want +got):\n%s", diff)
 	}
 	for _, body := range []string{"http:\n  maxBodyBytes: -1\n", "http:\n  maxAPIBodyBytes: -5\n", "http:\n  maxJSONDepth: -1\n", "http:\n  readTimeout: -1s\n",
 		"http:\n  maxBufferedBodyBytes: -1\n", "http:\n  maxBufferedBodyBytes: 8388608\n", "http:\n  maxBodyBytes: 1024\n  maxBufferedBodyBytes: 1000\n"} {
@@ -546,8 +598,15 @@ func TestBodyLimits_RefusedCallersBodiesAreNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&rpc); err != nil || code != 200 || rpc.ID != "req-7" || rpc.Error.Code != -31401 {
-		t.Errorf("a small body without credentials: %d %+v %v, want -31401 for req-7", code, rpc, err)
+	if err := json.NewDecoder(resp.Body).Decode(&rpc); err != nil {
+		t.Fatalf("a small body without credentials: %v", err)
+	}
+	type answer struct {
+		Status, Code int
+		ID           any
+	}
+	if diff := cmp.Diff(answer{200, -31401, "req-7"}, answer{code, rpc.Error.Code, rpc.ID}); diff != "" {
+		t.Errorf("a small body without credentials (-want +got):\n%s", diff)
 	}
 }
 

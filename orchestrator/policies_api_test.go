@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/orchd/orchd/httpapi"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -37,19 +39,39 @@ rules:
 	base := startDaemon(t, cfg)
 
 	var st policies.Status
-	if code := call(t, "GET", base+"/v1/policies", "", &st); code != 200 || st.Rules != 1 || st.Policies[0] != "steer" || st.Digest == "" {
-		t.Fatalf("GET /v1/policies = %d %+v", code, st)
+	code := call(t, "GET", base+"/v1/policies", "", &st)
+	if diff := cmp.Diff(answer[policies.Status]{200, policies.Status{Rules: 1, Policies: []string{"steer"}}}, answer[policies.Status]{code, st},
+		testcmp.Only[policies.Status]("Rules", "Policies")); diff != "" {
+		t.Fatalf("GET /v1/policies (-want +got):\n%s", diff)
+	}
+	if st.Digest == "" {
+		t.Fatalf("GET /v1/policies: no digest in %+v", st)
 	}
 
 	var res httpapi.EvaluateResponse
-	code := call(t, "POST", base+"/v1/policy:evaluate", `{"request": {"skill": "research"}}`, &res)
-	if code != 200 || res.Candidates != 1 || res.Winner != "full" {
-		t.Fatalf("evaluate by skill = %d, %d candidates, winner %q", code, res.Candidates, res.Winner)
+	// evaluation is what the evaluate tests check of an answer.
+	type evaluation struct {
+		Status, Candidates int
+		Winner             string
+	}
+	code = call(t, "POST", base+"/v1/policy:evaluate", `{"request": {"skill": "research"}}`, &res)
+	if diff := cmp.Diff(evaluation{200, 1, "full"}, evaluation{code, res.Candidates, res.Winner}); diff != "" {
+		t.Fatalf("evaluate by skill (-want +got):\n%s", diff)
 	}
 	code = call(t, "POST", base+"/v1/policy:evaluate", `{"agents": ["plain", "full"], "caller": {"tenant": "acme"}}`, &res)
-	if code != 200 || res.Candidates != 2 || res.Winner != "full" || res.Decisions[1].Agent != "plain" ||
-		res.Decisions[1].Allowed || res.Decisions[1].Reasons[0] != "needs steering" || len(res.Decisions[1].Rules) == 0 {
-		t.Fatalf("evaluate by ids = %d %+v", code, res.Result)
+	if diff := cmp.Diff(evaluation{200, 2, "full"}, evaluation{code, res.Candidates, res.Winner}); diff != "" {
+		t.Fatalf("evaluate by ids (-want +got):\n%s", diff)
+	}
+	if len(res.Decisions) != 2 {
+		t.Fatalf("evaluate by ids: %d decisions, want 2", len(res.Decisions))
+	}
+	refused := res.Decisions[1]
+	if diff := cmp.Diff(policies.Decision{Agent: "plain", Allowed: false, Reasons: []string{"needs steering"}}, refused,
+		testcmp.Only[policies.Decision]("Agent", "Allowed", "Reasons")); diff != "" {
+		t.Errorf("evaluate by ids: the refused decision (-want +got):\n%s", diff)
+	}
+	if len(refused.Rules) == 0 {
+		t.Errorf("evaluate by ids: the refused decision names no rule: %+v", refused)
 	}
 	if code := call(t, "POST", base+"/v1/policy:evaluate", "", &res); code != 200 || res.Candidates != 3 {
 		t.Errorf("evaluate with no body fields = %d, %d candidates", code, res.Candidates)
@@ -65,13 +87,19 @@ rules:
 	// A broken edit is refused by an explicit reload and by the watcher,
 	// and the last good set keeps deciding.
 	writeFile(t, policy, "policy: steer\nrules:\n  - name: steerable\n    deny: agent.steerable\n")
-	if code := call(t, "POST", base+"/v1/policies:reload", "", &eb); code != 422 || eb.Error.Code != "invalid_policy" ||
-		!strings.Contains(eb.Error.Message, "steer.yaml:4:16: deny: undefined field 'steerable'") {
-		t.Errorf("reload of a broken edit = %d %+v", code, eb)
+	code = call(t, "POST", base+"/v1/policies:reload", "", &eb)
+	if diff := cmp.Diff(refusal{422, "invalid_policy"}, refusalOf(code, eb)); diff != "" {
+		t.Errorf("reload of a broken edit (-want +got):\n%s", diff)
+	}
+	if want := "steer.yaml:4:16: deny: undefined field 'steerable'"; !strings.Contains(eb.Error.Message, want) {
+		t.Errorf("reload of a broken edit: %q, want it to say %q", eb.Error.Message, want)
 	}
 	call(t, "GET", base+"/v1/policies", "", &st)
-	if st.Rules != 1 || st.LastError == "" || len(st.Diagnostics) != 1 {
-		t.Errorf("status after a broken edit = %+v", st)
+	if st.Rules != 1 || len(st.Diagnostics) != 1 {
+		t.Errorf("status after a broken edit: %d rules, %d diagnostics, want the last good set's 1 and the edit's 1", st.Rules, len(st.Diagnostics))
+	}
+	if st.LastError == "" {
+		t.Errorf("status after a broken edit has no last error: %+v", st)
 	}
 	if call(t, "POST", base+"/v1/policy:evaluate", `{"agents": ["plain"]}`, &res); res.Decisions[0].Allowed {
 		t.Error("the last good policy stopped deciding after a broken edit")
@@ -82,7 +110,10 @@ rules:
 	testwait.Succeeds(t, 10*time.Second, "the watcher loading the fixed policy", func() error {
 		st = policies.Status{}
 		call(t, "GET", base+"/v1/policies", "", &st)
-		if st.LastError != "" || st.Rules != 1 || st.Digest == "" {
+		if st.LastError != "" {
+			return fmt.Errorf("last error %q", st.LastError)
+		}
+		if st.Rules != 1 || st.Digest == "" {
 			return fmt.Errorf("status %+v", st)
 		}
 		res = httpapi.EvaluateResponse{}
@@ -154,8 +185,11 @@ rules:
 		}
 		if tc.status != 200 {
 			var e httpapi.ErrorBody
-			if json.Unmarshal(raw, &e) != nil || e.Error.Code != "permission_denied" || strings.Contains(string(raw), "decisions") {
-				t.Errorf("%s: %s, want permission_denied and no decisions", tc.name, raw)
+			if err := json.Unmarshal(raw, &e); err != nil || e.Error.Code != "permission_denied" {
+				t.Errorf("%s: %s (%v), want permission_denied", tc.name, raw, err)
+			}
+			if strings.Contains(string(raw), "decisions") {
+				t.Errorf("%s: the refusal shows decisions: %s", tc.name, raw)
 			}
 			continue
 		}
