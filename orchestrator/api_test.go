@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
@@ -182,12 +184,16 @@ func TestAPI_Agents(t *testing.T) {
 	base := startDaemon(t, cfg)
 
 	var list httpapi.AgentList
-	if code := call(t, "GET", base+"/v1/agents", "", &list); code != 200 || len(list.Agents) != 1 || len(list.Pending) != 1 {
-		t.Fatalf("GET /v1/agents = %d, %d agents, %d pending", code, len(list.Agents), len(list.Pending))
+	type listed struct{ Agents, Pending int }
+	code := call(t, "GET", base+"/v1/agents", "", &list)
+	if diff := cmp.Diff(answer[listed]{200, listed{1, 1}}, answer[listed]{code, listed{len(list.Agents), len(list.Pending)}}); diff != "" {
+		t.Fatalf("GET /v1/agents (-want +got):\n%s", diff)
 	}
 	var h httpapi.Health
-	if code := call(t, "GET", base+"/healthz", "", &h); code != 200 || h.Status != "degraded" || h.Agents != 1 {
-		t.Errorf("healthz = %d %+v", code, h)
+	code = call(t, "GET", base+"/healthz", "", &h)
+	if diff := cmp.Diff(answer[httpapi.Health]{200, httpapi.Health{Status: "degraded", Agents: 1}}, answer[httpapi.Health]{code, h},
+		testcmp.Only[httpapi.Health]("Status", "Agents")); diff != "" {
+		t.Errorf("healthz (-want +got):\n%s", diff)
 	}
 
 	// The profile JSON carries every documented field.
@@ -203,8 +209,10 @@ func TestAPI_Agents(t *testing.T) {
 	}
 
 	var ag registry.Agent
-	if code := call(t, "POST", base+"/v1/agents", `{"url":"`+old.URL+`"}`, &ag); code != 201 || ag.ID != "weather-agent" || ag.CardFormat != "0.3" {
-		t.Errorf("POST /v1/agents = %d, %+v", code, ag.Profile)
+	code = call(t, "POST", base+"/v1/agents", `{"url":"`+old.URL+`"}`, &ag)
+	type added struct{ ID, CardFormat string }
+	if diff := cmp.Diff(answer[added]{201, added{"weather-agent", "0.3"}}, answer[added]{code, added{ag.ID, ag.CardFormat}}); diff != "" {
+		t.Errorf("POST /v1/agents (-want +got):\n%s", diff)
 	}
 
 	errorCases := []struct {
@@ -231,8 +239,11 @@ func TestAPI_Agents(t *testing.T) {
 	for _, tc := range errorCases {
 		var eb httpapi.ErrorBody
 		code := call(t, tc.method, base+tc.path, tc.body, &eb)
-		if code != tc.status || eb.Error.Code != tc.code || !strings.Contains(eb.Error.Message, tc.msg) {
-			t.Errorf("%s: %d %+v; want %d %s containing %q", tc.name, code, eb.Error, tc.status, tc.code, tc.msg)
+		if diff := cmp.Diff(refusal{tc.status, tc.code}, refusalOf(code, eb)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+		if !strings.Contains(eb.Error.Message, tc.msg) {
+			t.Errorf("%s: message %q, want it to say %q", tc.name, eb.Error.Message, tc.msg)
 		}
 	}
 

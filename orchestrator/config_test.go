@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testcmp"
+	"github.com/orchd/orchd/registry"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -23,12 +28,19 @@ func TestLoadConfig_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := cfg.RegistryConfig()
-	if cfg.Listen != "127.0.0.1:8080" || rc.Timeout != 10*time.Second || rc.MaxCardBytes != 1<<20 || len(rc.AllowNetworks) != 2 {
-		t.Errorf("defaults = %+v / %+v", cfg, rc)
+	if cfg.Listen != "127.0.0.1:8080" {
+		t.Errorf("default listen %q", cfg.Listen)
 	}
-	if dc := cfg.DelegationConfig(); dc.SilenceTimeout != time.Minute || dc.MaxDuration != 0 || dc.CallTimeout != 30*time.Second {
-		t.Errorf("delegation defaults = %+v", dc)
+	rc := cfg.RegistryConfig()
+	if diff := cmp.Diff(registry.Config{Timeout: 10 * time.Second, MaxCardBytes: 1 << 20}, rc, testcmp.Only[registry.Config]("Timeout", "MaxCardBytes")); diff != "" {
+		t.Errorf("registry defaults (-want +got):\n%s", diff)
+	}
+	if len(rc.AllowNetworks) != 2 {
+		t.Errorf("default allowNetworks %v, want the two loopback ones", rc.AllowNetworks)
+	}
+	want := delegation.Config{SilenceTimeout: time.Minute, MaxDuration: 0, CallTimeout: 30 * time.Second}
+	if diff := cmp.Diff(want, cfg.DelegationConfig(), testcmp.Only[delegation.Config]("SilenceTimeout", "MaxDuration", "CallTimeout")); diff != "" {
+		t.Errorf("delegation defaults (-want +got):\n%s", diff)
 	}
 }
 
@@ -47,9 +59,12 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.Listen != "127.0.0.1:9999" {
+		t.Errorf("listen %q, want the file's", cfg.Listen)
+	}
 	rc := cfg.RegistryConfig()
-	if cfg.Listen != "127.0.0.1:9999" || rc.DefaultTTL != 30*time.Second || rc.Timeout != 10*time.Second {
-		t.Errorf("merged config = %+v", rc)
+	if diff := cmp.Diff(registry.Config{DefaultTTL: 30 * time.Second, Timeout: 10 * time.Second}, rc, testcmp.Only[registry.Config]("DefaultTTL", "Timeout")); diff != "" {
+		t.Errorf("merged registry config (-want +got):\n%s", diff)
 	}
 	if len(rc.AllowNetworks) != 1 || rc.AllowNetworks[0] != "10.0.0.0/8" {
 		t.Errorf("a list in the file must replace the default list, got %v", rc.AllowNetworks)
@@ -89,18 +104,31 @@ func TestLoadConfig_Example(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := cfg.RegistryConfig()
-	if len(cfg.Agents) != 2 || rc.DefaultTTL != 2*time.Minute || rc.Timeout != 10*time.Second || rc.Deprecated[0] != "push_notifications" {
-		t.Errorf("example config = %+v / %+v", cfg, rc)
+	if len(cfg.Agents) != 2 {
+		t.Fatalf("example agents = %+v, want 2", cfg.Agents)
 	}
-	if len(cfg.Auth.Tokens) != 2 || cfg.Auth.Tokens[0].Principal != "ops" || len(cfg.Auth.Peers) != 1 || cfg.Agents[0].Credentials == nil || cfg.Agents[0].Credentials.Bearer == nil {
-		t.Errorf("example auth = %+v, credentials %+v", cfg.Auth, cfg.Agents[0].Credentials)
+	rc := cfg.RegistryConfig()
+	if diff := cmp.Diff(registry.Config{DefaultTTL: 2 * time.Minute, Timeout: 10 * time.Second}, rc, testcmp.Only[registry.Config]("DefaultTTL", "Timeout")); diff != "" {
+		t.Errorf("example registry config (-want +got):\n%s", diff)
+	}
+	if len(rc.Deprecated) == 0 || rc.Deprecated[0] != "push_notifications" {
+		t.Errorf("example deprecated %v, want push_notifications first", rc.Deprecated)
+	}
+	if len(cfg.Auth.Tokens) != 2 || cfg.Auth.Tokens[0].Principal != "ops" {
+		t.Errorf("example tokens = %+v, want two, ops's first", cfg.Auth.Tokens)
+	}
+	if len(cfg.Auth.Peers) != 1 {
+		t.Errorf("example peers = %v, want one", cfg.Auth.Peers)
+	}
+	if c := cfg.Agents[0].Credentials; c == nil || c.Bearer == nil {
+		t.Errorf("example credentials of the first agent = %+v, want a bearer token", c)
 	}
 	if len(cfg.Policies.Paths) != 2 || cfg.PolicyOptions().CostLimit != 100_000 {
 		t.Errorf("example policies = %+v", cfg.Policies)
 	}
-	if dc := cfg.DelegationConfig(); dc.MaxDuration != time.Hour || dc.SilenceTimeout != 2*time.Minute || dc.CallTimeout != 10*time.Second || dc.CancelWait != 10*time.Second {
-		t.Errorf("example delegation = %+v", dc)
+	want := delegation.Config{MaxDuration: time.Hour, SilenceTimeout: 2 * time.Minute, CallTimeout: 10 * time.Second, CancelWait: 10 * time.Second}
+	if diff := cmp.Diff(want, cfg.DelegationConfig(), testcmp.Only[delegation.Config]("MaxDuration", "SilenceTimeout", "CallTimeout", "CancelWait")); diff != "" {
+		t.Errorf("example delegation (-want +got):\n%s", diff)
 	}
 	// The example's policy paths are relative to the repository root.
 	for _, p := range cfg.Policies.Paths {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/console"
 	"github.com/orchd/orchd/delegation"
@@ -129,15 +130,23 @@ func TestConsole_PagesAndControls(t *testing.T) {
 
 	// An interrupt, then an answer, by plain form posts.
 	code, h, _ = browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/interrupt", "", url.Values{"text": {""}})
-	if loc, _ := url.Parse(h.Get("Location")); code != http.StatusSeeOther || loc == nil || loc.Query().Get("done") != "interrupt" || len(loc.Query()["hop"]) != 2 {
-		t.Fatalf("interrupt form = %d to %q", code, h.Get("Location"))
+	if code != http.StatusSeeOther {
+		t.Fatalf("interrupt form = %d to %q, want %d", code, h.Get("Location"), http.StatusSeeOther)
+	}
+	if loc, err := url.Parse(h.Get("Location")); err != nil {
+		t.Fatalf("interrupt form redirects to %q: %v", h.Get("Location"), err)
+	} else if q := loc.Query(); q.Get("done") != "interrupt" || len(q["hop"]) != 2 {
+		t.Fatalf("interrupt form redirects to %q, want done=interrupt and two hops", loc)
 	}
 	waitFor(t, base, rec.ID, a2a.TaskStateInputRequired)
 	_, _, page = browse(t, "GET", base+"/ui/delegations/"+rec.ID, "", nil)
 	wantIn(t, "interrupted tree page", page, `<span id="state" class="state s-input-required">input required</span>`)
 	code, h, _ = browse(t, "POST", base+"/ui/delegations/"+rec.ID+"/input", "", url.Values{"text": {"go on"}})
-	if code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "done=input") || strings.Contains(h.Get("Location"), "error=") {
-		t.Fatalf("answer form = %d to %q", code, h.Get("Location"))
+	if code != http.StatusSeeOther {
+		t.Fatalf("answer form = %d to %q, want %d", code, h.Get("Location"), http.StatusSeeOther)
+	}
+	if loc := h.Get("Location"); !strings.Contains(loc, "done=input") || strings.Contains(loc, "error=") {
+		t.Fatalf("answer form redirects to %q, want done=input and no error", loc)
 	}
 	waitFor(t, base, rec.ID, a2a.TaskStateWorking)
 
@@ -226,8 +235,16 @@ func TestConsole_AuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 			cookie = c
 		}
 	}
-	if code != http.StatusSeeOther || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/ui/" {
+	if code != http.StatusSeeOther || cookie == nil {
 		t.Fatalf("login = %d, cookie %+v", code, cookie)
+	}
+	type attrs struct {
+		HttpOnly bool
+		SameSite http.SameSite
+		Path     string
+	}
+	if diff := cmp.Diff(attrs{true, http.SameSiteStrictMode, "/ui/"}, attrs{cookie.HttpOnly, cookie.SameSite, cookie.Path}); diff != "" {
+		t.Fatalf("login cookie (-want +got):\n%s", diff)
 	}
 	if code, _, page := browse(t, "GET", base+"/ui/agents", "", nil, cookie); code != 200 || !strings.Contains(page, "worker") {
 		t.Errorf("agents with the login cookie = %d", code)
@@ -244,9 +261,13 @@ func TestConsole_AuthenticatesAndKeepsDelegationsToTheirOwners(t *testing.T) {
 	// Logging out needs no credentials the daemon accepts: it deletes
 	// the cookie, stale or not.
 	code, h, _ = browse(t, "POST", base+"/ui/logout", "", url.Values{}, stale)
-	if cleared := (&http.Response{Header: h}).Cookies(); code != http.StatusSeeOther || h.Get("Location") != "/ui/login" ||
-		len(cleared) != 1 || cleared[0].Name != console.CookieName || cleared[0].MaxAge >= 0 {
-		t.Errorf("logout with a stale cookie = %d to %q, cookies %+v", code, h.Get("Location"), cleared)
+	if code != http.StatusSeeOther || h.Get("Location") != "/ui/login" {
+		t.Errorf("logout with a stale cookie = %d to %q, want %d to /ui/login", code, h.Get("Location"), http.StatusSeeOther)
+	}
+	if cleared := (&http.Response{Header: h}).Cookies(); len(cleared) != 1 || cleared[0].Name != console.CookieName {
+		t.Errorf("logout with a stale cookie sets cookies %+v, want %s alone", cleared, console.CookieName)
+	} else if cleared[0].MaxAge >= 0 {
+		t.Errorf("logout with a stale cookie keeps it: MaxAge %d", cleared[0].MaxAge)
 	}
 
 	var rec delegation.Record
@@ -327,16 +348,24 @@ func TestConsole_OutcomeIsNotTakenFromALink(t *testing.T) {
 		{"done": {"steer"}, "error": {lure}, "sig": {"c2lnbmVk"}},
 	} {
 		code, _, page := browse(t, "GET", tree+"?"+q.Encode(), "", nil)
-		if code != 200 || strings.Contains(page, "evil.example") || strings.Contains(page, "refused:") || strings.Contains(page, " done") {
-			t.Errorf("tree page?%s = %d, shows the link's text as an outcome", q.Encode(), code)
+		if code != 200 {
+			t.Errorf("tree page?%s = %d", q.Encode(), code)
+		}
+		for _, shown := range []string{"evil.example", "refused:", " done"} {
+			if strings.Contains(page, shown) {
+				t.Errorf("tree page?%s shows the link's text as an outcome: %q", q.Encode(), shown)
+			}
 		}
 	}
 
 	// The console's own redirect shows its outcome, and only unchanged.
 	code, h, _ := browse(t, "POST", tree+"/steer", "", url.Values{"text": {" "}})
 	loc, err := url.Parse(h.Get("Location"))
-	if code != http.StatusSeeOther || err != nil || loc.Query().Get("sig") == "" {
-		t.Fatalf("empty steer = %d to %q", code, h.Get("Location"))
+	if code != http.StatusSeeOther || err != nil {
+		t.Fatalf("empty steer = %d to %q (%v)", code, h.Get("Location"), err)
+	}
+	if loc.Query().Get("sig") == "" {
+		t.Fatalf("empty steer redirects to %q, with no signature", loc)
 	}
 	if _, _, page := browse(t, "GET", base+loc.String(), "", nil); !strings.Contains(page, "steer refused: a steer needs text") {
 		t.Error("the console's own redirect does not show the refusal")

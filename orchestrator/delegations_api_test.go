@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
@@ -83,20 +85,28 @@ func TestAPI_Delegations(t *testing.T) {
 	base := startDaemon(t, cfg)
 
 	var rec delegation.Record
-	if code := call(t, "POST", base+"/v1/delegations", `{"text": "find papers", "skill": "research", "requires": ["streaming"]}`, &rec); code != 201 ||
-		rec.ID == "" || rec.Downstream.Agent != "worker" || rec.Decision.Chosen != "worker" {
+	code := call(t, "POST", base+"/v1/delegations", `{"text": "find papers", "skill": "research", "requires": ["streaming"]}`, &rec)
+	if code != 201 || rec.ID == "" {
 		t.Fatalf("POST /v1/delegations = %d %+v", code, rec)
 	}
+	if rec.Downstream.Agent != "worker" || rec.Decision.Chosen != "worker" {
+		t.Errorf("POST /v1/delegations: chose %q, sent to %q; want worker", rec.Decision.Chosen, rec.Downstream.Agent)
+	}
 	evs := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "")
-	if len(evs) < 3 || evs[len(evs)-1].State != a2a.TaskStateCompleted || evs[0].Seq != 1 {
-		t.Fatalf("events = %+v", evs)
+	if len(evs) < 3 {
+		t.Fatalf("events %s, want 3 or more", kinds(evs))
+	}
+	if first, last := evs[0], evs[len(evs)-1]; first.Seq != 1 || last.State != a2a.TaskStateCompleted {
+		t.Fatalf("events %s: first seq %d, last %s; want 1 and COMPLETED", kinds(evs), first.Seq, last.State)
 	}
 	resumed := readEvents(t, base+"/v1/delegations/"+rec.ID+"/events", "2")
 	if len(resumed) != len(evs)-2 || resumed[0].Seq != 3 {
 		t.Errorf("resumed after 2: %d events starting at %d, want %d from 3", len(resumed), resumed[0].Seq, len(evs)-2)
 	}
-	if code := call(t, "GET", base+"/v1/delegations/"+rec.ID, "", &rec); code != 200 || rec.State != a2a.TaskStateCompleted || len(rec.Artifacts) != 1 {
-		t.Errorf("GET delegation = %d %+v", code, rec)
+	code = call(t, "GET", base+"/v1/delegations/"+rec.ID, "", &rec)
+	if diff := cmp.Diff(answer[outcome]{200, outcome{State: a2a.TaskStateCompleted, Artifacts: 1}}, answer[outcome]{code, outcomeOf(rec)},
+		testcmp.Only[outcome]("State", "Artifacts")); diff != "" {
+		t.Errorf("GET delegation (-want +got):\n%s", diff)
 	}
 
 	// Input required, then the caller's answer goes to the same task.
@@ -124,8 +134,11 @@ func TestAPI_Delegations(t *testing.T) {
 		t.Fatalf("delegate to slow = %d", code)
 	}
 	waitFor(t, base, rec.ID, a2a.TaskStateWorking)
-	if code := call(t, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled || slow.Cancels() != 1 {
-		t.Errorf("cancel = %d %s, agent saw %d cancels", code, rec.State, slow.Cancels())
+	if code := call(t, "POST", base+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled {
+		t.Errorf("cancel = %d %s, want 200 CANCELED", code, rec.State)
+	}
+	if n := slow.Cancels(); n != 1 {
+		t.Errorf("the agent saw %d cancels, want 1", n)
 	}
 
 	var list httpapi.DelegationList
@@ -150,8 +163,11 @@ func TestAPI_Delegations(t *testing.T) {
 	for _, tc := range errorCases {
 		var eb httpapi.ErrorBody
 		code := call(t, tc.method, base+tc.path, tc.body, &eb)
-		if code != tc.status || eb.Error.Code != tc.code || !strings.Contains(eb.Error.Message, tc.msg) {
-			t.Errorf("%s: %d %+v; want %d %s containing %q", tc.name, code, eb.Error, tc.status, tc.code, tc.msg)
+		if diff := cmp.Diff(refusal{tc.status, tc.code}, refusalOf(code, eb)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+		if !strings.Contains(eb.Error.Message, tc.msg) {
+			t.Errorf("%s: message %q, want it to say %q", tc.name, eb.Error.Message, tc.msg)
 		}
 	}
 	// A refusal carries every candidate and its reasons.
@@ -161,9 +177,28 @@ func TestAPI_Delegations(t *testing.T) {
 		} `json:"error"`
 	}
 	call(t, "POST", base+"/v1/delegations", `{"text": "x", "skill": "ask", "requires": ["steerable"]}`, &refusal)
-	if c := refusal.Error.Details.Candidates; len(c) != 1 || c[0].Agent != "asker" || c[0].Allowed {
-		t.Errorf("refusal details = %+v", refusal.Error.Details)
+	if c := refusal.Error.Details.Candidates; len(c) != 1 {
+		t.Errorf("refusal details = %+v, want one candidate", refusal.Error.Details)
+	} else if c[0].Agent != "asker" || c[0].Allowed {
+		t.Errorf("refusal's candidate %q, allowed %v; want asker, refused", c[0].Agent, c[0].Allowed)
 	}
+}
+
+// outcome is what a test checks of an ended delegation's record: its
+// state, how many artifacts it keeps and its result's text.
+type outcome struct {
+	State     a2a.TaskState
+	Artifacts int
+	Result    string
+}
+
+// outcomeOf is rec's outcome.
+func outcomeOf(rec delegation.Record) outcome {
+	o := outcome{State: rec.State, Artifacts: len(rec.Artifacts)}
+	if rec.Result != nil {
+		o.Result = testagent.Text(rec.Result)
+	}
+	return o
 }
 
 // waitFor polls GET /v1/delegations/{id} until the state is reached.

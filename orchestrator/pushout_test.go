@@ -13,8 +13,10 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/internal/webhooktest"
 	"github.com/orchd/orchd/registry"
@@ -82,8 +84,11 @@ func TestPush_EveryStateChangeArrives(t *testing.T) {
 	var seen []a2a.TaskState
 	artifacts := 0
 	for _, r := range got {
-		if r.Token != "tok-secret-1" || r.Auth != "Bearer cred-secret-1" || r.ID == "" {
-			t.Errorf("notification headers: token %q, authorization %q, id %q", r.Token, r.Auth, r.ID)
+		if diff := cmp.Diff(webhooktest.Received{Token: "tok-secret-1", Auth: "Bearer cred-secret-1"}, r, testcmp.Only[webhooktest.Received]("Token", "Auth")); diff != "" {
+			t.Errorf("notification headers (-want +got):\n%s", diff)
+		}
+		if r.ID == "" {
+			t.Errorf("notification without an id")
 		}
 		if info := r.Event.TaskInfo(); info.TaskID != task.ID {
 			t.Errorf("notification for task %q, want %q", info.TaskID, task.ID)
@@ -299,12 +304,18 @@ func TestPush_ConfigsBelongToTheTasksOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if created.Token != "" || created.Auth == nil || created.Auth.Scheme != "Bearer" || created.Auth.Credentials != "" {
-		t.Errorf("Create answered %+v; want no token, the scheme only", created)
+	// Secrets are never answered: no token, the scheme only.
+	secretless := cmp.Options{testcmp.Only[a2a.PushConfig]("URL", "Token", "Auth"), testcmp.Only[a2a.PushAuthInfo]("Scheme", "Credentials")}
+	want := &a2a.PushConfig{URL: hook.URL, Auth: &a2a.PushAuthInfo{Scheme: "Bearer"}}
+	if diff := cmp.Diff(want, created, secretless); diff != "" {
+		t.Errorf("Create answered (-want +got):\n%s", diff)
 	}
 	got, err := alice.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "mine"})
-	if err != nil || got.URL != hook.URL || got.Token != "" || got.Auth.Credentials != "" {
-		t.Errorf("alice's Get = %+v, %v", got, err)
+	if err != nil {
+		t.Fatalf("alice's Get: %v", err)
+	}
+	if diff := cmp.Diff(want, got, secretless); diff != "" {
+		t.Errorf("alice's Get (-want +got):\n%s", diff)
 	}
 
 	if _, err := bob.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "mine"}); !errors.Is(err, a2a.ErrTaskNotFound) {
@@ -320,8 +331,10 @@ func TestPush_ConfigsBelongToTheTasksOwner(t *testing.T) {
 		t.Errorf("bob's Create = %v; want task not found", err)
 	}
 	list, err := alice.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task.ID})
-	if err != nil || len(list) != 1 || list[0].ID != "mine" {
-		t.Errorf("alice's List after bob's attempts = %+v, %v", list, err)
+	if err != nil {
+		t.Errorf("alice's List after bob's attempts: %v", err)
+	} else if len(list) != 1 || list[0].ID != "mine" {
+		t.Errorf("alice's List after bob's attempts = %+v, want hers alone", list)
 	}
 	if err := alice.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task.ID, ID: "mine"}); err != nil {
 		t.Errorf("alice's Delete = %v", err)
@@ -507,8 +520,12 @@ func TestPush_ConfigsSurviveARestart(t *testing.T) {
 	defer stop()
 	alice = a2aAs(t, base, aliceToken)
 	got, err := alice.GetTaskPushConfig(t.Context(), &a2a.GetTaskPushConfigRequest{TaskID: task.ID, ID: "hook"})
-	if err != nil || got.URL != hook.URL || got.Auth == nil || got.Auth.Scheme != "Bearer" {
-		t.Fatalf("Get after restart = %+v, %v", got, err)
+	if err != nil {
+		t.Fatalf("Get after restart: %v", err)
+	}
+	if diff := cmp.Diff(&a2a.PushConfig{URL: hook.URL, Auth: &a2a.PushAuthInfo{Scheme: "Bearer"}}, got,
+		testcmp.Only[a2a.PushConfig]("URL", "Auth"), testcmp.Only[a2a.PushAuthInfo]("Scheme")); diff != "" {
+		t.Fatalf("Get after restart (-want +got):\n%s", diff)
 	}
 	list, err := alice.ListTaskPushConfigs(t.Context(), &a2a.ListTaskPushConfigRequest{TaskID: task.ID})
 	if err != nil || len(list) != 1 {

@@ -10,10 +10,12 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
@@ -138,8 +140,9 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 		return shapeOf(task)
 	}
 	want := machinery("quick")
-	if want.State != a2a.TaskStateCompleted || len(want.Artifacts) != 1 || want.Artifacts[0] != "part one, part two" {
-		t.Fatalf("the machinery's task = %+v", want)
+	if diff := cmp.Diff(taskShape{State: a2a.TaskStateCompleted, Artifacts: []string{"part one, part two"}}, want,
+		testcmp.Only[taskShape]("State", "Artifacts")); diff != "" {
+		t.Fatalf("the machinery's task (-want +got):\n%s", diff)
 	}
 
 	// Work(0) ends within milliseconds, but a loaded machine may take
@@ -165,8 +168,10 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 			t.Errorf("ListTasks does not list task %s", task.ID)
 		}
 		rec, err := d.delegations.Lookup(t.Context(), delegationOf(t, task))
-		if err != nil || rec.Upstream == nil || rec.Upstream.TaskID != task.ID {
-			t.Errorf("the delegation's record does not name task %s: %+v, %v", task.ID, rec.Upstream, err)
+		if err != nil {
+			t.Errorf("the delegation's record: %v", err)
+		} else if rec.Upstream == nil || rec.Upstream.TaskID != task.ID {
+			t.Errorf("the delegation's record does not name task %s: upstream %+v", task.ID, rec.Upstream)
 		}
 	}
 	if !settled {
@@ -312,12 +317,15 @@ func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
 	if code := call(t, "GET", base+"/v1/delegations/"+rec.ID, "", &stored); code != 200 {
 		t.Fatalf("GET = %d", code)
 	}
-	if stored.State != a2a.TaskStateCompleted || len(stored.Artifacts) != 1 || stored.Result == nil || testagent.Text(stored.Result) != "done" {
-		t.Errorf("stored record = %+v", stored)
+	if diff := cmp.Diff(outcome{State: a2a.TaskStateCompleted, Artifacts: 1, Result: "done"}, outcomeOf(stored)); diff != "" {
+		t.Errorf("stored record (-want +got):\n%s", diff)
 	}
 	evs, ended, err := d.delegations.Events(t.Context(), rec.ID, 0, 0)
-	if err != nil || !ended || len(evs) == 0 || evs[len(evs)-1].State != a2a.TaskStateCompleted {
-		t.Errorf("events = %+v, ended %v, %v", evs, ended, err)
+	if err != nil {
+		t.Fatalf("events: %v", err)
+	}
+	if !ended || len(evs) == 0 || evs[len(evs)-1].State != a2a.TaskStateCompleted {
+		t.Errorf("events %s, ended %v; want them ended, COMPLETED last", kinds(evs), ended)
 	}
 
 	// Over A2A the one write names orchd's task too: the caller's answer,
@@ -346,8 +354,9 @@ func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
 		if err != nil || len(page.Records) != 1 {
 			t.Fatalf("List = %+v, %v", page, err)
 		}
-		if up := page.Records[0].Upstream; up == nil || up.TaskID != task.ID || up.ContextID != task.ContextID {
-			t.Errorf("the record's upstream = %+v, want the task answered (%s, %s)", up, task.ID, task.ContextID)
+		want := &delegation.Upstream{TaskID: task.ID, ContextID: task.ContextID}
+		if diff := cmp.Diff(want, page.Records[0].Upstream, testcmp.Only[delegation.Upstream]("TaskID", "ContextID")); diff != "" {
+			t.Errorf("the record's upstream, want the task answered (-want +got):\n%s", diff)
 		}
 	}
 }
