@@ -90,8 +90,11 @@ func errorOf(t *testing.T, shape string, a rawAnswer, strict bool) (code int, re
 	t.Helper()
 	if shape == "api" {
 		var api httpapi.ErrorBody
-		if err := json.Unmarshal(a.body, &api); err != nil || api.Error.Code == "" || api.Error.Message == "" {
+		if err := json.Unmarshal(a.body, &api); err != nil {
 			t.Fatalf("not an API error (%v): %s", err, a.body)
+		}
+		if api.Error.Code == "" || api.Error.Message == "" {
+			t.Fatalf("an API error without a code or a message: %s", a.body)
 		}
 		return 0, "", nil
 	}
@@ -121,13 +124,19 @@ func errorOf(t *testing.T, shape string, a rawAnswer, strict bool) (code int, re
 	}
 	switch shape {
 	case "jsonrpc":
-		if doc.JSONRPC != "2.0" || doc.Error.Code == 0 || doc.Error.Message == "" || len(doc.Error.Data) == 0 {
-			t.Fatalf("not a JSON-RPC error: %s", a.body)
+		if doc.JSONRPC != "2.0" || doc.Error.Code == 0 {
+			t.Fatalf("not a JSON-RPC error (version %q, code %d): %s", doc.JSONRPC, doc.Error.Code, a.body)
+		}
+		if doc.Error.Message == "" || len(doc.Error.Data) == 0 {
+			t.Fatalf("a JSON-RPC error without a message or data: %s", a.body)
 		}
 		return doc.Error.Code, doc.Error.Data[len(doc.Error.Data)-1].Reason, doc.ID
 	case "rest", "rest03":
-		if doc.Error.Code != a.status || doc.Error.Status == "" || len(doc.Error.Details) == 0 || doc.Error.Details[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" {
-			t.Fatalf("not a google.rpc.Status body for status %d: %s", a.status, a.body)
+		if doc.Error.Code != a.status || doc.Error.Status == "" {
+			t.Fatalf("not a google.rpc.Status body for status %d (code %d, status %q): %s", a.status, doc.Error.Code, doc.Error.Status, a.body)
+		}
+		if len(doc.Error.Details) == 0 || doc.Error.Details[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" {
+			t.Fatalf("a google.rpc.Status body without an ErrorInfo first: %s", a.body)
 		}
 		if shape == "rest03" && (doc.Type == "" || doc.Code == 0) {
 			t.Fatalf("0.3 error body without type and code: %s", a.body)

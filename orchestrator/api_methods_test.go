@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/orchd/orchd/httpapi"
 )
 
@@ -48,15 +49,23 @@ func TestAPI_WrongMethod(t *testing.T) {
 			var eb httpapi.ErrorBody
 			status, header := callAs(t, "", tc.method, base+tc.path, "", &eb)
 			if tc.allow == "" {
-				if status != http.StatusNotFound || eb.Error.Code != "not_found" || header.Get("Allow") != "" {
-					t.Errorf("%d %+v, Allow %q; want 404 not_found without Allow", status, eb.Error, header.Get("Allow"))
+				if diff := cmp.Diff(refusal{http.StatusNotFound, "not_found"}, refusalOf(status, eb)); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+				if allow := header.Get("Allow"); allow != "" {
+					t.Errorf("Allow %q on a path not served, want none", allow)
 				}
 				return
 			}
 			want := tc.method + " " + tc.path + " is not served; this path takes " + tc.allow
-			if status != http.StatusMethodNotAllowed || header.Get("Allow") != tc.allow ||
-				eb.Error.Code != "method_not_allowed" || !strings.Contains(eb.Error.Message, want) {
-				t.Errorf("%d %+v, Allow %q; want 405 method_not_allowed %q, Allow %q", status, eb.Error, header.Get("Allow"), want, tc.allow)
+			if diff := cmp.Diff(refusal{http.StatusMethodNotAllowed, "method_not_allowed"}, refusalOf(status, eb)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if allow := header.Get("Allow"); allow != tc.allow {
+				t.Errorf("Allow %q, want %q", allow, tc.allow)
+			}
+			if !strings.Contains(eb.Error.Message, want) {
+				t.Errorf("message %q, want it to say %q", eb.Error.Message, want)
 			}
 		})
 	}

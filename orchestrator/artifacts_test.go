@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
@@ -55,9 +56,10 @@ func TestArtifacts_StreamedArtifactCostsLinearStorage(t *testing.T) {
 		t.Errorf("an artifact of %d bytes grew the store by %d bytes and streamed %d bytes of events; want a few times its size", artifact, grew, streamed)
 	}
 	call(t, "GET", base+"/v1/delegations/"+rec.ID, "", &rec)
-	if rec.State != a2a.TaskStateCompleted || len(rec.Artifacts) != 1 || len(rec.Artifacts[0].Parts) != chunks ||
-		testagent.Text(&a2a.Message{Parts: rec.Artifacts[0].Parts}) != strings.TrimSpace(strings.Repeat(strings.Repeat("a", size)+" ", chunks)) {
-		t.Errorf("the delegation read back: %s with %d artifacts", rec.State, len(rec.Artifacts))
+	if diff := cmp.Diff(whole{a2a.TaskStateCompleted, []int{chunks}}, wholeOf(rec)); diff != "" {
+		t.Errorf("the delegation read back (-want +got):\n%s", diff)
+	} else if text := testagent.Text(&a2a.Message{Parts: rec.Artifacts[0].Parts}); text != strings.TrimSpace(strings.Repeat(strings.Repeat("a", size)+" ", chunks)) {
+		t.Errorf("the artifact read back is not the one streamed: %d bytes of text", len(text))
 	}
 	var list httpapi.DelegationList
 	call(t, "GET", base+"/v1/delegations", "", &list)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/go-cmp/cmp"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
@@ -24,8 +25,8 @@ import (
 	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
-	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testca"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -229,8 +230,10 @@ func TestAuth_AgentCalledWithAClientCertificate(t *testing.T) {
 		Credentials: &credentials.Config{TLS: &credentials.TLS{CertFile: dir + "/client.pem", KeyFile: dir + "/client.key", CAFile: dir + "/agent-ca.pem"}}}}
 	base := startDaemon(t, cfg)
 	var rec delegation.Record
-	if code := call(t, "POST", base+"/v1/delegations", `{"text": "ping", "skill": "secure"}`, &rec); code != 201 || rec.State != a2a.TaskStateCompleted || testagent.Text(rec.Result) != "pong" {
-		t.Errorf("delegate with a client certificate = %d %+v", code, rec)
+	code := call(t, "POST", base+"/v1/delegations", `{"text": "ping", "skill": "secure"}`, &rec)
+	if diff := cmp.Diff(answer[outcome]{201, outcome{State: a2a.TaskStateCompleted, Result: "pong"}}, answer[outcome]{code, outcomeOf(rec)},
+		testcmp.Only[outcome]("State", "Result")); diff != "" {
+		t.Errorf("delegate with a client certificate, error %q (-want +got):\n%s", rec.Error, diff)
 	}
 
 	cfg.Agents[0].Credentials = nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
@@ -66,8 +67,13 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 	// A retry, through the second replica, is answered with the first
 	// receipt and not delivered again.
 	var again steering.Receipt
-	if code := call(t, "POST", second.base+"/v1/delegations/"+rec.ID+":steer", steer, &again); code != 200 || !again.Duplicate || again.Seq != receipt.Seq {
-		t.Errorf("retried steer = %d %+v, first %+v", code, again, receipt)
+	code := call(t, "POST", second.base+"/v1/delegations/"+rec.ID+":steer", steer, &again)
+	type retried struct {
+		Duplicate bool
+		Seq       int64
+	}
+	if diff := cmp.Diff(answer[retried]{200, retried{true, receipt.Seq}}, answer[retried]{code, retried{again.Duplicate, again.Seq}}); diff != "" {
+		t.Errorf("retried steer, want the first's receipt (-want +got):\n%s", diff)
 	}
 	rest := readEvents(t, second.base+events, fmt.Sprint(seen[len(seen)-1].Seq))
 	t.Logf("the owner was killed; the steer was acknowledged and the work ended %s later", time.Since(killed).Round(time.Millisecond))
@@ -88,8 +94,11 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 	testwait.Until(t, 10*time.Second, "the record ended, on the third replica", func() bool {
 		return call(t, "GET", third.base+"/v1/delegations/"+rec.ID, "", &rec) == 200 && rec.State.Terminal()
 	})
-	if terminal != 1 || steers != 1 || rec.State != a2a.TaskStateCompleted || rec.Result == nil || !strings.Contains(testagent.Text(rec.Result), "finished: finish") {
-		t.Errorf("%s (%q), %d terminal events, %d steers, result %v: %s", rec.State, rec.Error, terminal, steers, rec.Result, kinds(all))
+	if terminal != 1 || steers != 1 {
+		t.Errorf("%d terminal events and %d steers in the log, want 1 of each: %s", terminal, steers, kinds(all))
+	}
+	if o := outcomeOf(rec); o.State != a2a.TaskStateCompleted || !strings.Contains(o.Result, "finished: finish") {
+		t.Errorf("the delegation ended %s (%q) with result %q, want COMPLETED, finished: finish", o.State, rec.Error, o.Result)
 	}
 	if n := len(agent.Signals()); n != 1 {
 		t.Errorf("the agent took %d signals, want 1", n)

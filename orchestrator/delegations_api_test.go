@@ -201,6 +201,35 @@ func outcomeOf(rec delegation.Record) outcome {
 	return o
 }
 
+// whole is what a test checks of an ended delegation or task whose
+// artifacts must arrive whole: its state and each artifact's part count.
+type whole struct {
+	State a2a.TaskState
+	Parts []int
+}
+
+// wholeOf is rec's whole.
+func wholeOf(rec delegation.Record) whole {
+	return whole{State: rec.State, Parts: partsOf(rec.Artifacts)}
+}
+
+// partsOf counts each artifact's parts.
+func partsOf(arts []*a2a.Artifact) []int {
+	var n []int
+	for _, a := range arts {
+		n = append(n, len(a.Parts))
+	}
+	return n
+}
+
+// lastEventState is the state of the last of evs, "" when there are none.
+func lastEventState(evs []delegation.Event) a2a.TaskState {
+	if len(evs) == 0 {
+		return ""
+	}
+	return evs[len(evs)-1].State
+}
+
 // waitFor polls GET /v1/delegations/{id} until the state is reached.
 func waitFor(t testing.TB, base, id string, state a2a.TaskState) delegation.Record {
 	t.Helper()

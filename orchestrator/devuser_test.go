@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -50,8 +51,8 @@ func TestListTasks_NoAuthListsTheCallersTasks(t *testing.T) {
 				for _, task := range list.Tasks {
 					got = append(got, task.ID)
 				}
-				if len(got) != 2 || got[0] != made[1] || got[1] != made[0] {
-					t.Errorf("%s ListTasks = %v, want %v newest first", b.name, got, []a2a.TaskID{made[1], made[0]})
+				if diff := cmp.Diff([]a2a.TaskID{made[1], made[0]}, got); diff != "" {
+					t.Errorf("%s ListTasks, want newest first (-want +got):\n%s", b.name, diff)
 				}
 			}
 		})

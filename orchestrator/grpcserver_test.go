@@ -50,8 +50,11 @@ func grpcDaemon(t testing.TB, cfg Config, agents ...registry.Spec) (string, stri
 			urls = append(urls, string(iface.ProtocolVersion)+" "+iface.URL)
 		}
 	}
-	if len(urls) != 2 || !strings.HasPrefix(urls[0], "1.0 127.0.0.1:") || urls[1] != "0.3"+urls[0][3:] {
-		t.Fatalf("card's gRPC interfaces = %v, want 1.0 and 0.3 at one 127.0.0.1 port", urls)
+	if len(urls) != 2 || !strings.HasPrefix(urls[0], "1.0 127.0.0.1:") {
+		t.Fatalf("card's gRPC interfaces = %v, want 1.0 on 127.0.0.1 and 0.3", urls)
+	}
+	if want := "0.3" + urls[0][3:]; urls[1] != want {
+		t.Fatalf("card's 0.3 gRPC interface %q, want %q, on 1.0's port", urls[1], want)
 	}
 	return base, urls[0][4:]
 }
@@ -228,8 +231,13 @@ func TestGRPC_RefusedBeyondLoopbackWithoutAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = d.Run(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "agent.grpc.listen") || !strings.Contains(err.Error(), "beyond loopback") {
-		t.Fatalf("Run = %v, want the gRPC listener refused beyond loopback", err)
+	if err == nil {
+		t.Fatal("Run with gRPC beyond loopback and no authentication: no error")
+	}
+	for _, want := range []string{"agent.grpc.listen", "beyond loopback"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v, want the gRPC listener refused, saying %q", err, want)
+		}
 	}
 }
 

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testcmp"
 	"github.com/orchd/orchd/store"
 )
 
@@ -57,8 +59,12 @@ func TestChain_TwoDaemonsOnDefaults(t *testing.T) {
 			t.Fatalf("delegate %s at A = %d %+v", body, code, rec)
 		}
 		done := waitFor(t, a, rec.ID, a2a.TaskStateCompleted)
-		if done.Downstream.Agent != "orchd" || done.Chain.Path[0] != da.Identity() || done.Chain.Names[0] != "orchd" {
-			t.Errorf("%s: record %+v", body, done)
+		if done.Downstream.Agent != "orchd" {
+			t.Errorf("%s: delegated to %q, want orchd", body, done.Downstream.Agent)
+		}
+		if diff := cmp.Diff(delegation.Chain{Path: []string{da.Identity()}, Names: []string{"orchd"}}, done.Chain,
+			testcmp.Only[delegation.Chain]("Path", "Names")); diff != "" {
+			t.Errorf("%s: chain, want A's identity and name (-want +got):\n%s", body, diff)
 		}
 	}
 
@@ -284,8 +290,13 @@ func TestStateDir_IdentityOfAnExistingStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = New(cfg, nil)
-	if err == nil || !strings.Contains(err.Error(), path+" is missing") || !strings.Contains(err.Error(), id) {
-		t.Fatalf("New with the identity file gone = %v, want a refusal naming %s and %s", err, path, id)
+	if err == nil {
+		t.Fatal("New with the identity file gone: no error")
+	}
+	for _, want := range []string{path + " is missing", id} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("New with the identity file gone = %v, want a refusal naming %s", err, want)
+		}
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a refused start left an identity file: %v", err)

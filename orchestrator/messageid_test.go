@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
@@ -52,8 +53,8 @@ func TestMessageIDs_KeptAcrossHops(t *testing.T) {
 			if res, err = client.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m}); err != nil {
 				t.Fatal(err)
 			}
-			if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted || testagent.Text(task.Status.Message) != "answered: 1999" {
-				t.Fatalf("input answered with %s", describe(res))
+			if diff := cmp.Diff(taskEnd{true, a2a.TaskStateCompleted, "answered: 1999"}, taskEndOf(res)); diff != "" {
+				t.Fatalf("input answered with %s (-want +got):\n%s", describe(res), diff)
 			}
 			var got []string
 			for _, m := range c.Messages() {
@@ -121,11 +122,11 @@ func TestMessageIDs_SameIDTwice(t *testing.T) {
 						t.Errorf("%s: %v", text, err)
 						return
 					}
-					task, ok := res.(*a2a.Task)
-					if !ok || task.Status.State != a2a.TaskStateCompleted || testagent.Text(task.Status.Message) != "echo: "+text {
-						t.Errorf("%s answered with %#v", text, res)
+					if diff := cmp.Diff(taskEnd{true, a2a.TaskStateCompleted, "echo: " + text}, taskEndOf(res)); diff != "" {
+						t.Errorf("%s answered with %s (-want +got):\n%s", text, describe(res), diff)
 						return
 					}
+					task := res.(*a2a.Task)
 					mu.Lock()
 					defer mu.Unlock()
 					if seen[task.ID] {
@@ -152,6 +153,27 @@ func TestMessageIDs_SameIDTwice(t *testing.T) {
 }
 
 // describe says what an answer is, with a task's state and status text.
+// taskEnd is what a test checks of a send's answer: whether it is a
+// task, its state and the text of its status message.
+type taskEnd struct {
+	Task  bool
+	State a2a.TaskState
+	Text  string
+}
+
+// taskEndOf is res's taskEnd.
+func taskEndOf(res a2a.SendMessageResult) taskEnd {
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		return taskEnd{}
+	}
+	e := taskEnd{Task: true, State: task.Status.State}
+	if task.Status.Message != nil {
+		e.Text = testagent.Text(task.Status.Message)
+	}
+	return e
+}
+
 func describe(res a2a.SendMessageResult) string {
 	if task, ok := res.(*a2a.Task); ok {
 		text := ""

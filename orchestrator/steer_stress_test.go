@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
@@ -45,14 +46,24 @@ func TestSteering_StressTwoHops(t *testing.T) {
 			for j := range steers {
 				body := fmt.Sprintf(`{"message": {"messageId": "t%d-s%d", "role": "ROLE_USER", "parts": [{"text": "t%d-s%d"}]}}`, i, j, i, j)
 				var r steering.Receipt
-				if code := call(t, "POST", a+"/v1/delegations/"+id+":steer", body, &r); code != 200 || r.Seq != int64(j+1) || len(r.Hops) != 3 {
-					t.Errorf("task %d steer %d: %d %+v", i, j, code, r)
+				code := call(t, "POST", a+"/v1/delegations/"+id+":steer", body, &r)
+				type steered struct {
+					Seq  int64
+					Hops int
+				}
+				if diff := cmp.Diff(answer[steered]{200, steered{int64(j + 1), 3}}, answer[steered]{code, steered{r.Seq, len(r.Hops)}}); diff != "" {
+					t.Errorf("task %d steer %d (-want +got):\n%s", i, j, diff)
 					return
 				}
 				if j%4 == 0 { // a retry must not be delivered again
 					var dup steering.Receipt
-					if code := call(t, "POST", a+"/v1/delegations/"+id+":steer", body, &dup); code != 200 || !dup.Duplicate || dup.Seq != r.Seq {
-						t.Errorf("task %d retry of steer %d: %d %+v", i, j, code, dup)
+					code := call(t, "POST", a+"/v1/delegations/"+id+":steer", body, &dup)
+					type retried struct {
+						Duplicate bool
+						Seq       int64
+					}
+					if diff := cmp.Diff(answer[retried]{200, retried{true, r.Seq}}, answer[retried]{code, retried{dup.Duplicate, dup.Seq}}); diff != "" {
+						t.Errorf("task %d retry of steer %d (-want +got):\n%s", i, j, diff)
 					}
 				}
 			}
@@ -82,8 +93,9 @@ func TestSteering_StressTwoHops(t *testing.T) {
 		}
 		lost += steers - len(seen)
 	}
-	if lost != 0 || duplicated != 0 || reordered != 0 {
-		t.Errorf("lost %d, duplicated %d, reordered %d steers", lost, duplicated, reordered)
+	type losses struct{ Lost, Duplicated, Reordered int }
+	if diff := cmp.Diff(losses{}, losses{lost, duplicated, reordered}); diff != "" {
+		t.Errorf("steers C took amiss (-want +got):\n%s", diff)
 	}
 	for _, id := range ids {
 		call(t, "POST", a+"/v1/delegations/"+id+":cancel", "", nil)
