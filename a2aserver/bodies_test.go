@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/orchd/orchd/httpgate"
 )
 
@@ -41,9 +43,19 @@ func TestBodyRefusals(t *testing.T) {
 				Data    []info `json:"data"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &rpc); err != nil || rec.Code != 200 || rpc.Error.Code != tc.code || rpc.Error.Message != tc.rf.Msg ||
-			rpc.ID != tc.rf.ID || len(rpc.Error.Data) != 1 || rpc.Error.Data[0].Reason != tc.reason || rpc.Error.Data[0].Metadata["setting"] != tc.rf.Setting {
-			t.Errorf("%s: JSON-RPC %d %s (%v)", tc.name, rec.Code, rec.Body, err)
+		if err := json.Unmarshal(rec.Body.Bytes(), &rpc); err != nil {
+			t.Fatalf("%s: JSON-RPC %d %s: %v", tc.name, rec.Code, rec.Body, err)
+		}
+		type rpcAnswer struct {
+			Status, Code int
+			Message      string
+			ID           any
+			Data         []info
+		}
+		want := rpcAnswer{200, tc.code, tc.rf.Msg, tc.rf.ID, []info{{Reason: tc.reason, Metadata: map[string]string{"setting": tc.rf.Setting}}}}
+		got := rpcAnswer{rec.Code, rpc.Error.Code, rpc.Error.Message, rpc.ID, rpc.Error.Data}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreMapEntries(func(k, _ string) bool { return k != "setting" })); diff != "" {
+			t.Errorf("%s: JSON-RPC (-want +got):\n%s", tc.name, diff)
 		}
 		for _, legacy := range []bool{false, true} {
 			rec := httptest.NewRecorder()
@@ -59,9 +71,18 @@ func TestBodyRefusals(t *testing.T) {
 					Details []info `json:"details"`
 				} `json:"error"`
 			}
-			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || rec.Code != tc.rf.Status || st.Error.Code != tc.rf.Status || st.Error.Status != tc.status ||
-				len(st.Error.Details) != 1 || st.Error.Details[0].Reason != tc.reason || st.Error.Details[0].Metadata["limit"] != tc.rf.Limit {
-				t.Errorf("%s (0.3 %v): HTTP+JSON %d %s (%v)", tc.name, legacy, rec.Code, rec.Body, err)
+			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+				t.Fatalf("%s (0.3 %v): HTTP+JSON %d %s: %v", tc.name, legacy, rec.Code, rec.Body, err)
+			}
+			type restAnswer struct {
+				Status, Code int
+				CodeStatus   string
+				Details      []info
+			}
+			want := restAnswer{tc.rf.Status, tc.rf.Status, tc.status, []info{{Reason: tc.reason, Metadata: map[string]string{"limit": tc.rf.Limit}}}}
+			got := restAnswer{rec.Code, st.Error.Code, st.Error.Status, st.Error.Details}
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreMapEntries(func(k, _ string) bool { return k != "limit" })); diff != "" {
+				t.Errorf("%s (0.3 %v): HTTP+JSON (-want +got):\n%s", tc.name, legacy, diff)
 			}
 			if !tc.rf.Busy && legacy != strings.Contains(rec.Body.String(), `"type":"InvalidRequestError"`) {
 				t.Errorf("%s (0.3 %v): %s, want the 0.3 fields only for 0.3", tc.name, legacy, rec.Body)

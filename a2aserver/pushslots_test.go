@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/orchd/orchd/internal/testwait"
 )
 
@@ -80,8 +81,9 @@ func TestPushSlots_Turns(t *testing.T) {
 	if want := []string{"A a3", "B b1", "C c1", "A a4", "A a5"}; !slices.Equal(order, want) {
 		t.Errorf("slots went to %q, want %q", order, want)
 	}
-	if len(s.tenants) != 0 || len(s.hosts) != 0 || len(s.turn) != 0 || s.inUse != 0 {
-		t.Errorf("left: tenants %v, hosts %v, turn %d, in use %d", s.tenants, s.hosts, len(s.turn), s.inUse)
+	type left struct{ Tenants, Hosts, Turn, InUse int }
+	if diff := cmp.Diff(left{}, left{len(s.tenants), len(s.hosts), len(s.turn), s.inUse}); diff != "" {
+		t.Errorf("left with every slot back (-want +got):\n%s", diff)
 	}
 
 	// Bounds: a tenant at its share waits while another goes, and so does

@@ -20,8 +20,10 @@ func TestInterrupt_AcknowledgedAnywayWhenNeverReleased(t *testing.T) {
 	if took := time.Since(began); took < s.settle || took > 5*time.Second {
 		t.Errorf("waited %v, want about %v", took, s.settle)
 	}
-	if out := logged.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "task=t-held") || !strings.Contains(out, "already in progress") {
-		t.Errorf("log = %q", out)
+	for _, want := range []string{"level=WARN", "task=t-held", "already in progress"} {
+		if out := logged.String(); !strings.Contains(out, want) {
+			t.Errorf("log = %q, want it to say %q", out, want)
+		}
 	}
 	released := make(chan struct{})
 	close(released)
