@@ -48,8 +48,10 @@ func TestBrowserGuard_OpenPathsAndForbid(t *testing.T) {
 		}
 		if tc.body == "{" {
 			var e ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code != "permission_denied" || !strings.Contains(e.Error.Message, "rebound.example") {
-				t.Errorf("%s: %s (%v), want permission_denied naming the host", tc.path, rec.Body, err)
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code != "permission_denied" {
+				t.Errorf("%s: %s (%v), want permission_denied", tc.path, rec.Body, err)
+			} else if !strings.Contains(e.Error.Message, "rebound.example") {
+				t.Errorf("%s: %q, want it to name the host rebound.example", tc.path, e.Error.Message)
 			}
 		}
 	}

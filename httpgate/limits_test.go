@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/internal/testwait"
 )
@@ -399,9 +400,19 @@ func TestBodyLimits_BudgetBoundsBodiesHeldAtOnce(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var rf Refusal
-	if err := json.NewDecoder(resp.Body).Decode(&rf); err != nil || !rf.Busy || resp.StatusCode != http.StatusServiceUnavailable ||
-		rf.Setting != "http.maxBufferedBodyBytes" || !strings.Contains(rf.Msg, "http.maxBufferedBodyBytes") {
-		t.Errorf("a body with no room: %d %+v %v, want busy naming http.maxBufferedBodyBytes", resp.StatusCode, rf, err)
+	if err := json.NewDecoder(resp.Body).Decode(&rf); err != nil {
+		t.Fatalf("a body with no room: %d: %v", resp.StatusCode, err)
+	}
+	type busy struct {
+		Status  int
+		Busy    bool
+		Setting string
+	}
+	if diff := cmp.Diff(busy{http.StatusServiceUnavailable, true, "http.maxBufferedBodyBytes"}, busy{resp.StatusCode, rf.Busy, rf.Setting}); diff != "" {
+		t.Errorf("a body with no room (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(rf.Msg, "http.maxBufferedBodyBytes") {
+		t.Errorf("a body with no room: %q, want it to name http.maxBufferedBodyBytes", rf.Msg)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/orchd/orchd/auth"
 )
 
@@ -34,8 +35,17 @@ func TestAuth_PeerNames(t *testing.T) {
 		{"peer:orchd-a", nil, auth.Identity{}, "name the peer with how it authenticates"},
 	} {
 		got, err := parsePeer(tc.entry, tc.jwt)
-		if tc.wantErr == "" && (err != nil || got != tc.want) || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("parsePeer(%q) = %+v, %v; want %+v, %q", tc.entry, got, err, tc.want, tc.wantErr)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parsePeer(%q) = %+v, %v; want an error saying %q", tc.entry, got, err, tc.wantErr)
+			}
+		case err != nil:
+			t.Errorf("parsePeer(%q): %v", tc.entry, err)
+		default:
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("parsePeer(%q) (-want +got):\n%s", tc.entry, diff)
+			}
 		}
 	}
 	if err := (AuthConfig{Peers: []string{"token:orchd-a", "gateway"}}).Validate(); err == nil || !strings.Contains(err.Error(), `config: auth.peers[1] "gateway"`) {
