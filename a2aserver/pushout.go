@@ -128,7 +128,8 @@ func (c PushConfig) StoreConfig() store.PushConfigsConfig {
 
 // Limits PushOut keeps whatever the configuration says.
 const (
-	// pushCheckTimeout bounds resolving a webhook's host at Create.
+	// pushCheckTimeout bounds resolving a webhook's host when a config
+	// is saved.
 	pushCheckTimeout = 2 * time.Second
 	// pushResponseBytes is how much of a webhook's answer is read (and
 	// dropped) so its connection can be reused.
@@ -150,7 +151,8 @@ type PushConfigStore interface {
 
 // PushOut delivers A2A push notifications to callers' webhooks: it is the
 // push.Sender of orchd's A2A handler, and gives it the config store too,
-// with webhook URLs checked against the SSRF rule at Create.
+// with webhook URLs checked against the SSRF rule when a config is saved
+// (checkedPushConfigs.Save).
 //
 // SendPush never waits on a webhook: it queues the notification and
 // returns nil, so a delegation goes on whatever its webhooks do. Each
@@ -164,7 +166,7 @@ type PushConfigStore interface {
 // up (queue full, attempts spent, refused, orchd stopping) is logged and
 // counted in orchd.push.notifications{outcome=given_up}.
 //
-// The lanes' goroutines belong to PushOut: close stops the retries and
+// The lanes' goroutines belong to PushOut: Close stops the retries and
 // waits for them.
 type PushOut struct {
 	cfg     PushConfig
@@ -377,7 +379,7 @@ func (o *PushOut) deliver(n *notification) {
 			o.giveUp(n, attempt-1, "orchd is stopping")
 			return
 		}
-		// An attempt that started before close began and failed gets the
+		// An attempt that started before Close began and failed gets the
 		// one last try draining gives every notification.
 		last := o.isDraining()
 		outcome, err := o.attempt(n)
@@ -533,7 +535,7 @@ func (o *PushOut) Close() {
 	o.client.CloseIdleConnections()
 }
 
-// isDraining reports whether close has begun.
+// isDraining reports whether Close has begun.
 func (o *PushOut) isDraining() bool {
 	select {
 	case <-o.draining:
@@ -631,10 +633,11 @@ func (s checkedPushConfigs) List(ctx context.Context, taskID a2a.TaskID) ([]*a2a
 	return []*a2a.PushConfig{}, nil
 }
 
-// pushURLCheck is the SSRF rule applied to a webhook URL at Create: the
-// allow-lists of the delivery transport, judged on the addresses the host
-// names now. Deliveries are checked again on every connection, where the
-// full guard (including IPv4 carried in IPv6) decides.
+// pushURLCheck is the SSRF rule applied to a webhook URL when a config
+// is saved: the allow-lists of the delivery transport, judged on the
+// addresses the host names now. Deliveries are checked again on every
+// connection, where the full guard (including IPv4 carried in IPv6)
+// decides.
 type pushURLCheck struct {
 	guard *ssrf.Guardian
 	hosts map[string]bool

@@ -194,9 +194,11 @@ func BenchmarkPassthrough(b *testing.B) {
 	serve := func(rt http.RoundTripper) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			req, _ := http.NewRequestWithContext(r.Context(), "POST", "http://127.0.0.1/rpc", http.NoBody)
-			if _, err := rt.RoundTrip(req); err != nil {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
 				b.Fatal(err)
 			}
+			_ = resp.Body.Close()
 		})
 	}
 	for _, tc := range []struct {
