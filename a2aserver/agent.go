@@ -178,6 +178,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(deps.Tasks), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(a2aLog.Handler()))),
 		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: g}, developmentUser{gate: g}, authorizeA2A{authz: deps.Authz}, versionCheck{}, historyLimit{}, messageFit{max: maxMessage}, steer, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs), deps.Push.handlerOption()), deps.Tasks, exec.changes, deps.Stopping)
+	if err == nil {
+		h, err = withCancelRetry(h)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("A2A server: %w", err)
 	}
