@@ -29,7 +29,9 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 	t.Parallel()
 	nats := natstest.NewCluster(t, 3)
 	agent := testagent.Start(t, testagent.Options{Name: "Steered", Skill: "work", Streaming: true, Steering: true}, testagent.Steerable())
-	extra := fmt.Sprintf("store:\n  url: %q\n  replicas: 3\n  leaseTTL: 2s\n", nats.URLs())
+	// timeout: a 3-node cluster in the test process places buckets
+	// slowly on a loaded machine; each store call may take 20 s, not 5.
+	extra := fmt.Sprintf("store:\n  url: %q\n  replicas: 3\n  leaseTTL: 2s\n  timeout: 20s\n", nats.URLs())
 	var replicas []*child
 	for range 3 {
 		replicas = append(replicas, childDaemon(t, t.TempDir(), extra))

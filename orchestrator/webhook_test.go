@@ -318,6 +318,9 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 		cfg := loadDefaults(t)
 		cfg.StateDir = t.TempDir()
 		cfg.Store.URL = nats.URLs()
+		// A 3-node cluster in this process places a bucket slowly when
+		// the machine is loaded: each store call may take 20 s, not 5.
+		cfg.Store.Timeout = Duration(20 * time.Second)
 		cfg.Delegation.SilenceTimeout = Duration(time.Minute)
 		cfg.Delegation.Follow = delegation.FollowPush
 		cfg.Agents = []registry.Spec{{ID: "pusher", URL: agent.URL}}
