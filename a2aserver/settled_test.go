@@ -10,39 +10,7 @@ import (
 	"github.com/orchd/orchd/internal/testagent"
 )
 
-// taskShape is what a caller sees of a finished task, without what differs
-// from one task to the next (ids, times, the delegation's id).
-type taskShape struct {
-	State     a2a.TaskState
-	Status    string
-	History   []string
-	Artifacts []string
-	Metadata  []string
-}
-
-func shapeOf(task *a2a.Task) taskShape {
-	s := taskShape{State: task.Status.State}
-	if m := task.Status.Message; m != nil {
-		s.Status = string(m.Role) + ":" + testagent.Text(m)
-	}
-	for _, m := range task.History {
-		s.History = append(s.History, string(m.Role)+":"+testagent.Text(m))
-	}
-	for _, a := range task.Artifacts {
-		text := ""
-		for _, p := range a.Parts {
-			text += p.Text()
-		}
-		s.Artifacts = append(s.Artifacts, text)
-	}
-	for k := range task.Metadata {
-		s.Metadata = append(s.Metadata, k)
-	}
-	slices.Sort(s.Metadata)
-	return s
-}
-
-func equalShape(a, b taskShape) bool {
+func equalShape(a, b testagent.TaskShape) bool {
 	return a.State == b.State && a.Status == b.Status && slices.Equal(a.History, b.History) &&
 		slices.Equal(a.Artifacts, b.Artifacts) && slices.Equal(a.Metadata, b.Metadata)
 }
@@ -70,18 +38,18 @@ func TestFoldEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		events []a2a.Event
-		want   taskShape
+		want   testagent.TaskShape
 	}{
 		{"a new artifact is added", []a2a.Event{artEv(art("a", "one", nil), false), artEv(art("b", "two", nil), false)},
-			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one", "two"}, Metadata: []string{"x"}}},
+			testagent.TaskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one", "two"}, Metadata: []string{"x"}}},
 		{"an artifact with a known id replaces it", []a2a.Event{artEv(art("a", "one", nil), false), artEv(art("a", "again", nil), false)},
-			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"again"}, Metadata: []string{"x"}}},
+			testagent.TaskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"again"}, Metadata: []string{"x"}}},
 		{"an append grows the parts", []a2a.Event{artEv(art("a", "one, ", nil), false), artEv(art("a", "two", map[string]any{"k": 1}), true)},
-			taskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one, two"}, Metadata: []string{"x"}}},
+			testagent.TaskShape{State: a2a.TaskStateSubmitted, History: []string{"ROLE_USER:hi"}, Artifacts: []string{"one, two"}, Metadata: []string{"x"}}},
 		{"a status message moves to the history", []a2a.Event{statusEv(a2a.TaskStateWorking, "working", nil), statusEv(a2a.TaskStateWorking, "", nil), statusEv(a2a.TaskStateCompleted, "done", nil)},
-			taskShape{State: a2a.TaskStateCompleted, Status: "ROLE_AGENT:done", History: []string{"ROLE_USER:hi", "ROLE_AGENT:working"}, Metadata: []string{"x"}}},
+			testagent.TaskShape{State: a2a.TaskStateCompleted, Status: "ROLE_AGENT:done", History: []string{"ROLE_USER:hi", "ROLE_AGENT:working"}, Metadata: []string{"x"}}},
 		{"status metadata is merged", []a2a.Event{statusEv(a2a.TaskStateWorking, "", map[string]any{"interrupted": true}), statusEv(a2a.TaskStateCompleted, "", map[string]any{"y": 2})},
-			taskShape{State: a2a.TaskStateCompleted, History: []string{"ROLE_USER:hi"}, Metadata: []string{"interrupted", "x", "y"}}},
+			testagent.TaskShape{State: a2a.TaskStateCompleted, History: []string{"ROLE_USER:hi"}, Metadata: []string{"interrupted", "x", "y"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			task := a2a.NewSubmittedTask(info, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi")))
@@ -93,7 +61,7 @@ func TestFoldEvent(t *testing.T) {
 			for _, ev := range tc.events {
 				foldEvent(task, ev)
 			}
-			if got := shapeOf(task); !equalShape(got, tc.want) {
+			if got := testagent.ShapeOf(task); !equalShape(got, tc.want) {
 				t.Errorf("task = %+v\nwant %+v", got, tc.want)
 			}
 			for i, ev := range tc.events {

@@ -54,38 +54,6 @@ func embeddedDaemon(t *testing.T, agents ...registry.Spec) *Daemon {
 	return runDaemon(t, cfg)
 }
 
-// taskShape is what a caller sees of a finished task, without what differs
-// from one task to the next (ids, times, the delegation's id).
-type taskShape struct {
-	State     a2a.TaskState
-	Status    string
-	History   []string
-	Artifacts []string
-	Metadata  []string
-}
-
-func shapeOf(task *a2a.Task) taskShape {
-	s := taskShape{State: task.Status.State}
-	if m := task.Status.Message; m != nil {
-		s.Status = string(m.Role) + ":" + testagent.Text(m)
-	}
-	for _, m := range task.History {
-		s.History = append(s.History, string(m.Role)+":"+testagent.Text(m))
-	}
-	for _, a := range task.Artifacts {
-		text := ""
-		for _, p := range a.Parts {
-			text += p.Text()
-		}
-		s.Artifacts = append(s.Artifacts, text)
-	}
-	for k := range task.Metadata {
-		s.Metadata = append(s.Metadata, k)
-	}
-	slices.Sort(s.Metadata)
-	return s
-}
-
 // TestSettledTask_OneWriteSameTask sends blocking messages through orchd
 // for work that ends at once: orchd answers with the finished task, stored
 // with one write, and that task is the one a2a-go's task machinery makes
@@ -124,7 +92,7 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 		return task
 	}
 	// The machinery's task, read back once it ended.
-	machinery := func(skill string) taskShape {
+	machinery := func(skill string) testagent.TaskShape {
 		t.Helper()
 		task := send(skill, &a2a.SendMessageConfig{ReturnImmediately: true})
 		testwait.Succeeds(t, 10*time.Second, "task "+string(task.ID)+" ended", func() error {
@@ -137,11 +105,11 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 			}
 			return fmt.Errorf("it is %s", task.Status.State)
 		})
-		return shapeOf(task)
+		return testagent.ShapeOf(task)
 	}
 	want := machinery("quick")
-	if diff := cmp.Diff(taskShape{State: a2a.TaskStateCompleted, Artifacts: []string{"part one, part two"}}, want,
-		testcmp.Only[taskShape]("State", "Artifacts")); diff != "" {
+	if diff := cmp.Diff(testagent.TaskShape{State: a2a.TaskStateCompleted, Artifacts: []string{"part one, part two"}}, want,
+		testcmp.Only[testagent.TaskShape]("State", "Artifacts")); diff != "" {
 		t.Fatalf("the machinery's task (-want +got):\n%s", diff)
 	}
 
@@ -154,14 +122,14 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 		task := send("quick", nil)
 		writes := taskWrites(t, d) - before
 		settled = writes == 2
-		if got := shapeOf(task); !equalShape(got, want) {
+		if got := testagent.ShapeOf(task); !equalShape(got, want) {
 			t.Fatalf("answer (%d writes) = %+v\nwant %+v", writes, got, want)
 		}
 		stored, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := shapeOf(stored); !equalShape(got, want) {
+		if got := testagent.ShapeOf(stored); !equalShape(got, want) {
 			t.Fatalf("GetTask = %+v\nwant %+v", got, want)
 		}
 		if !listed(t, c, task.ID) {
@@ -209,12 +177,12 @@ func TestSettledTask_OneWriteSameTask(t *testing.T) {
 	if writes := taskWrites(t, d) - before; writes <= 2 {
 		t.Errorf("work that outlasted the wait for a settled answer was stored with %d writes, want the machinery's several", writes)
 	}
-	if got := shapeOf(task); !equalShape(got, wantSlow) {
+	if got := testagent.ShapeOf(task); !equalShape(got, wantSlow) {
 		t.Errorf("slow answer = %+v\nwant %+v", got, wantSlow)
 	}
 }
 
-func equalShape(a, b taskShape) bool {
+func equalShape(a, b testagent.TaskShape) bool {
 	return a.State == b.State && a.Status == b.Status && slices.Equal(a.History, b.History) &&
 		slices.Equal(a.Artifacts, b.Artifacts) && slices.Equal(a.Metadata, b.Metadata)
 }
@@ -283,12 +251,12 @@ func TestSettledTask_StreamOfOneAnswer(t *testing.T) {
 		t.Fatalf("stream through orchd = %d events, direct %d; want the one Task both", len(got), len(direct))
 	}
 	task, ok := got[0].(*a2a.Task)
-	want := shapeOf(direct[0].(*a2a.Task))
+	want := testagent.ShapeOf(direct[0].(*a2a.Task))
 	want.Metadata = []string{delegation.ExtensionURI}
-	if !ok || !equalShape(shapeOf(task), want) {
+	if !ok || !equalShape(testagent.ShapeOf(task), want) {
 		t.Fatalf("stream through orchd = %+v\nwant %+v", got[0], want)
 	}
-	if stored, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); err != nil || !equalShape(shapeOf(stored), want) {
+	if stored, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); err != nil || !equalShape(testagent.ShapeOf(stored), want) {
 		t.Errorf("GetTask = %+v, %v\nwant %+v", stored, err, want)
 	}
 
