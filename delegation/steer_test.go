@@ -184,12 +184,12 @@ func TestInterrupt_LateCopyOfTheStatusDoesNotUndoAResume(t *testing.T) {
 	}
 }
 
-// TestApply_LateWorkingDoesNotUndoAWait checks that a WORKING status the
-// hop recorded before the INPUT_REQUIRED already applied (an interrupt's
-// acknowledgement applied ahead of a lagging stream) is dropped, while a
-// later WORKING, as after the caller's input, is applied.
-func TestApply_LateWorkingDoesNotUndoAWait(t *testing.T) {
-	t.Parallel()
+// workingOnAHangingAgent delegates to a streaming agent that never ends
+// its task, and returns the delegation once it is WORKING, with its record
+// then: the events a test applies by hand meet a follower that will not
+// apply anything of its own.
+func workingOnAHangingAgent(t *testing.T) (*Delegation, Record) {
+	t.Helper()
 	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
 	f := newFixture(t, Config{})
 	f.add(t, "slow", agent.URL)
@@ -197,7 +197,16 @@ func TestApply_LateWorkingDoesNotUndoAWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := waitState(t, d, a2a.TaskStateWorking)
+	return d, waitState(t, d, a2a.TaskStateWorking)
+}
+
+// TestApply_LateWorkingDoesNotUndoAWait checks that a WORKING status the
+// hop recorded before the INPUT_REQUIRED already applied (an interrupt's
+// acknowledgement applied ahead of a lagging stream) is dropped, while a
+// later WORKING, as after the caller's input, is applied.
+func TestApply_LateWorkingDoesNotUndoAWait(t *testing.T) {
+	t.Parallel()
+	d, rec := workingOnAHangingAgent(t)
 	task := a2a.TaskInfo{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID}
 	at := func(state a2a.TaskState, when time.Time) *a2a.TaskStatusUpdateEvent {
 		ev := a2a.NewStatusUpdateEvent(task, state, nil)
@@ -226,14 +235,7 @@ func TestApply_LateWorkingDoesNotUndoAWait(t *testing.T) {
 // follows neither ends the delegation nor adds to it; its own still do.
 func TestApply_EventsOfAnotherTaskAreDropped(t *testing.T) {
 	t.Parallel()
-	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow", Streaming: true}, testagent.Hang())
-	f := newFixture(t, Config{})
-	f.add(t, "slow", agent.URL)
-	d, err := f.engine.Delegate(t.Context(), Request{Text: "x", Skill: "slow"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := waitState(t, d, a2a.TaskStateWorking)
+	d, rec := workingOnAHangingAgent(t)
 	other := a2a.TaskInfo{TaskID: "another-task", ContextID: rec.Downstream.ContextID}
 	d.apply(a2a.NewArtifactEvent(other, a2a.NewTextPart("not ours")))
 	d.apply(&a2a.Task{ID: other.TaskID, ContextID: other.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateFailed}})

@@ -169,16 +169,9 @@ func TestOpen_RefusesLostSequencesAfterACrash(t *testing.T) {
 // seqChild puts records, recording its sequences every 50ms, until it is
 // killed.
 func seqChild(args []string) int {
-	dir := args[0]
 	ctx := context.Background()
-	s, err := Open(ctx, dir, Config{seqEvery: 50 * time.Millisecond, Sync: "10ms"}, nil)
-	if err != nil {
-		fmt.Println("open:", err)
-		return 1
-	}
-	d, err := s.Delegations(ctx, DelegationsConfig{})
-	if err != nil {
-		fmt.Println("delegations:", err)
+	d, ok := childDelegations(ctx, args[0], Config{seqEvery: 50 * time.Millisecond, Sync: "10ms"})
+	if !ok {
 		return 1
 	}
 	pid := strconv.Itoa(os.Getpid())

@@ -366,19 +366,28 @@ func crashRound(t *testing.T, dir string, n int) []string {
 	return acked
 }
 
-// crashChild puts records until it is killed, printing each id once its
-// Put returned.
-func crashChild(args []string) int {
-	dir := args[0]
-	ctx := context.Background()
-	s, err := Open(ctx, dir, Config{}, nil)
+// childDelegations opens the store in dir for a helper process that
+// writes until it is killed, saying on stdout what failed.
+func childDelegations(ctx context.Context, dir string, cfg Config) (*Delegations, bool) {
+	s, err := Open(ctx, dir, cfg, nil)
 	if err != nil {
 		fmt.Println("open:", err)
-		return 1
+		return nil, false
 	}
 	d, err := s.Delegations(ctx, DelegationsConfig{})
 	if err != nil {
 		fmt.Println("delegations:", err)
+		return nil, false
+	}
+	return d, true
+}
+
+// crashChild puts records until it is killed, printing each id once its
+// Put returned.
+func crashChild(args []string) int {
+	ctx := context.Background()
+	d, ok := childDelegations(ctx, args[0], Config{})
+	if !ok {
 		return 1
 	}
 	pid := strconv.Itoa(os.Getpid())
