@@ -57,14 +57,20 @@ import (
 // qualifies; with a *FailedError when every candidate tried failed before
 // accepting; with ErrBadRequest, ErrUnknownAgent, ErrCycle, ErrTooDeep or
 // ErrDeadline for requests that cannot be delegated. No delegation exists after an
-// error. Options are for fronts that keep records of their own
-// (KeepEndedUpstream).
+// error. Options are for fronts: keeping records of their own
+// (KeepEndedUpstream), naming work by their callers' keys (WithID).
 func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOption) (d *Delegation, err error) {
 	if e.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
-	opt := delegateOptions(opts)
+	opt, err := delegateOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	id := a2a.NewContextID()
+	if opt.id != "" {
+		id = opt.id
+	}
 	ctx, span := e.instruments.start(ctx, "orchd.delegate")
 	var dec *Decision
 	defer func() { e.instruments.outcome(ctx, span, dec, err) }()
@@ -100,7 +106,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOpti
 			prog: Progress{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
 			rec: Record{
 				ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
-				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored,
+				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored, Via: req.Via,
 			},
 		}
 		msg := req.message()

@@ -18,17 +18,6 @@ import (
 // Engine.Delegate. An option, not a field of Request: it is how the
 // server stores its own records, not part of the work a caller asks for.
 
-// DelegateOption is an option of one Engine.Delegate call, made by the
-// function that says what it does (KeepEndedUpstream). The zero
-// DelegateOption asks for nothing.
-type DelegateOption struct {
-	// endedUpstream, when hasEndedUpstream is set, is the upstream task
-	// the record of work ended at once names, and keepUpstream keeps it.
-	endedUpstream    Upstream
-	hasEndedUpstream bool
-	keepUpstream     func(ctx context.Context, rec Record, evs []Event) error
-}
-
 // KeepEndedUpstream asks, for work the agent's first answer ends with a
 // task in a terminal state, that the delegation's record name
 // task as its Upstream from the start, so that the record, then written
@@ -42,18 +31,6 @@ type DelegateOption struct {
 // the agent answers with a message, ignores the option.
 func KeepEndedUpstream(task Upstream, keep func(ctx context.Context, rec Record, evs []Event) error) DelegateOption {
 	return DelegateOption{endedUpstream: task, hasEndedUpstream: true, keepUpstream: keep}
-}
-
-// delegateOptions folds the options of one Delegate call into one: the
-// last of them that asks for something counts.
-func delegateOptions(opts []DelegateOption) DelegateOption {
-	var o DelegateOption
-	for _, opt := range opts {
-		if opt.hasEndedUpstream {
-			o = opt
-		}
-	}
-	return o
 }
 
 // endedAtOnce gives d, which the agent accepted with first, what o asks

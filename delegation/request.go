@@ -48,6 +48,19 @@ type Request struct {
 	// (the caller is not a trusted peer), so the work started a new chain;
 	// it is kept in the record.
 	ChainIgnored string `json:"-"`
+	// Via says through which front, and which client, the work came,
+	// when the front tells; it is kept in the record.
+	Via *Via `json:"-"`
+}
+
+// Via is the front a delegation came through and the client that used
+// it, as the client named itself: for people reading records, never for
+// decisions (the client's name is not authenticated).
+type Via struct {
+	// Front is "mcp" for the MCP front.
+	Front string `json:"front"`
+	// Client is the client's name and version, as it gave them.
+	Client string `json:"client,omitempty"`
 }
 
 // owner is the principal the delegation belongs to: the caller's, with

@@ -209,3 +209,35 @@ func cloneMetadata(m map[string]any) map[string]any {
 	}
 	return out
 }
+
+// SteeringState is what a caller can do to a delegation's course: whether
+// its hop takes steers and interrupts (the modes of the hop's pinned
+// card; an orchd hop advertises a mode only when its whole chain takes
+// it), and the receipts of the latest signals, oldest first.
+type SteeringState struct {
+	Steerable     bool               `json:"steerable"`
+	Interruptible bool               `json:"interruptible"`
+	Receipts      []steering.Receipt `json:"receipts,omitempty"`
+}
+
+// SteeringOf returns the steering state of delegation id: from this
+// process when the delegation is live here, else from its stored record,
+// which every signal updates before it is acknowledged.
+func (e *Engine) SteeringOf(ctx context.Context, id string) (SteeringState, error) {
+	var p Progress
+	if d, ok := e.Get(id); ok {
+		d.mu.Lock()
+		p = d.prog
+		p.Receipts = slices.Clone(p.Receipts)
+		d.mu.Unlock()
+	} else {
+		rec, err := e.store.Get(ctx, id)
+		if err != nil {
+			return SteeringState{}, fmt.Errorf("%w: %q", err, id)
+		}
+		if rec.Progress != nil {
+			p = *rec.Progress
+		}
+	}
+	return SteeringState{Steerable: p.Steerable, Interruptible: p.Interruptible, Receipts: p.Receipts}, nil
+}

@@ -35,6 +35,9 @@ type Record struct {
 	Owner *Principal `json:"owner,omitempty"`
 	// Decision records how the agent was chosen.
 	Decision *Decision `json:"decision"`
+	// Via is the front and client the work came through, when the front
+	// said (Request.Via).
+	Via *Via `json:"via,omitempty"`
 	// Result is the agent's answer when it replied with a message, or the
 	// final status message.
 	Result *a2a.Message `json:"result,omitempty"`

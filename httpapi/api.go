@@ -8,16 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
-
-	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/policies"
@@ -561,54 +557,8 @@ func article(s string) string {
 // which the gate's refusals share).
 type ErrorBody = httpgate.ErrorBody
 
-// Classify maps an error to its HTTP status and code, as the API answers
-// it. It is the one place where registry and card errors meet the wire.
-func Classify(err error) (int, string) {
-	var ae *httpgate.Error
-	var fe *registry.FetchError
-	var ne net.Error
-	var refused *delegation.RefusedError
-	var failed *delegation.FailedError
-	switch {
-	case errors.As(err, &ae):
-		return ae.Status, ae.Code
-	case errors.As(err, &refused):
-		return http.StatusUnprocessableEntity, "refused"
-	case errors.As(err, &failed):
-		return http.StatusBadGateway, "delegation_failed"
-	case errors.Is(err, delegation.ErrBadRequest):
-		return http.StatusBadRequest, "invalid_argument"
-	case errors.Is(err, delegation.ErrUnknownAgent), errors.Is(err, delegation.ErrNotFound):
-		return http.StatusNotFound, "not_found"
-	case errors.Is(err, delegation.ErrNotWaiting), errors.Is(err, delegation.ErrEnded),
-		errors.Is(err, delegation.ErrNotSteerable), errors.Is(err, a2a.ErrUnsupportedOperation):
-		return http.StatusConflict, "failed_precondition"
-	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep), errors.Is(err, delegation.ErrDeadline):
-		return http.StatusUnprocessableEntity, "refused"
-	case errors.Is(err, delegation.ErrClosed), errors.Is(err, delegation.ErrUnavailable), errors.Is(err, registry.ErrUnavailable):
-		return http.StatusServiceUnavailable, "unavailable"
-	case errors.Is(err, registry.ErrNotFound):
-		return http.StatusNotFound, "not_found"
-	case errors.Is(err, registry.ErrConflict):
-		return http.StatusConflict, "conflict"
-	case errors.Is(err, registry.ErrInvalidURL), errors.Is(err, registry.ErrInvalidID):
-		return http.StatusBadRequest, "invalid_argument"
-	case errors.Is(err, registry.ErrBlockedAddress):
-		return http.StatusForbidden, "blocked_address"
-	case errors.Is(err, capability.ErrInvalidCard), errors.Is(err, registry.ErrCardTooLarge):
-		return http.StatusUnprocessableEntity, "invalid_card"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return http.StatusGatewayTimeout, "timeout"
-	case errors.As(err, &fe):
-		return http.StatusBadGateway, "card_unreachable"
-	case errors.Is(err, registry.ErrClosed):
-		return http.StatusServiceUnavailable, "unavailable"
-	}
-	return http.StatusInternalServerError, "internal"
-}
-
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status, code := Classify(err)
+	status, code := httpgate.Classify(err)
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelWarn

@@ -30,9 +30,10 @@ type AuthConfig struct {
 	Peers []string `yaml:"peers"`
 	// Anonymous lists the route groups served to callers that present no
 	// credentials: health (/healthz, /readyz), card (the agent card),
-	// openapi, metrics, api (/v1/... and the console's /ui/) and a2a (the
-	// A2A endpoints). Default health, card and openapi. With no
-	// authentication configured every route is open.
+	// openapi, metrics, api (/v1/... and the console's /ui/), a2a (the
+	// A2A endpoints) and mcp (the MCP endpoint, /mcp). Default health,
+	// card and openapi. With no authentication configured every route is
+	// open.
 	Anonymous []string `yaml:"anonymous"`
 }
 
@@ -44,9 +45,10 @@ const (
 	GroupMetrics = "metrics"
 	GroupAPI     = "api"
 	GroupA2A     = "a2a"
+	GroupMCP     = "mcp"
 )
 
-var routeGroups = []string{GroupHealth, GroupCard, GroupOpenAPI, GroupMetrics, GroupAPI, GroupA2A}
+var routeGroups = []string{GroupHealth, GroupCard, GroupOpenAPI, GroupMetrics, GroupAPI, GroupA2A, GroupMCP}
 
 // Validate checks the section's own fields; auth.New checks the rest.
 func (c AuthConfig) Validate() error {

@@ -1,9 +1,17 @@
 package httpgate
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/registry"
 )
 
 // Error is an error with its HTTP status and code already decided, as the
@@ -65,4 +73,52 @@ func QuoteCut(s string) string {
 		s = s[:100] + "…"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// Classify maps an error to its HTTP status and code, as the HTTP API
+// answers it and the other fronts name it (the console, the MCP tools).
+// It is the one place where delegation, registry and card errors meet
+// the wire.
+func Classify(err error) (int, string) {
+	var ae *Error
+	var fe *registry.FetchError
+	var ne net.Error
+	var refused *delegation.RefusedError
+	var failed *delegation.FailedError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Status, ae.Code
+	case errors.As(err, &refused):
+		return http.StatusUnprocessableEntity, "refused"
+	case errors.As(err, &failed):
+		return http.StatusBadGateway, "delegation_failed"
+	case errors.Is(err, delegation.ErrBadRequest):
+		return http.StatusBadRequest, "invalid_argument"
+	case errors.Is(err, delegation.ErrUnknownAgent), errors.Is(err, delegation.ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, delegation.ErrNotWaiting), errors.Is(err, delegation.ErrEnded),
+		errors.Is(err, delegation.ErrNotSteerable), errors.Is(err, a2a.ErrUnsupportedOperation):
+		return http.StatusConflict, "failed_precondition"
+	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep), errors.Is(err, delegation.ErrDeadline):
+		return http.StatusUnprocessableEntity, "refused"
+	case errors.Is(err, delegation.ErrClosed), errors.Is(err, delegation.ErrUnavailable), errors.Is(err, registry.ErrUnavailable):
+		return http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, registry.ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, registry.ErrConflict):
+		return http.StatusConflict, "conflict"
+	case errors.Is(err, registry.ErrInvalidURL), errors.Is(err, registry.ErrInvalidID):
+		return http.StatusBadRequest, "invalid_argument"
+	case errors.Is(err, registry.ErrBlockedAddress):
+		return http.StatusForbidden, "blocked_address"
+	case errors.Is(err, capability.ErrInvalidCard), errors.Is(err, registry.ErrCardTooLarge):
+		return http.StatusUnprocessableEntity, "invalid_card"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return http.StatusGatewayTimeout, "timeout"
+	case errors.As(err, &fe):
+		return http.StatusBadGateway, "card_unreachable"
+	case errors.Is(err, registry.ErrClosed):
+		return http.StatusServiceUnavailable, "unavailable"
+	}
+	return http.StatusInternalServerError, "internal"
 }

@@ -63,6 +63,8 @@ type Config struct {
 	// (docs/security.md). Empty means no authentication: only allowed on
 	// a loopback listen address, or with InsecureNoAuth.
 	Auth AuthConfig `yaml:"auth"`
+	// MCP configures the MCP endpoint (/mcp).
+	MCP MCPConfig `yaml:"mcp"`
 	// InsecureNoAuth lets a daemon with no authentication listen beyond
 	// loopback (serve --insecure-no-auth): for a private network or an
 	// authenticating proxy in front. It is not read from the file.
@@ -373,6 +375,7 @@ func (c *Config) validate() error {
 	add(c.HTTP.validate())
 	add(c.Log.validate())
 	add(c.Auth.Validate())
+	add(c.MCP.validate())
 	add(c.Agent.GRPC.validate())
 	if c.Auth.MTLS != nil && c.HTTP.TLS == nil {
 		add(errors.New("config: auth.mtls needs http.tls: client certificates are only presented over HTTPS"))

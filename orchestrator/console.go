@@ -29,7 +29,7 @@ func (d *Daemon) routeConsole(mux *http.ServeMux, api *httpapi.API, apiHandler h
 	g := d.gate
 	cfg := console.Config{
 		Source:      api.Source(),
-		Classify:    httpapi.Classify,
+		Classify:    httpgate.Classify,
 		Name:        d.cfg.Agent.Name,
 		Log:         d.log.With("component", "console"),
 		CrossOrigin: crossOrigin,

@@ -22,6 +22,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/httpgate"
+	"github.com/orchd/orchd/mcpserver"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/store"
@@ -194,6 +195,18 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		mux.Handle(route, g.Wrap(httpgate.GroupHealth, apiHandler))
 	}
 	mux.Handle("GET /openapi.yaml", g.Wrap(httpgate.GroupOpenAPI, apiHandler))
+	if cfg.MCP.Enabled {
+		mcfg, err := cfg.MCP.server(self, stateDir)
+		if err != nil {
+			return nil, err
+		}
+		front, err := mcpserver.New(mcfg, mcpserver.Deps{Registry: reg, Engine: delegations, Authz: authz, Limits: limits,
+			Stopping: d.stopping, Log: log.With("component", "mcp")})
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle(mcpserver.Path, g.Wrap(httpgate.GroupMCP, tel.Handler(front.Handler(), "orchd.mcp")))
+	}
 	if err := d.routeConsole(mux, api, apiHandler, guard.Origin()); err != nil {
 		return nil, err
 	}

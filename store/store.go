@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/atomicfile"
 )
 
 // Store is orchd's connection to its state: an embedded NATS server and
@@ -761,31 +762,11 @@ func removeSynced(path string) error {
 	return d.Sync()
 }
 
-// writeFileAtomic replaces path with b: written to a temporary file,
-// synced, renamed over path, and the directory synced.
+// writeFileAtomic replaces path with b (atomicfile.Write), naming the
+// state store in its error.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return fmt.Errorf("state store: %w", err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("state store: write %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync() // best effort: not every file system syncs a directory
-		_ = d.Close()
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ const module = "github.com/orchd/orchd"
 
 // fronts are the packages that each translate one protocol to the
 // delegation engine. orchestrator mounts them side by side.
-var fronts = []string{"a2aserver", "httpapi", "console"}
+var fronts = []string{"a2aserver", "httpapi", "console", "mcpserver"}
 
 // wiring is the package that builds the daemon from its parts.
 const wiring = "orchestrator"

@@ -1,0 +1,249 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/policies"
+)
+
+// Asking the client when the agent asks (multi round-trip requests).
+//
+// When the work orchd_delegate waits on stops for input and the client
+// can elicit, the call answers with the agent's question as an input
+// request and a request state; the client asks its user and calls again
+// with the answer and the state, and orchd passes the answer to the agent
+// and goes on waiting. (The SDK asks an older client itself, with
+// elicitation/create, and calls again for it.)
+//
+// The request state comes back from the client, so it is signed (HMAC-
+// SHA256 with Config.StateKeys) and bound to the caller, the delegation,
+// the tool's arguments and an expiry. It is good once: it names the event
+// at which the agent asked, and a delegation that has moved past that
+// event (the answer was sent, or the agent went on) refuses it. That
+// check reads the delegation's own log, so it holds on every replica and
+// after a restart, with no record of used states.
+
+// requestState is what a question's request state carries.
+type requestState struct {
+	// V is the format's version, 1.
+	V int `json:"v"`
+	// Caller is the identity key of the caller asked.
+	Caller string `json:"c"`
+	// Delegation is the delegation whose agent asked.
+	Delegation string `json:"d"`
+	// Args is the SHA-256 of the call's arguments.
+	Args string `json:"a"`
+	// Key is the input request's key.
+	Key string `json:"k"`
+	// Asked is the number of the event at which the agent asked.
+	Asked int64 `json:"s"`
+	// Expires is when the state stops being accepted (Unix seconds).
+	Expires int64 `json:"e"`
+}
+
+// stateSealer signs and opens request states.
+type stateSealer struct {
+	keys [][]byte
+	ttl  time.Duration
+}
+
+// errBadState is the refusal of a request state that was altered, has
+// expired, or is someone else's.
+var errBadState = fmt.Errorf("%w: requestState is not valid here: call orchd_status for the delegation, then orchd_reply", delegation.ErrBadRequest)
+
+// seal returns st signed, as a request state.
+func (s *stateSealer) seal(st requestState) string {
+	body, _ := json.Marshal(st) // plain fields: cannot fail
+	mac := hmac.New(sha256.New, s.keys[0])
+	mac.Write(body)
+	return base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// open returns the request state sealed in v, refusing one whose
+// signature no key verifies, or that expired by now.
+func (s *stateSealer) open(v string, now time.Time) (requestState, error) {
+	b64, sig64, ok := strings.Cut(v, ".")
+	if !ok || len(v) > maxStateBytes {
+		return requestState{}, errBadState
+	}
+	body, err1 := base64.RawURLEncoding.DecodeString(b64)
+	sig, err2 := base64.RawURLEncoding.DecodeString(sig64)
+	if err1 != nil || err2 != nil {
+		return requestState{}, errBadState
+	}
+	valid := false
+	for _, k := range s.keys {
+		mac := hmac.New(sha256.New, k)
+		mac.Write(body)
+		valid = valid || hmac.Equal(sig, mac.Sum(nil))
+	}
+	var st requestState
+	if !valid || json.Unmarshal(body, &st) != nil || st.V != 1 || now.Unix() > st.Expires {
+		return requestState{}, errBadState
+	}
+	return st, nil
+}
+
+// maxStateBytes bounds a request state: those orchd seals are far
+// smaller.
+const maxStateBytes = 2048
+
+// callerKey is the identity key of the caller of ctx.
+func (s *Server) callerKey(ctx context.Context) string {
+	c := s.authz.CallerOf(ctx)
+	return auth.Identity{Method: c.Method, Issuer: c.Issuer, ID: c.Principal, Tenant: c.Tenant}.Key()
+}
+
+// argsDigest is the SHA-256 of in as JSON.
+func argsDigest(in DelegateInput) string {
+	b, _ := json.Marshal(in) // plain fields: cannot fail
+	sum := sha256.Sum256(b)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// elicit returns the input request asking the client's user what the
+// agent of st asks, when the work waits for input and the client can
+// elicit in the form needed; nil otherwise, for the ordinary answer.
+func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, st Status, in DelegateInput) *mcp.CallToolResult {
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return nil
+	}
+	// A client that declared elicitation with no mode takes forms.
+	form := caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+	var ep *mcp.ElicitParams
+	switch st.State {
+	case "input_required":
+		if !form {
+			return nil
+		}
+		ep = &mcp.ElicitParams{Mode: "form", Message: question(st), RequestedSchema: answerSchema}
+	case "auth_required":
+		// Never a form asking for a secret: the user goes to the agent's
+		// page, or confirms being done.
+		if u := firstURL(st.Message); u != "" && caps.Elicitation.URL != nil {
+			ep = &mcp.ElicitParams{Mode: "url", Message: question(st), URL: u}
+		} else if form {
+			ep = &mcp.ElicitParams{Mode: "form", Message: question(st) + "\n\nConfirm once you have done it.", RequestedSchema: doneSchema}
+		} else {
+			return nil
+		}
+	default:
+		return nil
+	}
+	key := fmt.Sprintf("input-%d", st.Seq)
+	state := s.states.seal(requestState{V: 1, Caller: s.callerKey(ctx), Delegation: st.Delegation, Args: argsDigest(in),
+		Key: key, Asked: st.Seq, Expires: time.Now().Add(s.states.ttl).Unix()})
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{key: ep}, RequestState: state}
+}
+
+// answerSchema is the form of a question: one answer.
+var answerSchema = map[string]any{"type": "object", "required": []string{"answer"},
+	"properties": map[string]any{"answer": map[string]any{"type": "string", "title": "Answer"}}}
+
+// doneSchema is the form of an authentication the user does elsewhere:
+// a confirmation, never a secret.
+var doneSchema = map[string]any{"type": "object", "required": []string{"done"},
+	"properties": map[string]any{"done": map[string]any{"type": "boolean", "title": "Done"}}}
+
+// question is what the user is asked for st.
+func question(st Status) string {
+	q := st.Message
+	if q == "" {
+		q = "The agent needs input to go on."
+	}
+	return fmt.Sprintf("Agent %s asks: %s", st.Agent, q)
+}
+
+// urlPattern finds the first http(s) URL in a text.
+var urlPattern = regexp.MustCompile(`https?://[^\s"'<>]+`)
+
+// firstURL returns the first http(s) URL in s, "" when none.
+func firstURL(s string) string { return urlPattern.FindString(s) }
+
+// resume serves orchd_delegate called again with the answer to its
+// question: it checks the request state, passes the answer on to the
+// agent and goes on waiting.
+func (s *Server) resume(ctx context.Context, req *mcp.CallToolRequest, in DelegateInput, wait time.Duration) (*mcp.CallToolResult, Status, error) {
+	st, err := s.states.open(req.Params.RequestState, time.Now())
+	if err != nil {
+		return nil, Status{}, err
+	}
+	if st.Caller != s.callerKey(ctx) || st.Args != argsDigest(in) {
+		return nil, Status{}, errBadState
+	}
+	release, err := s.keys.lock(ctx, "answer "+st.Delegation)
+	if err != nil {
+		return nil, Status{}, err
+	}
+	rec, err := s.answerWith(ctx, st, req.Params.InputResponses[st.Key])
+	release()
+	if err != nil {
+		return nil, Status{}, err
+	}
+	return s.answer(ctx, req, rec, wait, in)
+}
+
+// answerWith passes resp, the client's answer to the question st
+// names, on to the agent, once: a delegation no longer stopped at that
+// question refuses it. A dismissed question sends nothing and leaves the
+// question open.
+func (s *Server) answerWith(ctx context.Context, st requestState, resp mcp.InputResponse) (delegation.Record, error) {
+	rec, err := s.authz.Lookup(ctx, s.engine, st.Delegation, policies.ActionDelegationsSteer)
+	if err != nil {
+		return delegation.Record{}, err
+	}
+	if !settles(rec.State) || rec.State.Terminal() || rec.LastEvent != st.Asked {
+		return delegation.Record{}, fmt.Errorf("%w: requestState was used already, or the delegation has moved on: call orchd_status for delegation %s", delegation.ErrBadRequest, st.Delegation)
+	}
+	er, ok := resp.(*mcp.ElicitResult)
+	if !ok || er == nil {
+		return delegation.Record{}, fmt.Errorf("%w: inputResponses has no answer for %q", delegation.ErrBadRequest, st.Key)
+	}
+	var text string
+	switch er.Action {
+	case "accept":
+		text = answerText(er.Content)
+	case "decline":
+		text = "The user declined to answer."
+	case "cancel":
+		return s.engine.Lookup(ctx, st.Delegation)
+	default:
+		return delegation.Record{}, fmt.Errorf("%w: inputResponses[%q].action %q: want accept, decline or cancel", delegation.ErrBadRequest, st.Key, er.Action)
+	}
+	rec, err = s.engine.Send(ctx, st.Delegation, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text)))
+	if errors.Is(err, delegation.ErrNotWaiting) {
+		return delegation.Record{}, fmt.Errorf("%w: the agent no longer waits for this answer: call orchd_status for delegation %s", delegation.ErrBadRequest, st.Delegation)
+	}
+	return rec, err
+}
+
+// answerText is the text of a form's answer: its answer field, or, for a
+// confirmation or a form of the agent's own, the content as JSON.
+func answerText(content map[string]any) string {
+	if a, ok := content["answer"].(string); ok {
+		return a
+	}
+	if done, ok := content["done"].(bool); ok && len(content) == 1 {
+		if done {
+			return "Done."
+		}
+		return "Not done."
+	}
+	b, _ := json.Marshal(content)
+	return string(b)
+}
