@@ -118,15 +118,37 @@ func New(cfg Config, d Deps) (*Server, error) {
 // every protocol version it speaks, behind the body limits of the HTTP
 // API. Serve it at Path behind the gate (httpgate.Gate.Wrap), which says
 // who the caller is.
+//
+// A request of 2026-07-28 or later (its MCP-Protocol-Version header says)
+// stands alone: it is served without a session, on any replica. Older
+// clients open a session (Mcp-Session-Id) and are served in it, so orchd
+// can ask them questions (elicitation/create) on its stream; their
+// sessions live in this process.
 func (s *Server) Handler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	get := func(*http.Request) *mcp.Server { return s.mcp }
+	opts := mcp.StreamableHTTPOptions{
 		Logger: s.log,
 		// orchd's own browser guard (httpgate.BrowserGuard) stands in
 		// front of every route, this one included.
 		DisableLocalhostProtection: true,
+		// The body limits came first.
+		MaxRequestBodyBytes: -1,
+	}
+	sessions := mcp.NewStreamableHTTPHandler(get, &opts)
+	opts.Stateless = true
+	alone := mcp.NewStreamableHTTPHandler(get, &opts)
+	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
+			alone.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
 	})
-	return s.limits.API(carryCaller(h), writeRefusal)
+	return s.limits.API(carryCaller(route), writeRefusal)
 }
+
+// firstSessionless is the first protocol version without sessions.
+const firstSessionless = "2026-07-28"
 
 // writeRefusal answers a body the limits refused as a JSON-RPC error, the
 // shape MCP clients read.

@@ -53,6 +53,9 @@ func connect(t *testing.T, base, version string, opts *mcp.ClientOptions) *mcp.C
 		t.Fatalf("connect (%s): %v", version, err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("the session speaks %s, not %s", got, version)
+	}
 	return cs
 }
 
