@@ -8,7 +8,7 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/orchd/orchd/capability"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/registry"

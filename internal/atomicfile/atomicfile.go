@@ -29,7 +29,7 @@ func Write(path string, b []byte) error {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		os.Remove(tmp) //nolint:errcheck,gosec // the write failed already
+		_ = os.Remove(tmp) // the write failed already
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {

@@ -106,8 +106,8 @@ func TestSteering(t *testing.T) {
 				body := map[string]any{"message": map[string]any{"messageId": sig.MessageID, "role": "ROLE_USER", "parts": []any{map[string]any{"text": sig.Text}}}}
 				code, msg := post(t, a+"/v1/delegations/"+rec.ID+":"+string(sig.Control), body, &r)
 				if sig.Error != "" {
-					if code < 400 || msg != sig.Error {
-						t.Errorf("%s %q: %d %q, want the error %q", sig.Control, sig.Text, code, msg, sig.Error)
+					if code != http.StatusConflict || msg != sig.Error {
+						t.Errorf("%s %q: %d %q, want 409 and the error %q", sig.Control, sig.Text, code, msg, sig.Error)
 					}
 					continue
 				}
