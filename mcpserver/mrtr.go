@@ -31,11 +31,12 @@ import (
 //
 // The request state comes back from the client, so it is signed (HMAC-
 // SHA256 with Config.StateKeys) and bound to the caller, the delegation,
-// the tool's arguments and an expiry. It is good once: it names the event
-// at which the agent asked, and a delegation that has moved past that
-// event (the answer was sent, or the agent went on) refuses it. That
-// check reads the delegation's own log, so it holds on every replica and
-// after a restart, with no record of used states.
+// the tool's arguments and an expiry. It is good once: it names the
+// agent's request, and a request no longer open (the answer was sent, or
+// the agent went on) refuses it. That check reads the delegation's own
+// log, so it holds on every replica and after a restart, with no record
+// of used states. tasks/update answers through the same path
+// (answerWith).
 
 // requestState is what a question's request state carries.
 type requestState struct {
@@ -49,8 +50,6 @@ type requestState struct {
 	Args string `json:"a"`
 	// Key is the input request's key.
 	Key string `json:"k"`
-	// Asked is the number of the event at which the agent asked.
-	Asked int64 `json:"s"`
 	// Expires is when the state stops being accepted (Unix seconds).
 	Expires int64 `json:"e"`
 }
@@ -119,36 +118,44 @@ func argsDigest(in DelegateInput) string {
 // agent of st asks, when the work waits for input and the client can
 // elicit in the form needed; nil otherwise, for the ordinary answer.
 func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, st Status, in DelegateInput) *mcp.CallToolResult {
-	caps := req.ClientCapabilities()
+	open := openRequest(st)
+	if open.ID == "" {
+		return nil
+	}
+	ep := elicitation(req.ClientCapabilities(), st)
+	if ep == nil {
+		return nil
+	}
+	state := s.states.seal(requestState{V: 1, Caller: s.callerKey(ctx), Delegation: st.Delegation, Args: argsDigest(in),
+		Key: open.ID, Expires: time.Now().Add(s.states.ttl).Unix()})
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{open.ID: ep}, RequestState: state}
+}
+
+// elicitation is the elicitation asking the client's user the open
+// request of st, in a mode caps declares; nil when the work does not wait
+// for input or the client cannot be asked so.
+func elicitation(caps *mcp.ClientCapabilities, st Status) *mcp.ElicitParams {
 	if caps == nil || caps.Elicitation == nil {
 		return nil
 	}
 	// A client that declared elicitation with no mode takes forms.
 	form := caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
-	var ep *mcp.ElicitParams
 	switch st.State {
 	case "input_required":
-		if !form {
-			return nil
+		if form {
+			return &mcp.ElicitParams{Mode: "form", Message: question(st), RequestedSchema: answerSchema}
 		}
-		ep = &mcp.ElicitParams{Mode: "form", Message: question(st), RequestedSchema: answerSchema}
 	case "auth_required":
 		// Never a form asking for a secret: the user goes to the agent's
 		// page, or confirms being done.
 		if u := firstURL(st.Message); u != "" && caps.Elicitation.URL != nil {
-			ep = &mcp.ElicitParams{Mode: "url", Message: question(st), URL: u}
-		} else if form {
-			ep = &mcp.ElicitParams{Mode: "form", Message: question(st) + "\n\nConfirm once you have done it.", RequestedSchema: doneSchema}
-		} else {
-			return nil
+			return &mcp.ElicitParams{Mode: "url", Message: question(st), URL: u}
 		}
-	default:
-		return nil
+		if form {
+			return &mcp.ElicitParams{Mode: "form", Message: question(st) + "\n\nConfirm once you have done it.", RequestedSchema: doneSchema}
+		}
 	}
-	key := fmt.Sprintf("input-%d", st.Seq)
-	state := s.states.seal(requestState{V: 1, Caller: s.callerKey(ctx), Delegation: st.Delegation, Args: argsDigest(in),
-		Key: key, Asked: st.Seq, Expires: time.Now().Add(s.states.ttl).Unix()})
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{key: ep}, RequestState: state}
+	return nil
 }
 
 // answerSchema is the form of a question: one answer.
@@ -162,6 +169,9 @@ var doneSchema = map[string]any{"type": "object", "required": []string{"done"},
 
 // question is what the user is asked for st.
 func question(st Status) string {
+	if openRequest(st).Kind == "interrupt" {
+		return fmt.Sprintf("The work of agent %s was interrupted. What should it do next?", st.Agent)
+	}
 	q := st.Message
 	if q == "" {
 		q = "The agent needs input to go on."
@@ -186,33 +196,45 @@ func (s *Server) resume(ctx context.Context, req *mcp.CallToolRequest, in Delega
 	if st.Caller != s.callerKey(ctx) || st.Args != argsDigest(in) {
 		return nil, Status{}, errBadState
 	}
-	release, err := s.keys.lock(ctx, "answer "+st.Delegation)
-	if err != nil {
-		return nil, Status{}, err
+	er, _ := req.Params.InputResponses[st.Key].(*mcp.ElicitResult)
+	if er == nil {
+		return nil, Status{}, fmt.Errorf("%w: inputResponses has no answer for %q", delegation.ErrBadRequest, st.Key)
 	}
-	rec, err := s.answerWith(ctx, st, req.Params.InputResponses[st.Key])
-	release()
+	rec, err := s.answerWith(ctx, st.Delegation, st.Key, er)
+	if errors.Is(err, errNotOutstanding) {
+		return nil, Status{}, fmt.Errorf("%w: requestState was used already, or the delegation has moved on: call orchd_status for delegation %s", delegation.ErrBadRequest, st.Delegation)
+	}
 	if err != nil {
 		return nil, Status{}, err
 	}
 	return s.answer(ctx, req, rec, wait, in)
 }
 
-// answerWith passes resp, the client's answer to the question st
-// names, on to the agent, once: a delegation no longer stopped at that
-// question refuses it. A dismissed question sends nothing and leaves the
-// question open.
-func (s *Server) answerWith(ctx context.Context, st requestState, resp mcp.InputResponse) (delegation.Record, error) {
-	rec, err := s.authz.Lookup(ctx, s.engine, st.Delegation, policies.ActionDelegationsSteer)
+// errNotOutstanding means an answer names a request of the agent that is
+// not open: never asked, answered already, or withdrawn.
+var errNotOutstanding = errors.New("no such open request")
+
+// answerWith passes er, the client's answer to request key of delegation
+// id, on to the agent, once: a request that is not open (answered
+// already, or the agent went on) fails with errNotOutstanding. A
+// dismissed question (cancel) sends nothing and leaves it open. Answers
+// to one delegation are taken one at a time.
+func (s *Server) answerWith(ctx context.Context, id, key string, er *mcp.ElicitResult) (delegation.Record, error) {
+	release, err := s.keys.lock(ctx, "answer "+id)
 	if err != nil {
 		return delegation.Record{}, err
 	}
-	if !settles(rec.State) || rec.State.Terminal() || rec.LastEvent != st.Asked {
-		return delegation.Record{}, fmt.Errorf("%w: requestState was used already, or the delegation has moved on: call orchd_status for delegation %s", delegation.ErrBadRequest, st.Delegation)
+	defer release()
+	rec, err := s.authz.Lookup(ctx, s.engine, id, policies.ActionDelegationsSteer)
+	if err != nil {
+		return delegation.Record{}, err
 	}
-	er, ok := resp.(*mcp.ElicitResult)
-	if !ok || er == nil {
-		return delegation.Record{}, fmt.Errorf("%w: inputResponses has no answer for %q", delegation.ErrBadRequest, st.Key)
+	log, err := s.scan(ctx, id)
+	if err != nil {
+		return delegation.Record{}, err
+	}
+	if open := openRequest(Status{Requests: log.list}); open.ID != key || rec.State.Terminal() {
+		return delegation.Record{}, fmt.Errorf("%w: %q", errNotOutstanding, key)
 	}
 	var text string
 	switch er.Action {
@@ -221,13 +243,13 @@ func (s *Server) answerWith(ctx context.Context, st requestState, resp mcp.Input
 	case "decline":
 		text = "The user declined to answer."
 	case "cancel":
-		return s.engine.Lookup(ctx, st.Delegation)
+		return rec, nil
 	default:
-		return delegation.Record{}, fmt.Errorf("%w: inputResponses[%q].action %q: want accept, decline or cancel", delegation.ErrBadRequest, st.Key, er.Action)
+		return delegation.Record{}, fmt.Errorf("%w: the answer to %q has action %q: want accept, decline or cancel", delegation.ErrBadRequest, key, er.Action)
 	}
-	rec, err = s.engine.Send(ctx, st.Delegation, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text)))
+	rec, err = s.engine.Send(ctx, id, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text)))
 	if errors.Is(err, delegation.ErrNotWaiting) {
-		return delegation.Record{}, fmt.Errorf("%w: the agent no longer waits for this answer: call orchd_status for delegation %s", delegation.ErrBadRequest, st.Delegation)
+		return delegation.Record{}, fmt.Errorf("%w: %q", errNotOutstanding, key)
 	}
 	return rec, err
 }

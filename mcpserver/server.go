@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -103,14 +104,20 @@ func New(cfg Config, d Deps) (*Server, error) {
 		stopping: d.Stopping, log: log, keys: &keyed{self: cfg.Self, busy: map[string]chan struct{}{}},
 		states: &stateSealer{keys: cfg.StateKeys, ttl: cfg.StateTTL}}
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	caps.AddExtension(ExtTasks, nil)
+	caps.AddExtension(ExtSteering, steeringCapability)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "orchd", Title: "orchd", Version: cfg.Version}, &mcp.ServerOptions{
 		Capabilities: caps, Logger: log,
 		Instructions: "orchd delegates work to A2A agents. Call orchd_agents to see them, orchd_delegate to hand work over " +
 			"(it returns the answer, or a delegation id to follow with orchd_wait), and orchd_reply, orchd_steer, " +
 			"orchd_interrupt or orchd_cancel with that id.",
 	})
-	s.mcp.AddReceivingMiddleware(callerMiddleware)
+	s.mcp.AddReceivingMiddleware(callerMiddleware, s.extensionsMiddleware)
 	s.addTools(s.mcp)
+	if err := errors.Join(s.addTasks(s.mcp), s.addSteering(s.mcp)); err != nil {
+		// go-sdk came to serve one of these methods itself.
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
 	return s, nil
 }
 
