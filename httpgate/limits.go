@@ -74,15 +74,28 @@ func NewBodyLimits(c Limits, log *slog.Logger) *BodyLimits {
 // MaxRefusedBodyBytes; a larger one is never read, and the endpoint gets
 // stand's body instead, to refuse the caller itself.
 func (l *BodyLimits) A2A(next http.Handler, write RefusalWriter, stand StandIn) http.Handler {
-	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", write, stand)
+	return l.wrap(next, l.maxBytes, "http.maxBodyBytes", write, stand, false)
 }
 
 // API bounds the bodies of the HTTP API by MaxAPIBodyBytes, refusing with
 // write. The gate answers the API's refused callers itself (Gate.Wrap),
 // before any of this.
 func (l *BodyLimits) API(next http.Handler, write RefusalWriter) http.Handler {
-	return l.wrap(next, l.maxAPIBytes, "http.maxAPIBodyBytes", write, nil)
+	return l.wrap(next, l.maxAPIBytes, "http.maxAPIBodyBytes", write, nil, false)
 }
+
+// JSONRPC bounds the bodies of a JSON-RPC endpoint the gate guards
+// itself (the MCP endpoint) as API does. Its clients match an answer to
+// its request by id, so the refusal of a body declared too large names
+// the request's id, read from the body's first IDPrefixBytes; the rest
+// is never read.
+func (l *BodyLimits) JSONRPC(next http.Handler, write RefusalWriter) http.Handler {
+	return l.wrap(next, l.maxAPIBytes, "http.maxAPIBodyBytes", write, nil, true)
+}
+
+// IDPrefixBytes is how much of a body declared too large JSONRPC reads to
+// find its request's id.
+const IDPrefixBytes = 1024
 
 // Refusal is why a request body was not passed on.
 type Refusal struct {
@@ -125,12 +138,12 @@ type StandIn func(r *http.Request) []byte
 
 // wrap reads r's body into a pooled buffer, at most limit+1 bytes of it,
 // and passes the checked copy on. A declared Content-Length over limit is
-// refused before anything is read; a longer chunked body is cut at
+// refused before anything is read (but the id's prefix, with peekID); a longer chunked body is cut at
 // limit+1. The body's bytes are held under l.budget while they are
 // needed. At an A2A endpoint (stand is set), the body of a caller the gate
 // refused is read only up to MaxRefusedBodyBytes; a larger one is never
 // read, and a2a-go gets stand's request instead, to refuse.
-func (l *BodyLimits) wrap(next http.Handler, limit int64, setting string, write RefusalWriter, stand StandIn) http.Handler {
+func (l *BodyLimits) wrap(next http.Handler, limit int64, setting string, write RefusalWriter, stand StandIn, peekID bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
@@ -152,9 +165,15 @@ func (l *BodyLimits) wrap(next http.Handler, limit int64, setting string, write 
 			reserve = func(int64) error { return nil }
 		}
 		if r.ContentLength > limit {
-			l.refuse(w, r, write, &Refusal{Status: http.StatusRequestEntityTooLarge, Code: "invalid_argument",
+			rf := &Refusal{Status: http.StatusRequestEntityTooLarge, Code: "invalid_argument",
 				Msg:   fmt.Sprintf("request body of %d bytes is over the limit of %d bytes (%s)", r.ContentLength, limit, setting),
-				Limit: strconv.FormatInt(limit, 10), Setting: setting})
+				Limit: strconv.FormatInt(limit, 10), Setting: setting}
+			if peekID {
+				prefix := make([]byte, IDPrefixBytes)
+				n, _ := io.ReadFull(r.Body, prefix)
+				rf.ID = JSONRPCID(prefix[:n])
+			}
+			l.refuse(w, r, write, rf)
 			return
 		}
 		body := bodyPool.Get().(*pooledBody)

@@ -151,7 +151,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		sessions.ServeHTTP(w, r)
 	})
-	return s.limits.API(carryCaller(route), writeRefusal)
+	return s.limits.JSONRPC(carryCaller(route), writeRefusal)
 }
 
 // firstSessionless is the first protocol version without sessions.

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/mcpserver"
+	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -312,5 +314,114 @@ func TestTools_BadArguments(t *testing.T) {
 	}
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "orchd_nothing"}); err == nil || !strings.Contains(err.Error(), "orchd_nothing") {
 		t.Errorf("an unknown tool: %v", err)
+	}
+}
+
+func TestDelegate_ProgressWhileWaiting(t *testing.T) {
+	hang := testagent.Start(t, testagent.Options{Name: "hanger", Skill: "hang", Streaming: true}, testagent.Hang())
+	cfg, err := orchestrator.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MCP.Heartbeat = orchestrator.Duration(time.Second)
+	cfg.Agents = []registry.Spec{{ID: "hang", URL: hang.URL}}
+	base := orchdtest.Start(t, cfg)
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []*mcp.ProgressNotificationParams
+			cs := connect(t, base, v, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				got = append(got, req.Params)
+				mu.Unlock()
+			}})
+			params := &mcp.CallToolParams{Name: mcpserver.ToolDelegate, Arguments: map[string]any{"text": "wait", "agent": "hang", "waitSeconds": 3}}
+			params.SetProgressToken("p-1")
+			start := time.Now()
+			res, err := cs.CallTool(t.Context(), params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took < 3*time.Second {
+				t.Errorf("answered after %s, before waitSeconds", took)
+			}
+			if !strings.Contains(textOf(res), "Still working") {
+				t.Errorf("the answer: %q", textOf(res))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			beats := 0
+			for i, p := range got {
+				if p.ProgressToken != "p-1" || (i > 0 && p.Progress <= got[i-1].Progress) {
+					t.Errorf("notification %d: %+v after %+v", i, p, got[max(i-1, 0)])
+				}
+				if strings.Contains(p.Message, "still waiting") {
+					beats++
+				}
+			}
+			// 3 s of waiting with a 1 s heartbeat; a busy machine may lose one.
+			if beats < 1 || beats > 3 {
+				t.Errorf("%d heartbeats in 3s: %+v", beats, got)
+			}
+		})
+	}
+}
+
+func TestDelegate_ReissuedAfterADroppedCall(t *testing.T) {
+	hang := testagent.Start(t, testagent.Options{Name: "hanger", Skill: "hang", Streaming: true}, testagent.Hang())
+	base := orchdtest.Node(t, "mcp-node", nil, registry.Spec{ID: "hang", URL: hang.URL})
+	cs := connect(t, base, versions[0], nil)
+	args := map[string]any{"text": "wait", "agent": "hang", "idempotencyKey": "once", "waitSeconds": 20}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolDelegate, Arguments: args}); err == nil {
+		t.Fatal("the dropped call answered")
+	}
+	args["waitSeconds"] = 0
+	var st mcpserver.Status
+	call(t, cs, mcpserver.ToolDelegate, args, &st)
+	var list struct {
+		Delegations []struct {
+			ID string `json:"id"`
+		} `json:"delegations"`
+	}
+	resp, err := http.Get(base + "/v1/delegations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Delegations) != 1 || list.Delegations[0].ID != st.Delegation {
+		t.Errorf("delegations %+v, want only %s", list.Delegations, st.Delegation)
+	}
+	if n := len(hang.Messages()); n != 1 {
+		t.Errorf("the agent got the work %d times", n)
+	}
+}
+
+func TestLimits_OversizedAndDeepParams(t *testing.T) {
+	f := startFleet(t)
+	cs := connect(t, f.base, versions[0], nil)
+	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolDelegate,
+		Arguments: map[string]any{"text": strings.Repeat("x", 100<<10), "agent": "reply"}})
+	if err == nil || !strings.Contains(err.Error(), "http.maxAPIBodyBytes") {
+		t.Errorf("100 KiB of arguments: %v", err)
+	}
+	var deep any = "x"
+	for range 100 {
+		deep = []any{deep}
+	}
+	_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserver.ToolDelegate,
+		Arguments: map[string]any{"text": "x", "agent": "reply", "requires": deep}})
+	if err == nil || !strings.Contains(err.Error(), "http.maxJSONDepth") {
+		t.Errorf("arguments 100 deep: %v", err)
+	}
+	// The session still works.
+	var st mcpserver.Status
+	call(t, cs, mcpserver.ToolDelegate, map[string]any{"text": "hi", "agent": "reply"}, &st)
+	if st.State != "completed" {
+		t.Errorf("after the refusals: %+v", st)
 	}
 }
