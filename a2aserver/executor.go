@@ -438,7 +438,7 @@ func (x *executor) requestFrom(ctx context.Context, msg *a2a.Message) (delegatio
 	m.TaskID, m.ContextID = "", "" // the caller's message id goes on, as in inputFrom
 	m.Metadata = maps.Clone(m.Metadata)
 	delete(m.Metadata, delegation.ExtensionURI)
-	req := delegation.Request{Message: &m, Metadata: m.Metadata}
+	req := delegation.Request{Message: &m, Metadata: m.Metadata, Via: &delegation.Via{Front: "a2a"}}
 	if s, ok := m.Metadata[SkillMetadataKey].(string); ok {
 		req.Skill = s
 	}

@@ -57,7 +57,8 @@ type Request struct {
 // it, as the client named itself: for people reading records, never for
 // decisions (the client's name is not authenticated).
 type Via struct {
-	// Front is "mcp" for the MCP front.
+	// Front is "api" (the HTTP API), "a2a" (the A2A server) or "mcp"
+	// (the MCP endpoint).
 	Front string `json:"front"`
 	// Client is the client's name and version, as it gave them.
 	Client string `json:"client,omitempty"`

@@ -55,6 +55,7 @@ func (a *API) delegate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body.Caller = a.authz.CallerOf(r.Context())
+	body.Via = &delegation.Via{Front: "api"}
 	d, err := a.delegations.Delegate(r.Context(), body)
 	if err != nil {
 		a.fail(w, r, err)

@@ -1,8 +1,10 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/mcpserver"
@@ -81,6 +84,21 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any,
 	return res
 }
 
+// get reads url, failing the test unless it answers 200.
+func get(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s (%v)", url, resp.StatusCode, b, err)
+	}
+	return b
+}
+
 // textOf joins the text content of res.
 func textOf(res *mcp.CallToolResult) string {
 	var b strings.Builder
@@ -142,6 +160,16 @@ func TestDelegate_ReturnsTheAnswer(t *testing.T) {
 			call(t, cs, mcpserver.ToolStatus, map[string]any{"delegation": st.Delegation}, &again)
 			if again.State != "completed" || again.Delegation != st.Delegation {
 				t.Errorf("status: %+v", again)
+			}
+			// The record and the console say the work came over MCP, and
+			// from which client.
+			var rec delegation.Record
+			if body := get(t, f.base+"/v1/delegations/"+st.Delegation); json.Unmarshal(body, &rec) != nil || rec.Via == nil ||
+				*rec.Via != (delegation.Via{Front: "mcp", Client: "orchd-test-client 1.2.3"}) {
+				t.Errorf("the record: %s", body)
+			}
+			if page := get(t, f.base+"/ui/delegations/"+st.Delegation); !bytes.Contains(page, []byte("came over <span id=\"via\">mcp from orchd-test-client 1.2.3</span>")) {
+				t.Errorf("the console's page does not say where the work came from:\n%s", page)
 			}
 		})
 	}
