@@ -164,7 +164,7 @@ func eventOf(ev delegation.Event) Event {
 	case ev.Message != nil:
 		e.Text = text(ev.Message.Parts)
 	case ev.Artifact != nil:
-		e.Text = text(ev.Artifact.Parts)
+		e.Text = artifactText(ev.Artifact.Parts)
 	}
 	return e
 }

@@ -44,8 +44,8 @@ type Status struct {
 	Next string `json:"next,omitempty"`
 }
 
-// Artifact is an artifact as text: its text parts joined, other parts as
-// JSON.
+// Artifact is an artifact as text: its text parts one after the other,
+// as the agent streamed them, other parts as JSON on lines of their own.
 type Artifact struct {
 	Name string `json:"name,omitempty"`
 	Text string `json:"text"`
@@ -88,7 +88,7 @@ func statusOf(rec delegation.Record) Status {
 		st.Message = text(rec.Result.Parts)
 	}
 	for _, a := range rec.Artifacts {
-		st.Artifacts = append(st.Artifacts, Artifact{Name: a.Name, Text: text(a.Parts)})
+		st.Artifacts = append(st.Artifacts, Artifact{Name: a.Name, Text: artifactText(a.Parts)})
 	}
 	st.Next = next(st)
 	return st
@@ -115,21 +115,46 @@ func next(st Status) string {
 	return ""
 }
 
-// text joins the text of parts; a part that is not text is written as
-// JSON.
+// text joins the text of parts, a part to a line; a part that is not
+// text is written as JSON.
 func text(parts a2a.ContentParts) string {
 	var b strings.Builder
 	for _, p := range parts {
 		if b.Len() > 0 {
 			b.WriteString("\n")
 		}
-		if t, ok := p.Content.(a2a.Text); ok {
-			b.WriteString(string(t))
-			continue
-		}
-		if j, err := json.Marshal(p); err == nil {
-			b.Write(j)
-		}
+		writePart(&b, p)
 	}
 	return b.String()
+}
+
+// artifactText is the text of an artifact's parts. An agent streams an
+// artifact in chunks, which the delegation keeps as one part each
+// (delegation.FoldArtifact), so text parts follow each other as they
+// came, with nothing put between them; a part that is not text is
+// written as JSON on a line of its own.
+func artifactText(parts a2a.ContentParts) string {
+	var b strings.Builder
+	wasText := true
+	for _, p := range parts {
+		_, isText := p.Content.(a2a.Text)
+		if b.Len() > 0 && !(isText && wasText) {
+			b.WriteString("\n")
+		}
+		writePart(&b, p)
+		wasText = isText
+	}
+	return b.String()
+}
+
+// writePart writes p to b: its text, or, for a part that is not text,
+// the part as JSON.
+func writePart(b *strings.Builder, p *a2a.Part) {
+	if t, ok := p.Content.(a2a.Text); ok {
+		b.WriteString(string(t))
+		return
+	}
+	if j, err := json.Marshal(p); err == nil {
+		b.Write(j)
+	}
 }
