@@ -1,6 +1,6 @@
 """Calls orchd's MCP endpoint through the MCP Python SDK and prints what it saw.
 
-Usage: mcp_client.py URL [--mode auto|legacy] [--answer TEXT]
+Usage: mcp_client.py URL [--mode auto|legacy] [--answer TEXT] [--tasks]
 
 URL is orchd's MCP endpoint (http://HOST:PORT/mcp). --mode is the SDK's
 connect mode: "auto" (the default) probes server/discover and speaks
@@ -25,14 +25,30 @@ first) and "steer" (works until steered with "finish"). It:
   (twice with one idempotency key, then with "finish") and follows it with
   orchd_wait until it ends.
 
+With --tasks (2026-07-28 only) the client declares the MCP Tasks
+extension (io.modelcontextprotocol/tasks, SEP-2663) through the
+TasksClientExtension of fastmcp-tasks 4.1.4, an independent client of the
+extension built on the SDK's extension points, which must be installed
+beside the SDK (requirements.txt does not pin it). It then lists the
+tools and, instead of the steps above:
+
+- delegates to "reply" and to "ask" through the SDK's call_tool: a call
+  the server runs as a task (a CreateTaskResult) is followed with
+  tasks/get until it ends, and a question is answered with tasks/update,
+  by the extension's resolver,
+- delegates to "steer" asking for the raw result: for a task, it reads it
+  with tasks/get, cancels it with tasks/cancel and reads it until it ends;
+  a call answered without a task is canceled with orchd_cancel.
+
 It prints one JSON object per line on stdout, one for each step:
 {"step": NAME, ...what the step saw..., "wire": [...]}. "wire" lists the
 HTTP requests the step sent: the JSON-RPC method (or "response" for the
 client's answer to a request of the server), the tool's name, the
 Mcp-Protocol-Version, Mcp-Method and Mcp-Name headers, whether an
-Mcp-Session-Id was sent, which MRTR fields a tools/call carried, and the
-HTTP status. A step that fails records "error" (the exception's type and
-message) and "code" (an MCP error's code) instead of stopping the script.
+Mcp-Session-Id was sent, which MRTR fields and extensions a tools/call
+carried, the task a tasks/* request named, and the HTTP status. A step
+that fails records "error" (the exception's type and message) and "code"
+(an MCP error's code) instead of stopping the script.
 """
 
 from __future__ import annotations
@@ -53,6 +69,10 @@ from mcp.client.streamable_http import streamable_http_client
 TOOL_DELEGATE = "orchd_delegate"
 TOOL_STEER = "orchd_steer"
 TOOL_WAIT = "orchd_wait"
+TOOL_CANCEL = "orchd_cancel"
+
+# A task's states that end it (SEP-2663).
+TASK_ENDED = ("completed", "failed", "cancelled")
 
 
 class Wire:
@@ -96,13 +116,20 @@ def describe_message(body: dict[str, Any]) -> dict[str, Any]:
     """What the wire record keeps of a JSON-RPC message the client sent."""
     if "method" not in body:
         return {"method": "response", "error": "error" in body}
-    out: dict[str, Any] = {"method": body["method"]}
+    method = body["method"]
+    out: dict[str, Any] = {"method": method}
     params = body.get("params") or {}
-    if body["method"] == "tools/call":
+    meta = params.get("_meta") or {}
+    if method == "tools/call":
         out["name"] = params.get("name")
         out["requestState"] = "requestState" in params
         out["inputResponses"] = sorted((params.get("inputResponses") or {}).keys())
-        out["progressToken"] = "progressToken" in (params.get("_meta") or {})
+        out["progressToken"] = "progressToken" in meta
+        capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY) or {}
+        out["extensions"] = sorted((capabilities.get("extensions") or {}).keys())
+    elif method.startswith("tasks/"):
+        out["taskId"] = params.get("taskId")
+        out["inputResponses"] = sorted((params.get("inputResponses") or {}).keys())
     return out
 
 
@@ -212,7 +239,61 @@ async def steer(client: Client) -> dict[str, Any]:
     return out
 
 
-async def main(url: str, mode: str, answer: str) -> None:
+def tasks_extension(user: User) -> Any:
+    """The Tasks extension of fastmcp-tasks, asking user when a task needs input."""
+    try:
+        from fastmcp_tasks.client import TasksClientExtension
+    except ImportError as err:
+        raise RuntimeError("--tasks needs fastmcp-tasks: pip install fastmcp-tasks==4.1.4") from err
+    return TasksClientExtension(elicitation_callback=user.elicit)
+
+
+async def task_cancel(client: Client) -> dict[str, Any]:
+    """Starts steerable work; a task is read, canceled and read until it ends."""
+    from fastmcp_tasks.client_models import (
+        CancelTaskRequest,
+        CancelTaskRequestParams,
+        ClientCreateTaskResult,
+        ClientGetTaskResult,
+        GetTaskRequest,
+        GetTaskRequestParams,
+    )
+
+    async def get(task_id: str) -> dict[str, Any]:
+        got = await client.session.send_request(
+            GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), ClientGetTaskResult
+        )
+        return got.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    raw = await client.session.call_tool(
+        TOOL_DELEGATE,
+        {"text": "work until canceled", "skill": "steer", "waitSeconds": 0},
+        allow_input_required=True,
+        allow_claimed=True,
+    )
+    out: dict[str, Any] = {"task": isinstance(raw, ClientCreateTaskResult)}
+    if not out["task"]:
+        out["result"] = raw.model_dump(by_alias=True, mode="json", exclude_none=True)
+        structured = getattr(raw, "structured_content", None) or {}
+        if delegation := structured.get("delegation"):
+            out["canceled"] = (await call(client, TOOL_CANCEL, {"delegation": delegation}))["structured"]
+        return out
+    task_id = raw.task_id
+    out["created"] = raw.model_dump(by_alias=True, mode="json", exclude_none=True)
+    out["got"] = await get(task_id)
+    await client.session.send_request(
+        CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)), types.Result
+    )
+    # Bounded: fifty reads, a fifth of a second apart.
+    for _ in range(50):
+        out["ended"] = await get(task_id)
+        if out["ended"]["status"] in TASK_ENDED:
+            break
+        await anyio.sleep(0.2)
+    return out
+
+
+async def main(url: str, mode: str, answer: str, tasks: bool) -> None:
     """Connects in mode and runs every step, printing what each saw."""
     wire = Wire()
     user = User(answer)
@@ -233,17 +314,25 @@ async def main(url: str, mode: str, answer: str) -> None:
                 mode=mode,
                 elicitation_callback=user.elicit,
                 client_info=types.Implementation(name="orchd-interop-python", version="1.0.0"),
+                extensions=[tasks_extension(user)] if tasks else None,
             ) as client:
                 connected = True
                 server = client.server_info
                 emit("connect", {"protocol": client.protocol_version, "server": server.model_dump() if server else None})
-                steps = [
-                    ("tools", lambda: list_tools(client)),
-                    ("reply", lambda: reply(client)),
-                    ("progress", lambda: progress(client)),
-                    ("ask", lambda: ask(client, user)),
-                    ("steer", lambda: steer(client)),
-                ]
+                steps = [("tools", lambda: list_tools(client))]
+                if tasks:
+                    steps += [
+                        ("taskReply", lambda: reply(client)),
+                        ("taskAsk", lambda: ask(client, user)),
+                        ("taskCancel", lambda: task_cancel(client)),
+                    ]
+                else:
+                    steps += [
+                        ("reply", lambda: reply(client)),
+                        ("progress", lambda: progress(client)),
+                        ("ask", lambda: ask(client, user)),
+                        ("steer", lambda: steer(client)),
+                    ]
                 for name, step in steps:
                     try:
                         record = await step()
@@ -253,11 +342,15 @@ async def main(url: str, mode: str, answer: str) -> None:
         except Exception as err:  # noqa: BLE001 - every failure is reported, as data
             emit("close" if connected else "connect", failure(err))
 
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
     parser.add_argument("--mode", default="auto", choices=["auto", "legacy"])
     parser.add_argument("--answer", default="2024")
+    parser.add_argument("--tasks", action="store_true")
     args = parser.parse_args()
-    anyio.run(main, args.url, args.mode, args.answer)
+    if args.tasks and args.mode != "auto":
+        parser.error("--tasks needs --mode auto: the Tasks extension is for 2026-07-28")
+    anyio.run(main, args.url, args.mode, args.answer, args.tasks)
     sys.exit(0)
