@@ -71,8 +71,9 @@ type DetailedTask struct {
 	mcp.ResultBase
 	ResultType string `json:"resultType"`
 	Task
-	// InputRequests are the questions outstanding, for input_required.
-	InputRequests map[string]*mcp.ElicitParams `json:"inputRequests,omitempty"`
+	// InputRequests are the questions outstanding, for input_required,
+	// each as the request it stands for ({method, params}).
+	InputRequests mcp.InputRequestMap `json:"inputRequests,omitempty"`
 	// Result is the tool's result, for completed.
 	Result *mcp.CallToolResult `json:"result,omitempty"`
 	// Error is the JSON-RPC error, for failed.
@@ -205,7 +206,7 @@ func (s *Server) taskGet(ctx context.Context, _ *mcp.ServerSession, p *TaskParam
 	switch dt.Status {
 	case "input_required":
 		if ep := s.inputRequest(ctx, st); ep != nil {
-			dt.InputRequests = map[string]*mcp.ElicitParams{openRequest(st).ID: ep}
+			dt.InputRequests = mcp.InputRequestMap{openRequest(st).ID: ep}
 		}
 	case "completed":
 		dt.Result = resultOf(st)

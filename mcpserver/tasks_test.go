@@ -130,8 +130,11 @@ type task struct {
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage"`
 	InputRequests map[string]struct {
-		Mode    string `json:"mode"`
-		Message string `json:"message"`
+		Method string `json:"method"`
+		Params struct {
+			Mode    string `json:"mode"`
+			Message string `json:"message"`
+		} `json:"params"`
 	} `json:"inputRequests"`
 	Result *struct {
 		IsError bool `json:"isError"`
@@ -218,7 +221,7 @@ func TestTasks_InputAnsweredByUpdate(t *testing.T) {
 	var key string
 	for k, r := range tk.InputRequests {
 		key = k
-		if r.Mode != "form" || !strings.Contains(r.Message, "which year?") {
+		if r.Method != "elicitation/create" || r.Params.Mode != "form" || !strings.Contains(r.Params.Message, "which year?") {
 			t.Errorf("the question: %+v", r)
 		}
 	}
@@ -342,8 +345,8 @@ func TestSteeringExtension_ReceiptsAcrossTwoOrchds(t *testing.T) {
 	// Interrupted work waits for input: any Tasks client resumes it.
 	tk := c.poll(id, func(tk task) bool { return tk.Status == "input_required" })
 	for _, q := range tk.InputRequests {
-		if !strings.Contains(q.Message, "interrupted") {
-			t.Errorf("the question of interrupted work: %q", q.Message)
+		if !strings.Contains(q.Params.Message, "interrupted") {
+			t.Errorf("the question of interrupted work: %q", q.Params.Message)
 		}
 	}
 	var meta struct {

@@ -266,6 +266,12 @@ func TestSteer_ReceiptAndOrder(t *testing.T) {
 	if !st.Steerable || !st.Interruptible {
 		t.Errorf("steering state: %+v", st)
 	}
+	// Only WORKING work takes signals.
+	for st.State != "working" {
+		var out mcpserver.WaitOutput
+		call(t, cs, mcpserver.ToolWait, map[string]any{"delegation": st.Delegation, "afterSeq": st.Seq, "waitSeconds": 5}, &out)
+		st = out.Status
+	}
 	var r steering.Receipt
 	res := call(t, cs, mcpserver.ToolSteer, map[string]any{"delegation": st.Delegation, "text": "only recent", "idempotencyKey": "k1"}, &r)
 	if res.IsError || r.Control != steering.Steer || len(r.Hops) != 2 || r.Hops[1].Seq != 1 || r.Duplicate {
