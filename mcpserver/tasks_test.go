@@ -380,3 +380,54 @@ func TestSteeringExtension_ReceiptsAcrossTwoOrchds(t *testing.T) {
 		t.Fatalf("undeclared: %v", err)
 	}
 }
+
+func TestMRTR_RequestStateIsGoodOnce(t *testing.T) {
+	f := startFleet(t)
+	c := newRaw(t, f.base)
+	args := map[string]any{"text": "count", "agent": "ask"}
+	type result struct {
+		ResultType    string                     `json:"resultType"`
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+		IsError       bool                       `json:"isError"`
+		Content       []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	var asked result
+	c.mustCall("tools/call", mcpserver.ToolDelegate, map[string]any{"name": mcpserver.ToolDelegate, "arguments": args}, &asked)
+	if asked.ResultType != "input_required" || len(asked.InputRequests) != 1 || asked.RequestState == "" {
+		t.Fatalf("got %+v", asked)
+	}
+	var key string
+	for k := range asked.InputRequests {
+		key = k
+	}
+	retry := func(state string, answer string) result {
+		var r result
+		c.mustCall("tools/call", mcpserver.ToolDelegate, map[string]any{"name": mcpserver.ToolDelegate, "arguments": args,
+			"requestState": state, "inputResponses": map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"answer": answer}}}}, &r)
+		return r
+	}
+	// An altered state is refused, and nothing reaches the agent.
+	altered := []byte(asked.RequestState)
+	altered[len(altered)/3] ^= 1
+	if r := retry(string(altered), "1999"); !r.IsError || !strings.Contains(r.Content[0].Text, "requestState") {
+		t.Errorf("an altered state: %+v", r)
+	}
+	if r := retry(asked.RequestState, "2024"); r.IsError || !strings.Contains(r.Content[0].Text, "answered: 2024") {
+		t.Fatalf("the answer: %+v", r)
+	}
+	// The same state again is refused: the question was answered.
+	if r := retry(asked.RequestState, "2025"); !r.IsError || !strings.Contains(r.Content[0].Text, "used already") {
+		t.Errorf("a replayed state: %+v", r)
+	}
+	// Other arguments with the state are refused too.
+	args["text"] = "something else"
+	if r := retry(asked.RequestState, "2026"); !r.IsError || !strings.Contains(r.Content[0].Text, "requestState") {
+		t.Errorf("the state with other arguments: %+v", r)
+	}
+	if n := len(f.asking.Messages()); n != 2 {
+		t.Errorf("the agent got %d messages, want the work and one answer", n)
+	}
+}

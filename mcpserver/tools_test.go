@@ -346,6 +346,13 @@ func TestTools_BadArguments(t *testing.T) {
 			t.Errorf("%s %v: %q does not name %q", tc.tool, tc.args, msg, tc.want)
 		}
 	}
+	// Steering work that ended is refused, naming why.
+	var done mcpserver.Status
+	call(t, cs, mcpserver.ToolDelegate, map[string]any{"text": "hi", "agent": "reply"}, &done)
+	res := call(t, cs, mcpserver.ToolSteer, map[string]any{"delegation": done.Delegation, "text": "faster"}, nil)
+	if !res.IsError || !strings.Contains(textOf(res), "ended") {
+		t.Errorf("steering ended work: %q", textOf(res))
+	}
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "orchd_nothing"}); err == nil || !strings.Contains(err.Error(), "orchd_nothing") {
 		t.Errorf("an unknown tool: %v", err)
 	}
