@@ -143,6 +143,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	sessions := mcp.NewStreamableHTTPHandler(get, &opts)
 	opts.Stateless = true
+	// A client that drops a request stops its wait: it sends the
+	// request again if it still wants the answer.
+	opts.PropagateRequestCancellation = true
 	alone := mcp.NewStreamableHTTPHandler(get, &opts)
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
