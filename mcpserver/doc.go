@@ -7,7 +7,8 @@
 //
 //	httpgate.Gate (who is calling)
 //	  → Server.Handler: body limits, the caller handed to the SDK (caller.go)
-//	  → go-sdk's Streamable HTTP handler (sessions for older clients, none for 2026-07-28)
+//	  → go-sdk's Streamable HTTP handler (sessions for older clients, none for 2026-07-28;
+//	    a session serves only the caller that opened it, session.go)
 //	  → the receiving middleware: the caller back into the context (callerMiddleware)
 //	  → a tool (tools.go) or a method of an extension
 //	  → delegation.Engine, authorized by httpgate.Authorizer

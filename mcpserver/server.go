@@ -154,7 +154,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		sessions.ServeHTTP(w, r)
 	})
-	return s.limits.JSONRPC(carryCaller(route), writeRefusal)
+	return s.limits.JSONRPC(carryCaller(sessionOwned(route)), writeRefusal)
 }
 
 // firstSessionless is the first protocol version without sessions.

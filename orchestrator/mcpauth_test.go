@@ -407,6 +407,51 @@ rules:
 	}
 }
 
+// A session (2025-11-25) belongs to the caller that opened it: another
+// caller's credentials on its requests are refused, in words that say
+// why, and the session carries on for its owner.
+func TestMCPAuth_SessionKeepsToItsCaller(t *testing.T) {
+	t.Parallel()
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	base := startDaemon(t, cfg)
+	c := newMCPCaller(aliceToken, nil)
+	cs := mcpSession(t, base, c, "2025-11-25")
+	if cs.ID() == "" {
+		t.Fatal("no session id")
+	}
+	if a := mcpCall(t, cs, mcpserver.ToolAgents, nil); a.isErr {
+		t.Fatalf("agents as alice: %+v", a)
+	}
+	c.use(bobToken)
+	a := mcpCall(t, cs, mcpserver.ToolAgents, nil)
+	if !a.isErr || !strings.Contains(a.text, "session was opened by another caller") {
+		t.Errorf("bob's call in alice's session: %+v, want a refusal saying whose session it is", a)
+	}
+	if seen := c.refusals(); len(seen) != 1 || seen[0].status != http.StatusForbidden {
+		t.Errorf("refusals %+v, want one 403", seen)
+	}
+	// Nor may bob end it.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, base+mcpserver.Path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Authorization", "Bearer "+bobToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("bob ends alice's session: %d", resp.StatusCode)
+	}
+	c.use(aliceToken)
+	if a := mcpCall(t, cs, mcpserver.ToolAgents, nil); a.isErr {
+		t.Errorf("alice's session after bob's attempts: %+v", a)
+	}
+}
+
 // Each request of a session is authorized as its own credentials say, not
 // as those of the request that opened the session: a token of the same
 // caller without the admin role, on a session the admin token opened,
