@@ -150,14 +150,26 @@ func Refused(ctx context.Context) string {
 // and answers a refused caller itself: 401 (or 503 while the credentials
 // cannot be checked) with a WWW-Authenticate challenge and the plain HTTP
 // error body (Error).
-func (g *Gate) Wrap(group string, h http.Handler) http.Handler { return g.wrap(group, h, false) }
+func (g *Gate) Wrap(group string, h http.Handler) http.Handler { return g.wrap(group, h, false, nil) }
+
+// WrapChallenging is Wrap for a route whose refusals tell the caller more
+// in their challenge: params(r), when not empty, is added to the Bearer
+// challenge of the refusal of r as auth-params (RFC 9110 §11.6.1), such
+// as RFC 9728's resource_metadata="<url>" that sends OAuth clients to the
+// route's protected-resource metadata.
+func (g *Gate) WrapChallenging(group string, h http.Handler, params func(*http.Request) string) http.Handler {
+	return g.wrap(group, h, false, params)
+}
 
 // Admit authenticates requests to a route of group as Wrap does, but
 // passes a refused caller on to h, with why in the context (Refused), for
 // h to answer in its own protocol.
-func (g *Gate) Admit(group string, h http.Handler) http.Handler { return g.wrap(group, h, true) }
+func (g *Gate) Admit(group string, h http.Handler) http.Handler { return g.wrap(group, h, true, nil) }
 
-func (g *Gate) wrap(group string, h http.Handler, admit bool) http.Handler {
+// wrap authenticates requests to a route of group before h serves them;
+// admit passes refused callers on (Admit), and params, if not nil, adds
+// to the challenge of a refusal (WrapChallenging).
+func (g *Gate) wrap(group string, h http.Handler, admit bool, params func(*http.Request) string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.authn == nil {
 			h.ServeHTTP(w, r)
@@ -178,6 +190,11 @@ func (g *Gate) wrap(group string, h http.Handler, admit bool) http.Handler {
 			refused = "authentication required: send Authorization: Bearer <token>" + g.alternatives()
 		}
 		if refused != "" && !admit {
+			if params != nil {
+				if p := params(r); p != "" {
+					challenge += ", " + p
+				}
+			}
 			w.Header().Set("WWW-Authenticate", challenge)
 			code := "unauthenticated"
 			if status == http.StatusServiceUnavailable {
