@@ -205,7 +205,15 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		mux.Handle(mcpserver.Path, g.Wrap(httpgate.GroupMCP, tel.Handler(front.Handler(), "orchd.mcp")))
+		// Refusals send OAuth clients to the endpoint's protected-resource
+		// metadata, which is public.
+		res := mcpResource(cfg)
+		mux.Handle(mcpserver.Path, g.WrapChallenging(httpgate.GroupMCP, tel.Handler(front.Handler(), "orchd.mcp"), res.Challenge))
+		if g.Enabled() {
+			for _, p := range []string{mcpserver.MetadataPath, mcpserver.MetadataRootPath} {
+				mux.Handle(p, res.Handler())
+			}
+		}
 	}
 	if err := d.routeConsole(mux, api, apiHandler, guard.Origin()); err != nil {
 		return nil, err

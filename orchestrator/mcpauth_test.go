@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/internal/testagent"
@@ -477,5 +480,79 @@ func TestMCPAuth_SessionRequestsAuthorizedByTheirOwnCredentials(t *testing.T) {
 	c.use(aliceToken) // the same caller (alice@acme by token), no longer an admin
 	if a := mcpCall(t, cs, mcpserver.ToolStatus, map[string]any{"delegation": theirs.Delegation}); !a.isErr || !strings.Contains(a.text, "not found") {
 		t.Errorf("alice without the admin role, in the session the admin token opened, reads bob's delegation: %v", a)
+	}
+}
+
+// With authentication configured, the MCP endpoint's refusals send OAuth
+// clients to its protected-resource metadata (RFC 9728), which is served
+// without credentials at the endpoint's well-known URL and at the root's,
+// each naming the resource its URL was made from, as go-sdk's client
+// checks; the API's challenge is unchanged.
+func TestMCPAuth_ProtectedResourceMetadata(t *testing.T) {
+	t.Parallel()
+	idp := newTestIssuer(t)
+	cfg := loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Auth.JWT = idp.config()
+	base := startDaemon(t, cfg)
+	const realm = `Bearer realm="orchd"`
+
+	code, h := callAs(t, "", "POST", base+mcpserver.Path, `{"jsonrpc": "2.0", "id": 1, "method": "ping"}`, nil)
+	challenges, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if code != http.StatusUnauthorized || err != nil || len(challenges) != 1 {
+		t.Fatalf("/mcp without credentials: %d %q (%v)", code, h.Values("WWW-Authenticate"), err)
+	}
+	metaURL := base + "/.well-known/oauth-protected-resource/mcp"
+	if diff := cmp.Diff(oauthex.Challenge{Scheme: "bearer", Params: map[string]string{"realm": "orchd", "resource_metadata": metaURL}}, challenges[0]); diff != "" {
+		t.Errorf("/mcp's challenge (-want +got):\n%s", diff)
+	}
+	if _, h := callAs(t, "wrong-secret-token", "POST", base+mcpserver.Path, `{}`, nil); !strings.Contains(h.Get("WWW-Authenticate"), `error="invalid_token"`) ||
+		!strings.HasSuffix(h.Get("WWW-Authenticate"), `, resource_metadata="`+metaURL+`"`) {
+		t.Errorf("/mcp with a wrong token: WWW-Authenticate %q", h.Get("WWW-Authenticate"))
+	}
+	if _, h := callAs(t, "", "GET", base+"/v1/agents", "", nil); h.Get("WWW-Authenticate") != realm {
+		t.Errorf("the API's challenge: %q, want %q", h.Get("WWW-Authenticate"), realm)
+	}
+
+	want := &oauthex.ProtectedResourceMetadata{Resource: base + mcpserver.Path, AuthorizationServers: []string{testIssuerName},
+		BearerMethodsSupported: []string{"header"}, ResourceName: "orchd"}
+	got, err := oauthex.GetProtectedResourceMetadata(t.Context(), metaURL, base+mcpserver.Path, http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the endpoint's metadata (-want +got):\n%s", diff)
+	}
+	got, err = oauthex.GetProtectedResourceMetadata(t.Context(), base+"/.well-known/oauth-protected-resource", base, http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Resource = base
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the root's metadata (-want +got):\n%s", diff)
+	}
+	// Public: served to any origin, whatever credentials come along.
+	if code, h := callAs(t, "wrong-secret-token", "GET", metaURL, "", nil); code != 200 || h.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("the metadata with a wrong token: %d, Access-Control-Allow-Origin %q", code, h.Get("Access-Control-Allow-Origin"))
+	}
+
+	// Behind agent.url, the URLs are under it.
+	cfg = loadDefaults(t)
+	cfg.Auth = authTokens()
+	cfg.Agent.URL = "https://orchd.example/"
+	other := startDaemon(t, cfg)
+	var md oauthex.ProtectedResourceMetadata
+	if code, _ := callAs(t, "", "GET", other+"/.well-known/oauth-protected-resource/mcp", "", &md); code != 200 ||
+		md.Resource != "https://orchd.example/mcp" || md.AuthorizationServers != nil || !slices.Equal(md.BearerMethodsSupported, []string{"header"}) {
+		t.Errorf("metadata behind agent.url: %d %+v", code, md)
+	}
+	if _, h := callAs(t, "", "POST", other+mcpserver.Path, `{}`, nil); h.Get("WWW-Authenticate") != realm+`, resource_metadata="https://orchd.example/.well-known/oauth-protected-resource/mcp"` {
+		t.Errorf("/mcp's challenge behind agent.url: %q", h.Get("WWW-Authenticate"))
+	}
+
+	// With no authentication there is nothing to describe.
+	open := startDaemon(t, loadDefaults(t))
+	if code, _ := callAs(t, "", "GET", open+"/.well-known/oauth-protected-resource/mcp", "", nil); code != http.StatusNotFound {
+		t.Errorf("metadata without authentication: %d", code)
 	}
 }

@@ -44,6 +44,18 @@ func (c MCPConfig) server(self, stateDir string) (mcpserver.Config, error) {
 		Version: buildVersion(), StateKeys: keys}, nil
 }
 
+// mcpResource describes the MCP endpoint of a daemon configured with cfg
+// as an OAuth protected resource (RFC 9728).
+func mcpResource(cfg Config) mcpserver.Resource {
+	a := cfg.Auth
+	res := mcpserver.Resource{Base: cfg.Agent.URL, Name: cfg.Agent.Name,
+		Bearer: len(a.Tokens) > 0 || a.TokensFile != "" || a.JWT != nil}
+	if a.JWT != nil {
+		res.Issuers = []string{a.JWT.Issuer}
+	}
+	return res
+}
+
 // buildVersion is the module version of this binary: a release tag, or
 // "(devel)" when built from a checkout.
 func buildVersion() string {
