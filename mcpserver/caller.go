@@ -15,9 +15,12 @@ import (
 //
 // The gate (httpgate.Gate) authenticates the HTTP request and puts orchd's
 // principal in its context. The SDK runs an older client's session on a
-// connection that outlives the request, so the request's context does not
-// reach the tools; what does, per request, is the SDK's token info
-// (RequestExtra.TokenInfo), which only its bearer middleware sets. So
+// connection that outlives the request, so a request's context does not
+// reach the tools: they run in the values of the request that opened the
+// session, whose credentials may not be this request's (the same caller
+// with other roles, a refreshed JWT). What does reach them, per request,
+// is the SDK's token info (RequestExtra.TokenInfo), which only its bearer
+// middleware sets. So
 // carryCaller hands the principal to that middleware as the "token" it
 // verifies, and callerMiddleware takes it back into the context of the
 // MCP request, where httpgate.Authorizer reads it. The token info's UserID
