@@ -205,14 +205,18 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		// Refusals send OAuth clients to the endpoint's protected-resource
-		// metadata, which is public.
-		res := mcpResource(cfg)
-		mux.Handle(mcpserver.Path, g.WrapChallenging(httpgate.GroupMCP, tel.Handler(front.Handler(), "orchd.mcp"), res.Challenge))
-		if g.Enabled() {
+		h := tel.Handler(front.Handler(), "orchd.mcp")
+		// With an authorization server to name (auth.jwt), refusals send
+		// OAuth clients to the endpoint's protected-resource metadata,
+		// which is public. Without one there is no token to get there,
+		// and clients given a static token should not go looking.
+		if res := mcpResource(cfg); g.Enabled() && len(res.Issuers) > 0 {
+			mux.Handle(mcpserver.Path, g.WrapChallenging(httpgate.GroupMCP, h, res.Challenge))
 			for _, p := range []string{mcpserver.MetadataPath, mcpserver.MetadataRootPath} {
 				mux.Handle(p, res.Handler())
 			}
+		} else {
+			mux.Handle(mcpserver.Path, g.Wrap(httpgate.GroupMCP, h))
 		}
 	}
 	if err := d.routeConsole(mux, api, apiHandler, guard.Origin()); err != nil {

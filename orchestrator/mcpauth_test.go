@@ -483,8 +483,8 @@ func TestMCPAuth_SessionRequestsAuthorizedByTheirOwnCredentials(t *testing.T) {
 	}
 }
 
-// With authentication configured, the MCP endpoint's refusals send OAuth
-// clients to its protected-resource metadata (RFC 9728), which is served
+// With JWTs configured, the MCP endpoint's refusals send OAuth clients to
+// its protected-resource metadata (RFC 9728), which is served
 // without credentials at the endpoint's well-known URL and at the root's,
 // each naming the resource its URL was made from, as go-sdk's client
 // checks; the API's challenge is unchanged.
@@ -539,20 +539,30 @@ func TestMCPAuth_ProtectedResourceMetadata(t *testing.T) {
 	// Behind agent.url, the URLs are under it.
 	cfg = loadDefaults(t)
 	cfg.Auth = authTokens()
+	cfg.Auth.JWT = idp.config()
 	cfg.Agent.URL = "https://orchd.example/"
 	other := startDaemon(t, cfg)
 	var md oauthex.ProtectedResourceMetadata
 	if code, _ := callAs(t, "", "GET", other+"/.well-known/oauth-protected-resource/mcp", "", &md); code != 200 ||
-		md.Resource != "https://orchd.example/mcp" || md.AuthorizationServers != nil || !slices.Equal(md.BearerMethodsSupported, []string{"header"}) {
+		md.Resource != "https://orchd.example/mcp" || !slices.Equal(md.AuthorizationServers, []string{testIssuerName}) || !slices.Equal(md.BearerMethodsSupported, []string{"header"}) {
 		t.Errorf("metadata behind agent.url: %d %+v", code, md)
 	}
 	if _, h := callAs(t, "", "POST", other+mcpserver.Path, `{}`, nil); h.Get("WWW-Authenticate") != realm+`, resource_metadata="https://orchd.example/.well-known/oauth-protected-resource/mcp"` {
 		t.Errorf("/mcp's challenge behind agent.url: %q", h.Get("WWW-Authenticate"))
 	}
 
-	// With no authentication there is nothing to describe.
-	open := startDaemon(t, loadDefaults(t))
-	if code, _ := callAs(t, "", "GET", open+"/.well-known/oauth-protected-resource/mcp", "", nil); code != http.StatusNotFound {
-		t.Errorf("metadata without authentication: %d", code)
+	// With no authorization server to name (static tokens only), or no
+	// authentication, there is nothing to send a client to.
+	cfg = loadDefaults(t)
+	cfg.Auth = authTokens()
+	tokensOnly := startDaemon(t, cfg)
+	for name, b := range map[string]string{"static tokens only": tokensOnly, "no authentication": startDaemon(t, loadDefaults(t))} {
+		// No such route: the API's 401 with static tokens, 404 without.
+		if code, _ := callAs(t, "", "GET", b+"/.well-known/oauth-protected-resource/mcp", "", nil); code == http.StatusOK {
+			t.Errorf("metadata with %s: %d", name, code)
+		}
+	}
+	if _, h := callAs(t, "", "POST", tokensOnly+mcpserver.Path, `{}`, nil); h.Get("WWW-Authenticate") != realm {
+		t.Errorf("/mcp's challenge with static tokens only: %q", h.Get("WWW-Authenticate"))
 	}
 }
