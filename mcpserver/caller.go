@@ -20,12 +20,12 @@ import (
 // session, whose credentials may not be this request's (the same caller
 // with other roles, a refreshed JWT). What does reach them, per request,
 // is the SDK's token info (RequestExtra.TokenInfo), which only its bearer
-// middleware sets. So
-// carryCaller hands the principal to that middleware as the "token" it
-// verifies, and callerMiddleware takes it back into the context of the
-// MCP request, where httpgate.Authorizer reads it. The token info's UserID
-// also binds an older client's session to the principal that opened it:
-// the SDK refuses the session to anyone else.
+// middleware sets. So carryCaller hands the principal to that middleware
+// as the "token" it verifies, and callerMiddleware takes it back into the
+// context of the MCP request, where httpgate.Authorizer reads it. The
+// token info's UserID also binds an older client's session to the
+// principal that opened it: the SDK refuses the session to anyone else
+// (session.go).
 
 // principalExtra is the TokenInfo.Extra key holding orchd's principal.
 const principalExtra = "orchd.principal"
