@@ -29,7 +29,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"agents", "lsit"}, `orchd agents has no command "lsit" (did you mean "list"?); see 'orchd agents --help'`},
 		{[]string{"help", "nosuch"}, `orchd has no command "nosuch"; see 'orchd --help'`},
 		{[]string{"help", "agents", "lsit"}, `orchd agents has no command "lsit" (did you mean "list"?); see 'orchd agents --help'`},
-		{[]string{"mcp", "--help"}, `orchd has no command "mcp"; see 'orchd --help'`},
+		{[]string{"chat", "--help"}, `orchd has no command "chat"; see 'orchd --help'`},
 		{[]string{"agents", "lsit", "-h"}, `orchd agents has no command "lsit" (did you mean "list"?); see 'orchd agents --help'`},
 		{[]string{"tasks", "--server", "http://127.0.0.1:1", "nosuch", "--help"}, `orchd tasks has no command "nosuch"; see 'orchd tasks --help'`},
 		{[]string{"tasks", "list", "--nope"}, "orchd tasks list has no flag --nope; see 'orchd tasks list --help'"},

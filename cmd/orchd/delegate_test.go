@@ -210,6 +210,8 @@ func TestClientCommands_UsageErrors(t *testing.T) {
 		{[]string{"tasks", "follow", "--after", "-1", "id"}, "--after -1: want an event's sequence number, 0 or more; see 'orchd tasks follow --help'"},
 		{[]string{"agents", "list", "--server", "127.0.0.1:8080"}, `--server "127.0.0.1:8080": want an http or https URL such as "http://127.0.0.1:8080"; see 'orchd agents list --help'`},
 		{[]string{"tasks", "follow", "--server", "ftp://orchd.example.com", "id"}, `--server "ftp://orchd.example.com": want an http or https URL such as "http://127.0.0.1:8080"`},
+		{[]string{"mcp", "--server", "127.0.0.1:8080"}, `--server "127.0.0.1:8080": want an http or https URL such as "http://127.0.0.1:8080"; see 'orchd mcp --help'`},
+		{[]string{"mcp", "now"}, "orchd mcp takes no arguments, but was given 1; see 'orchd mcp --help'"},
 	} {
 		code, out, errOut := orchd(t, t.Context(), append(tc.args, "--server", "http://127.0.0.1:1")...)
 		if code != exitUsage || out != "" {

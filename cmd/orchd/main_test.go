@@ -19,10 +19,25 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/orchd/orchd/internal/helperproc"
 	"github.com/orchd/orchd/internal/syncbuf"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// helpers are the processes this package's tests start from the test
+// binary.
+var helpers = helperproc.Commands{
+	// orchd runs the orchd command line with its arguments, as the orchd
+	// binary does (mcp_test.go).
+	"orchd": func(args []string) int { return run(args, os.Stdout, os.Stderr) },
+}
+
+// TestMain runs a helper process when the test binary was started as
+// one, and otherwise the tests, checking that they leave no goroutine
+// behind.
+func TestMain(m *testing.M) {
+	helpers.Main()
+	goleak.VerifyTestMain(m)
+}
 
 func cardServer(t *testing.T, file string) *httptest.Server {
 	t.Helper()

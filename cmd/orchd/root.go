@@ -108,7 +108,7 @@ Exit codes:
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(newServeCmd(g), newAgentsCmd(g), newPolicyCmd(g), newDelegateCmd(), newTasksCmd(),
 		newSteerCmd(steering.Steer), newSteerCmd(steering.Interrupt), newVersionCmd(), newConfigCmd(g), newHealthcheckCmd())
-	root.AddCommand(newDemoCmd(g))
+	root.AddCommand(newDemoCmd(g), newMCPCmd(g))
 	root.SetHelpCommand(helpCmd(root))
 	sentences(root)
 	return root
