@@ -56,7 +56,7 @@ the daemon refused the token, or no longer has the session.`,
 // server until in ends, ctx ends or the relay cannot go on.
 func serveMCPStdio(ctx context.Context, server string, in io.Reader, out io.Writer, log *slog.Logger) error {
 	endpoint := strings.TrimRight(server, "/") + mcpserver.Path
-	daemon := &daemonTransport{api: newAPIClient(server), base: http.DefaultTransport.(*http.Transport).Clone()}
+	daemon := &daemonTransport{api: newAPIClient(server), base: http.DefaultTransport.(*http.Transport).Clone(), log: log}
 	rc, ok := in.(io.ReadCloser)
 	if !ok {
 		rc = io.NopCloser(in)

@@ -422,14 +422,17 @@ func TestMCP_RequestsAsAClientSendsThem(t *testing.T) {
 // A host that writes its messages at once and closes stdin gets every
 // answer, and nothing else, on stdout: orchd mcp holds what follows an
 // initialize until the session it opens is known, and ends once the calls
-// it relayed are answered.
+// it relayed are answered. A method the daemon does not serve is refused,
+// and the bridge goes on.
 func TestMCP_ScriptedHost(t *testing.T) {
 	base := mcpFleet(t)
 	cmd, stderr := mcpCommand(t, base)
 	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"script","version":"1"}}}
 {"jsonrpc":"2.0","method":"notifications/initialized"}
-{"jsonrpc":"2.0","id":2,"method":"tools/list"}
-{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"orchd_delegate","arguments":{"text":"say hello","skill":"reply"}}}
+{"jsonrpc":"2.0","method":"notifications/nosuch"}
+{"jsonrpc":"2.0","id":2,"method":"io.github.orchd/nosuch","params":{}}
+{"jsonrpc":"2.0","id":3,"method":"tools/list"}
+{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"orchd_delegate","arguments":{"text":"say hello","skill":"reply"}}}
 `)
 	out, err := cmd.Output()
 	if err != nil {
@@ -440,18 +443,27 @@ func TestMCP_ScriptedHost(t *testing.T) {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      int             `json:"id"`
 		Result  json.RawMessage `json:"result"`
-		Error   json.RawMessage `json:"error"`
+		Error   *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
 	}
 	got := map[int]answer{}
 	for _, line := range lines {
 		var a answer
-		if err := json.Unmarshal([]byte(line), &a); err != nil || a.JSONRPC != "2.0" || a.ID == 0 || a.Error != nil {
+		if err := json.Unmarshal([]byte(line), &a); err != nil || a.JSONRPC != "2.0" || a.ID == 0 {
 			t.Fatalf("stdout line %q is not an answer", line)
 		}
 		got[a.ID] = a
 	}
-	if len(lines) != 3 || !strings.Contains(string(got[1].Result), `"protocolVersion":"2025-11-25"`) ||
-		!strings.Contains(string(got[2].Result), `"name":"orchd_delegate"`) || !strings.Contains(string(got[3].Result), "hello from the agent") {
+	if len(lines) != 4 || !strings.Contains(string(got[1].Result), `"protocolVersion":"2025-11-25"`) ||
+		!strings.Contains(string(got[3].Result), `"name":"orchd_delegate"`) || !strings.Contains(string(got[4].Result), "hello from the agent") {
 		t.Errorf("stdout:\n%s", out)
+	}
+	if e := got[2].Error; e == nil || e.Code != -32600 || !strings.Contains(e.Message, "orchd refused the message (HTTP 400)") || !strings.Contains(e.Message, "io.github.orchd/nosuch") {
+		t.Errorf("the unknown method was answered %s", lines)
+	}
+	if m := missing(stderr.String(), "orchd refused the message (HTTP 400)", "notifications/nosuch"); m != nil {
+		t.Errorf("stderr lacks %q:\n%s", m, stderr)
 	}
 }
