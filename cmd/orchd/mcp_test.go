@@ -358,6 +358,26 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// echoServer serves at /mcp a go-sdk server with a tool, echo, that
+// answers "echo: " and its text, with sessions unless stateless, its
+// handler wrapped in wrap.
+func echoServer(t *testing.T, stateless bool, wrap func(http.Handler) http.Handler) (*httptest.Server, *mcp.Server) {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1.0.0"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + args.Text}}}, nil, nil
+	})
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Path, wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: stateless})))
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return hs, srv
+}
+
 // A server gets from orchd mcp the requests go-sdk's client sends it
 // directly, headers and all, and the token on each: with sessions, and
 // without them (2026-07-28, served only by a server without sessions).
@@ -367,19 +387,8 @@ func TestMCP_RequestsAsAClientSendsThem(t *testing.T) {
 		stateless bool
 	}{{"2026-07-28", true}, {"2025-11-25", false}} {
 		t.Run(tc.version, func(t *testing.T) {
-			srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1.0.0"}, nil)
-			type in struct {
-				Text string `json:"text"`
-			}
-			mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + args.Text}}}, nil, nil
-			})
 			var log headerLog
-			mux := http.NewServeMux()
-			mux.Handle(mcpserver.Path, log.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-				&mcp.StreamableHTTPOptions{Stateless: tc.stateless})))
-			hs := httptest.NewServer(mux)
-			t.Cleanup(hs.Close)
+			hs, _ := echoServer(t, tc.stateless, log.wrap)
 
 			echo := func(cs *mcp.ClientSession) {
 				t.Helper()
@@ -465,5 +474,41 @@ func TestMCP_ScriptedHost(t *testing.T) {
 	}
 	if m := missing(stderr.String(), "orchd refused the message (HTTP 400)", "notifications/nosuch"); m != nil {
 		t.Errorf("stderr lacks %q:\n%s", m, stderr)
+	}
+}
+
+// A session the server no longer has ends orchd mcp, saying so: the host
+// has to start it again.
+func TestMCP_SessionGone(t *testing.T) {
+	hs, srv := echoServer(t, false, func(h http.Handler) http.Handler { return h })
+	cs, h, err := launch(t, hs.URL, mcpVersions[1], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}
+	// Answered once the messages before it, initialized too, were sent.
+	if _, err := cs.CallTool(t.Context(), echo); err != nil {
+		t.Fatal(err)
+	}
+	for ss := range srv.Sessions() {
+		ss.Close()
+	}
+	_, err = cs.CallTool(t.Context(), echo)
+	if err == nil || !strings.Contains(err.Error(), "no longer has this MCP session") {
+		t.Errorf("the call in the session gone: %v; stderr: %s", err, h.stderr)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cs.Wait() }()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("orchd mcp did not end")
+	}
+	_ = cs.Close()
+	if code := h.cmd.ProcessState.ExitCode(); code != exitFailure {
+		t.Errorf("exit %d, want %d", code, exitFailure)
+	}
+	if m := missing(h.stderr.String(), "orchd: orchd at "+hs.URL+"/mcp no longer has this MCP session"); m != nil {
+		t.Errorf("stderr lacks %q:\n%s", m, h.stderr)
 	}
 }

@@ -15,12 +15,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// codeRejectedByTransport is the code of go-sdk's "rejected by transport"
-// error, which its connection wraps the failure of a request in when the
-// connection itself can go on (the daemon could not be reached, or
-// answered 5xx). When it comes first in an error, the error is not the
-// daemon's JSON-RPC answer, which comes first when there is one.
-const codeRejectedByTransport = -32005
+// rejectedByTransport matches go-sdk's "rejected by transport" error
+// (jsonrpc.Error's Is compares codes). The connection wraps the failure
+// of a message in it when the connection itself goes on: the daemon could
+// not be reached, answered 5xx, or answered the message with a JSON-RPC
+// error, which then comes first in the error. Any other failure of a
+// message broke the connection.
+var rejectedByTransport = &jsonrpc.Error{Code: -32005}
 
 // bridge relays JSON-RPC messages between an MCP host on stdio (local)
 // and a daemon's /mcp over Streamable HTTP (remote), both go-sdk
@@ -103,7 +104,12 @@ func (b *bridge) up(ctx context.Context) error {
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || !req.IsCall() {
 			// A notification, or the host's answer to the daemon.
-			if err := b.remote.Write(ctx, msg); err != nil && ctx.Err() == nil {
+			err := b.remote.Write(ctx, msg)
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case !errors.Is(err, rejectedByTransport):
+				return b.explain(err)
+			default:
 				b.log.Warn("orchd mcp: a message from the host did not reach the daemon", "err", b.explain(err))
 			}
 			continue
@@ -138,18 +144,28 @@ func (b *bridge) send(ctx context.Context, req *jsonrpc.Request, sent chan struc
 	if err == nil {
 		return
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Stopped before the daemon answered: the bridge is stopping.
 		b.forget(req.ID)
 		return
 	}
 	var werr *jsonrpc.Error
-	if !errors.As(err, &werr) || werr.Code == codeRejectedByTransport {
-		// Not the daemon's own JSON-RPC error: say what went wrong.
+	switch {
+	case !errors.Is(err, rejectedByTransport):
+		// The connection to the daemon broke: the bridge stops, and the
+		// answer tells the host why. The stop comes first, so that it is
+		// the bridge's outcome whatever the host does once answered.
+		broke := b.explain(err)
+		werr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: broke.Error()}
+		b.stop(broke)
+	case errors.As(err, &werr) && werr.Code != rejectedByTransport.Code:
+		// The daemon's own JSON-RPC error: passed on as it is.
+	default:
 		werr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: b.explain(err).Error()}
 		b.log.Warn("orchd mcp: a call from the host did not reach the daemon", "method", req.Method, "err", werr.Message)
 	}
-	// The answer goes out even when the bridge is stopping because the
-	// connection failed: it tells the host why.
+	// The answer goes out even when the bridge is stopping: it tells the
+	// host why.
 	if err := b.answer(context.WithoutCancel(ctx), &jsonrpc.Response{ID: req.ID, Error: werr}); err != nil {
 		b.stop(fmt.Errorf("write to the host on stdout: %w", err))
 	}
