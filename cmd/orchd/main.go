@@ -6,6 +6,7 @@
 //	orchd agents inspect URL [-o text|json]
 //	orchd policy check|test FILE|DIR...
 //	orchd delegate "text"; orchd tasks …; orchd steer|interrupt ID …
+//	orchd mcp [--server URL]
 //	orchd version
 //
 // docs/cli.md describes every command and the exit codes.

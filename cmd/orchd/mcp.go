@@ -33,7 +33,8 @@ Only JSON-RPC messages are written to stdout; errors and logs go to stderr.
 A call the daemon cannot be reached for is answered with an error and the
 bridge goes on. It stops when stdin ends (once the calls it relayed are
 answered), on SIGINT or SIGTERM (exit 0), or when it cannot go on (exit 1):
-the daemon refused the token, or no longer has the session.`,
+the daemon refused the token or no longer has the session, or stdin held
+something other than JSON-RPC.`,
 		Example: `  orchd mcp
   ORCHD_TOKEN=… orchd mcp --server https://orchd.example.com`,
 		Args: cobra.NoArgs,
