@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -464,5 +465,26 @@ func TestLimits_OversizedAndDeepParams(t *testing.T) {
 	call(t, cs, mcpserver.ToolDelegate, map[string]any{"text": "hi", "agent": "reply"}, &st)
 	if st.State != "completed" {
 		t.Errorf("after the refusals: %+v", st)
+	}
+}
+
+func TestAgents_ListsWhatEachCanDo(t *testing.T) {
+	f := startFleet(t)
+	cs := connect(t, f.base, versions[0], nil)
+	var out mcpserver.AgentsOutput
+	res := call(t, cs, mcpserver.ToolAgents, nil, &out)
+	if res.IsError || len(out.Agents) != 4 {
+		t.Fatalf("got %+v", out)
+	}
+	byID := map[string]mcpserver.AgentSummary{}
+	for _, a := range out.Agents {
+		byID[a.ID] = a
+	}
+	steer, reply := byID["steer"], byID["reply"]
+	if !steer.Steerable || !steer.Interruptible || !slices.Equal(steer.Skills, []string{"steer"}) || !steer.Healthy || !slices.Contains(steer.Versions, "1.0") {
+		t.Errorf("the steerable agent: %+v", steer)
+	}
+	if reply.Steerable || reply.Interruptible || reply.Name != "replier" {
+		t.Errorf("the replying agent: %+v", reply)
 	}
 }
