@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Python peers' pinned packages into .venv beside this script.
+# Installs a Python peer folder's pinned packages into .venv inside it:
+# the folder given as the argument, or this script's own (the a2a-sdk and
+# mcp peers). peers/python-tasks/install.sh runs it for its folder.
 # Idempotent: it does nothing when .venv already holds exactly
 # requirements.txt (a stamp file records the file's hash) and works with the
 # python3 on PATH.
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "${1:-$(dirname "$0")}"
 
 PYTHON=${PYTHON:-python3}
 if ! command -v "$PYTHON" >/dev/null; then
@@ -12,7 +14,7 @@ if ! command -v "$PYTHON" >/dev/null; then
   exit 1
 fi
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
-  echo "install.sh: $("$PYTHON" --version 2>&1) is too old; a2a-sdk needs Python 3.10 or newer" >&2
+  echo "install.sh: $("$PYTHON" --version 2>&1) is too old; the Python peers need Python 3.10 or newer" >&2
   exit 1
 }
 

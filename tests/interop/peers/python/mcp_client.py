@@ -28,17 +28,19 @@ first) and "steer" (works until steered with "finish"). It:
 With --tasks (2026-07-28 only) the client declares the MCP Tasks
 extension (io.modelcontextprotocol/tasks, SEP-2663) through the
 TasksClientExtension of fastmcp-tasks 4.1.4, an independent client of the
-extension built on the SDK's extension points, which must be installed
-beside the SDK (requirements.txt does not pin it). It then lists the
-tools and, instead of the steps above:
+extension built on the SDK's extension points. It is pinned, with the
+same SDK, in peers/python-tasks/requirements.txt, not here: run the script
+with the python of the venv peers/python-tasks/install.sh makes. It then
+lists the tools and, instead of the steps above:
 
 - delegates to "reply" and to "ask" through the SDK's call_tool: a call
   the server runs as a task (a CreateTaskResult) is followed with
   tasks/get until it ends, and a question is answered with tasks/update,
   by the extension's resolver,
 - delegates to "steer" asking for the raw result: for a task, it reads it
-  with tasks/get, cancels it with tasks/cancel and reads it until it ends;
-  a call answered without a task is canceled with orchd_cancel.
+  with tasks/get ("got"), cancels it with tasks/cancel and reads it until
+  it ends ("final"); a call answered without a task is canceled with
+  orchd_cancel.
 
 It prints one JSON object per line on stdout, one for each step:
 {"step": NAME, ...what the step saw..., "wire": [...]}. "wire" lists the
@@ -244,7 +246,9 @@ def tasks_extension(user: User) -> Any:
     try:
         from fastmcp_tasks.client import TasksClientExtension
     except ImportError as err:
-        raise RuntimeError("--tasks needs fastmcp-tasks: pip install fastmcp-tasks==4.1.4") from err
+        raise RuntimeError(
+            "--tasks needs fastmcp-tasks 4.1.4: run peers/python-tasks/install.sh and its venv's python"
+        ) from err
     return TasksClientExtension(elicitation_callback=user.elicit)
 
 
@@ -286,8 +290,8 @@ async def task_cancel(client: Client) -> dict[str, Any]:
     )
     # Bounded: fifty reads, a fifth of a second apart.
     for _ in range(50):
-        out["ended"] = await get(task_id)
-        if out["ended"]["status"] in TASK_ENDED:
+        out["final"] = await get(task_id)
+        if out["final"]["status"] in TASK_ENDED:
             break
         await anyio.sleep(0.2)
     return out
