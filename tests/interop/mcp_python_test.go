@@ -40,7 +40,14 @@ type mcpStep struct {
 	Receipt *steering.Receipt `json:"receipt"`
 	Retried *steering.Receipt `json:"retried"`
 	Ended   *mcpserver.Status `json:"ended"`
-	Wire    []mcpWire         `json:"wire"`
+	// Task, Created, Got and Final are the task steps' (--tasks): whether
+	// the call became a task, its CreateTaskResult, and the task as
+	// tasks/get read it before the cancel and last.
+	Task    bool                        `json:"task"`
+	Created *mcpserver.CreateTaskResult `json:"created"`
+	Got     *mcpserver.DetailedTask     `json:"got"`
+	Final   *mcpserver.DetailedTask     `json:"final"`
+	Wire    []mcpWire                   `json:"wire"`
 }
 
 // mcpServerInfo is the server's name and version as the client got them.
@@ -73,11 +80,16 @@ type mcpWire struct {
 	MCPMethod string `json:"mcpMethod"`
 	MCPName   string `json:"mcpName"`
 	Session   bool   `json:"session"`
-	// RequestState and InputResponses are a tools/call's MRTR fields.
+	// RequestState and InputResponses are a tools/call's MRTR fields;
+	// InputResponses are also the keys a tasks/update answered.
 	RequestState   bool     `json:"requestState"`
 	InputResponses []string `json:"inputResponses"`
 	ProgressToken  bool     `json:"progressToken"`
-	Status         int      `json:"status"`
+	// Extensions are those a tools/call declared in its client
+	// capabilities; TaskID is the task a tasks/* request named.
+	Extensions []string `json:"extensions"`
+	TaskID     string   `json:"taskId"`
+	Status     int      `json:"status"`
 }
 
 // status decodes the structured content of a step's tool result as a
@@ -102,21 +114,23 @@ func posts(w []mcpWire, m string) []mcpWire {
 	return out
 }
 
-// runMCPClient runs mcp_client.py against the MCP endpoint at url in the
-// SDK's connect mode, and returns its steps by name.
-func runMCPClient(t *testing.T, py, url, mode string) map[string]mcpStep {
+// runMCPClient runs mcp_client.py with the interpreter py against the MCP
+// endpoint at url, with the flags args and "--answer 2024", and returns its
+// steps by name.
+func runMCPClient(t *testing.T, py, url string, args ...string) map[string]mcpStep {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "mcp_client.py", url, "--mode", mode, "--answer", "2024")
+	argv := append([]string{"mcp_client.py", url, "--answer", "2024"}, args...)
+	cmd := exec.CommandContext(ctx, py, argv...)
 	cmd.Dir = pythonDir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("mcp_client.py --mode %s: %v\nstdout:\n%s\nstderr:\n%s", mode, err, out, stderr.String())
+		t.Fatalf("mcp_client.py %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, out, stderr.String())
 	}
-	t.Logf("mcp_client.py --mode %s saw:\n%s", mode, out)
+	t.Logf("mcp_client.py %v saw:\n%s", args, out)
 	steps := map[string]mcpStep{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 1<<20)
@@ -170,7 +184,7 @@ func TestMCPPythonClient(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
-			steps := runMCPClient(t, py, url, tc.mode)
+			steps := runMCPClient(t, py, url, "--mode", tc.mode)
 			modern := tc.protocol >= "2026-07-28"
 			for _, name := range []string{"connect", "tools", "reply", "progress", "ask", "steer"} {
 				s, ok := steps[name]
