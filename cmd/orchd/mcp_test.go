@@ -285,8 +285,10 @@ func TestMCP_SIGTERM(t *testing.T) {
 	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	ended := make(chan error, 1)
-	go func() { ended <- cs.Wait() }()
+	// How it ended is for the exit code to say, checked below: Wait's
+	// error is the connection's.
+	ended := make(chan struct{})
+	go func() { _ = cs.Wait(); close(ended) }()
 	select {
 	case <-ended:
 	case <-time.After(30 * time.Second):
@@ -497,8 +499,10 @@ func TestMCP_SessionGone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no longer has this MCP session") {
 		t.Errorf("the call in the session gone: %v; stderr: %s", err, h.stderr)
 	}
-	ended := make(chan error, 1)
-	go func() { ended <- cs.Wait() }()
+	// How it ended is for the exit code to say, checked below: Wait's
+	// error is the connection's.
+	ended := make(chan struct{})
+	go func() { _ = cs.Wait(); close(ended) }()
 	select {
 	case <-ended:
 	case <-time.After(30 * time.Second):

@@ -15,13 +15,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// rejectedByTransport matches go-sdk's "rejected by transport" error
+// errRejectedByTransport matches go-sdk's "rejected by transport" error
 // (jsonrpc.Error's Is compares codes). The connection wraps the failure
 // of a message in it when the connection itself goes on: the daemon could
 // not be reached, answered 5xx, or answered the message with a JSON-RPC
 // error, which then comes first in the error. Any other failure of a
 // message broke the connection.
-var rejectedByTransport = &jsonrpc.Error{Code: -32005}
+var errRejectedByTransport = &jsonrpc.Error{Code: -32005}
 
 // bridge relays JSON-RPC messages between an MCP host on stdio (local)
 // and a daemon's /mcp over Streamable HTTP (remote), both go-sdk
@@ -97,7 +97,7 @@ func (b *bridge) up(ctx context.Context) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the bridge was asked to stop: not a failure
 			}
 			return fmt.Errorf("read the host's messages on stdin: %w", err)
 		}
@@ -107,7 +107,7 @@ func (b *bridge) up(ctx context.Context) error {
 			err := b.remote.Write(ctx, msg)
 			switch {
 			case err == nil || ctx.Err() != nil:
-			case !errors.Is(err, rejectedByTransport):
+			case !errors.Is(err, errRejectedByTransport):
 				return b.explain(err)
 			default:
 				b.log.Warn("orchd mcp: a message from the host did not reach the daemon", "err", b.explain(err))
@@ -151,14 +151,14 @@ func (b *bridge) send(ctx context.Context, req *jsonrpc.Request, sent chan struc
 	}
 	var werr *jsonrpc.Error
 	switch {
-	case !errors.Is(err, rejectedByTransport):
+	case !errors.Is(err, errRejectedByTransport):
 		// The connection to the daemon broke: the bridge stops, and the
 		// answer tells the host why. The stop comes first, so that it is
 		// the bridge's outcome whatever the host does once answered.
 		broke := b.explain(err)
 		werr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: broke.Error()}
 		b.stop(broke)
-	case errors.As(err, &werr) && werr.Code != rejectedByTransport.Code:
+	case errors.As(err, &werr) && werr.Code != errRejectedByTransport.Code:
 		// The daemon's own JSON-RPC error: passed on as it is.
 	default:
 		werr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: b.explain(err).Error()}
@@ -178,7 +178,7 @@ func (b *bridge) down(ctx context.Context) error {
 		msg, err := b.remote.Read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the bridge was asked to stop: not a failure
 			}
 			return b.explain(err)
 		}
@@ -189,7 +189,7 @@ func (b *bridge) down(ctx context.Context) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the bridge was asked to stop: not a failure
 			}
 			return fmt.Errorf("write to the host on stdout: %w", err)
 		}
