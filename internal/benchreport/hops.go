@@ -396,6 +396,12 @@ func (r cellResult) pct(p int) time.Duration {
 // runCell calls through c from callers goroutines for d, each starting
 // its next call when the last one is answered.
 func runCell(ctx context.Context, c *a2aclient.Client, kind string, callers int, d time.Duration) cellResult {
+	return runCalls(ctx, callers, d, func(ctx context.Context) error { return hopCall(ctx, c, kind) })
+}
+
+// runCalls makes calls from callers goroutines for d, each starting its
+// next call when the last one returned.
+func runCalls(ctx context.Context, callers int, d time.Duration, call func(context.Context) error) cellResult {
 	lats := make([][]time.Duration, callers)
 	errs := make([]int, callers)
 	firsts := make([]error, callers)
@@ -406,7 +412,7 @@ func runCell(ctx context.Context, c *a2aclient.Client, kind string, callers int,
 		wg.Go(func() {
 			for time.Now().Before(end) && ctx.Err() == nil {
 				t0 := time.Now()
-				if err := hopCall(ctx, c, kind); err != nil {
+				if err := call(ctx); err != nil {
 					errs[i]++
 					firsts[i] = cmpOr(firsts[i], err)
 					continue

@@ -3,8 +3,9 @@
 // measured out of process (the client, orchd and the agents each in
 // their own process, orchd run as `orchd serve` with a full store): a hop
 // against a direct call, a reverse proxy and the thinnest a2a-go hop,
-// 1,000 delegations at once, and 300 clients sending the largest bodies
-// with and without credentials; then, in process, the cached registry lookup,
+// 1,000 delegations at once, 300 clients sending the largest bodies
+// with and without credentials, and orchd's MCP endpoint against its HTTP
+// API (delegating, reading tasks, steering); then, in process, the cached registry lookup,
 // profile building, policy evaluation, a hop through orchd against a
 // direct call and a reverse proxy (with tracing off and on), a hop to
 // agents that answer with a Task, a gRPC hop, steering across a chain,
@@ -94,6 +95,7 @@ var runs = []run{
 	{"", []string{"-bench", "^" + hopBench + "$"}},
 	{"", []string{"-bench", "^" + loadBench + "$"}},
 	{"", []string{"-bench", "^" + hostileBench + "$"}},
+	{"", []string{"-bench", "^" + mcpBench + "$"}},
 	{"./registry", []string{"-bench", "^BenchmarkLookup$", "-benchmem", "-benchtime", "500ms"}},
 	{"./registry", []string{"-bench", "^BenchmarkMemory$", "-benchtime", "1x"}},
 	{"./capability", []string{"-bench", "^BenchmarkBuild$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},

@@ -177,7 +177,7 @@ func TestSelectRuns(t *testing.T) {
 	}{
 		{"^BenchmarkState", 4, false},
 		{"^BenchmarkHop$", 1, false},
-		{"^BenchmarkProcess", 3, false},
+		{"^BenchmarkProcess", 4, false},
 		{"ProcessLoad", 1, false},
 		{"^BenchmarkInFlight", 2, false},
 		{"TaskReply|GRPCHop|InFlightFollow", 3, false},

@@ -29,14 +29,16 @@ var (
 	tinyHops    = hopConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
 	tinyLoad    = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond, rounds: 2}
 	tinyHostile = hostileConfig{clients: 10, httpBytes: 1 << 20, grpcBytes: 256 << 10}
+	tinyMCP     = mcpConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullMCP.callers,
+		pollers: fullMCP.pollers, prefill: 50, working: 8, completed: 8, steerTasks: 1}
 )
 
-// TestProcessRuns_Tiny runs the hop matrix, the load run and the hostile
-// clients against the
-// real processes (the agents, the proxy, the floor hop, two orchds built
-// from ./cmd/orchd), in their smallest form: every call of every path
-// must have been answered correctly, and the output must render the
-// report's out-of-process sections whole.
+// TestProcessRuns_Tiny runs the hop matrix, the load run, the hostile
+// clients and the MCP run against the real processes (the agents, the
+// proxy, the floor hop, the steerable agent, the orchds built from
+// ./cmd/orchd), in their smallest form: every call of every path must
+// have been answered correctly, and the output must render the report's
+// out-of-process sections whole.
 func TestProcessRuns_Tiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds orchd and starts processes")
@@ -50,6 +52,9 @@ func TestProcessRuns_Tiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := hostileRun(t.Context(), &out, log, tinyHostile); err != nil {
+		t.Fatal(err)
+	}
+	if err := mcpRun(t.Context(), &out, log, tinyMCP); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(out.String())
@@ -97,6 +102,8 @@ func TestProcessRuns_Tiny(t *testing.T) {
 		t.Errorf("orchd's peak RSS %v MiB (%v)", rss, err)
 	}
 
+	checkMCPRun(t, res)
+
 	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +132,45 @@ func TestProcessRuns_Tiny(t *testing.T) {
 		if n, err := res.Med(name, "refused"); err != nil || n != float64(tinyHostile.clients) {
 			t.Errorf("%s: %v refused, %v; want every one of %d", name, n, err, tinyHostile.clients)
 		}
+	}
+}
+
+// checkMCPRun checks the results of the MCP run in its tiny form: every
+// cell answered every call, and every steer acknowledged reached the
+// agent.
+func checkMCPRun(t *testing.T, res results) {
+	t.Helper()
+	cells := []string{
+		fmt.Sprintf("delegate/%s/c%d", frontAPI, tinyMCP.callers), fmt.Sprintf("delegate/%s/c%d", frontMCP, tinyMCP.callers),
+	}
+	for _, front := range []string{frontAPI, frontMCP} {
+		for _, state := range []string{"working", "completed"} {
+			cells = append(cells, fmt.Sprintf("get/%s/%s/c%d", front, state, tinyMCP.pollers))
+		}
+	}
+	for _, c := range cells {
+		name := mcpBench + "/" + c
+		if rate, err := res.Med(name, "calls/s"); err != nil || rate <= 0 {
+			t.Errorf("%s: %v calls/s, %v", name, rate, err)
+		}
+		if cpu, err := res.Med(name, "orchd-cpu-µs/call"); err != nil || cpu < 0 {
+			t.Errorf("%s: %v µs of orchd's CPU a call, %v", name, cpu, err)
+		}
+	}
+	for _, way := range []string{frontAPI, steerMCPMethod, steerMCPTool} {
+		name := mcpBench + "/steer/" + way
+		if p50, err := res.Med(name, "p50-µs"); err != nil || p50 <= 0 {
+			t.Errorf("%s: p50 %v µs, %v", name, p50, err)
+		}
+	}
+	steers := float64(3 * tinyMCP.steerTasks * steersPerTask)
+	for unit, want := range map[string]float64{"steers-sent": steers, "steers-taken": steers} {
+		if got, err := res.Med(mcpBench+"/agent", unit); err != nil || got != want {
+			t.Errorf("MCP run: %v %s, want %v (%v)", got, unit, want, err)
+		}
+	}
+	if e, err := res.Med(mcpBench+"/all", "errors"); err != nil || e != 0 {
+		t.Errorf("MCP run: %v failed calls, %v", e, err)
 	}
 }
 

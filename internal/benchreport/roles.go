@@ -23,6 +23,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
+	"github.com/orchd/orchd/steering"
 )
 
 const (
@@ -39,6 +42,9 @@ const (
 	kindMessage = "message" // answers every message with a Message
 	kindTask    = "task"    // answers with a Task already COMPLETED
 	kindSlow    = "slow"    // streams a Task that works a while, then completes
+	// kindSteer is the steerable agent's kind, served by the steerable
+	// role (steerableHandlers), not the agents role.
+	kindSteer = "steer"
 )
 
 // agentKinds are the kinds in the order the agents role serves them.
@@ -53,6 +59,10 @@ type agentStats struct {
 	Executions int64 `json:"executions"`
 	// Requests is how many A2A requests it has served, by method.
 	Requests map[string]int64 `json:"requests"`
+	// Signals is how many steering signals the steerable agent
+	// acknowledged and its executions took (or had queued when they
+	// ended).
+	Signals int64 `json:"signals,omitempty"`
 }
 
 // playRole runs the helper role named, with its comma-separated args,
@@ -72,6 +82,8 @@ func playRole(role, args string) int {
 		handlers, err = proxyHandlers(list)
 	case "floor":
 		handlers, err = floorHandlers(list)
+	case "steerable":
+		handlers = []func(string) http.Handler{steerableHandler}
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -201,6 +213,80 @@ func (x *agentExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 }
 
 func (x *agentExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// steerableHandler serves an a2a-go agent that takes steering signals
+// (orchd's steering package, as an agent built on it does), answering
+// JSON-RPC at /rpc: it streams a task that works until it is canceled,
+// acknowledging each steer it takes; an interrupt stops it waiting for
+// input.
+func steerableHandler(base string) http.Handler {
+	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "Bench steer", Tasks: store})
+	x := &steerExec{st: st}
+	card := &a2a.AgentCard{Name: "Bench steer", Description: "works until canceled, taking steers", Version: "1",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{st.Extension()}},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: kindSteer, Name: kindSteer, Tags: []string{kindSteer}}}}
+	counts := &methodCounts{n: map[string]int64{}}
+	handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts),
+		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
+	mux := http.NewServeMux()
+	mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.signals.Load()})
+	})
+	return mux
+}
+
+// steerExec is the steerable agent's work; it counts its executions and
+// the signals they took.
+type steerExec struct {
+	st            *steering.Steering
+	runs, signals atomic.Int64
+}
+
+func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	x.runs.Add(1)
+	return func(yield func(a2a.Event, error) bool) {
+		inbox := x.st.Open(ec)
+		// The signals queued but not taken when the work ends were
+		// acknowledged too: they count as taken.
+		defer func() { x.signals.Add(int64(len(inbox.Close()))) }()
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-inbox.Ready():
+			}
+			for _, sig := range inbox.Take() {
+				x.signals.Add(1)
+				if sig.Control == steering.Interrupt {
+					x.signals.Add(int64(len(inbox.Close())))
+					yield(steering.Interrupted(ec, "interrupted"), nil)
+					return
+				}
+				if !yield(steering.Acknowledged(ec, sig), nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (x *steerExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
