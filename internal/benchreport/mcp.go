@@ -20,21 +20,24 @@ import (
 
 // mcpConfig sizes the MCP run.
 type mcpConfig struct {
-	rounds    int           // interleaved rounds over every cell
-	cell      time.Duration // how long a delegate or tasks/get cell is measured in one round
-	warm      time.Duration // how long each of those runs unmeasured first
-	callers   int           // delegating at once
-	pollers   int           // calling tasks/get at once
-	prefill   int           // delegations orchd holds before it is measured
-	working   int           // working tasks polled
-	completed int           // completed tasks polled
+	rounds int           // interleaved rounds over every cell
+	cell   time.Duration // how long a delegate or tasks/get cell is measured in one round
+	warm   time.Duration // how long each of those runs unmeasured first
+	// paced is how long a cell of pollers polling at the interval orchd
+	// advertises is measured in one round.
+	paced     time.Duration
+	callers   int // delegating at once
+	pollers   int // calling tasks/get at once
+	prefill   int // delegations orchd holds before it is measured
+	working   int // working tasks polled
+	completed int // completed tasks polled
 	// steerTasks is how many tasks each way of steering steers in a
 	// round, steersPerTask times each.
 	steerTasks int
 }
 
 // fullMCP is the MCP run of the report.
-var fullMCP = mcpConfig{rounds: 3, cell: time.Second, warm: 200 * time.Millisecond, callers: 8, pollers: 64,
+var fullMCP = mcpConfig{rounds: 3, cell: time.Second, warm: 200 * time.Millisecond, paced: 3 * time.Second, callers: 8, pollers: 64,
 	prefill: 10_000, working: 64, completed: 256, steerTasks: 10}
 
 // steersPerTask is how many steers each task of the steering cells takes:
@@ -67,6 +70,7 @@ func runMCP(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //
 //	BenchmarkProcessMCP/delegate/<api|mcp>/c<callers> <calls> <n> calls/s <µs> p50-µs <µs> p99-µs <n> errors <µs> orchd-cpu-µs/call
 //	BenchmarkProcessMCP/get/<api|mcp>/<working|completed>/c<pollers> ... the same
+//	BenchmarkProcessMCP/get/<api|mcp>/<working|completed>/paced<pollers> ... the same, then <ms> interval-ms
 //	BenchmarkProcessMCP/steer/<api|mcp-method|mcp-tool> <steers> <µs> p50-µs <µs> p99-µs <n> errors <µs> orchd-cpu-µs/call
 //
 // once per round, each line a cell:
@@ -81,7 +85,12 @@ func runMCP(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //     the cfg.completed tasks of the Message agent, all made through MCP
 //     as tasks and then pushed out of the ended delegations orchd keeps in
 //     memory by the prefill, so read from the store: tasks/get, or GET
-//     /v1/delegations/{id};
+//     /v1/delegations/{id}. In the c<pollers> cells each poller reads
+//     again as soon as it has its answer, so the latencies are mostly
+//     the queue: 64 pollers at n reads a second wait 64/n s a read; in
+//     the paced<pollers> cells each polls at the interval orchd's tasks
+//     advertise (pollIntervalMs), as a client of the Tasks extension
+//     does, their starts spread over the interval, for cfg.paced;
 //   - steer: one steer at a time to a WORKING task of the steerable agent,
 //     through POST /v1/delegations/{id}:steer, the steering extension's
 //     io.github.orchd/steering/steer or the orchd_steer tool; each task is
@@ -148,6 +157,14 @@ func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) e
 	}
 	log.Info("tasks made and store filled", "completed", len(completed), "working", len(working), "delegations", cfg.prefill,
 		"took", time.Since(start).Round(time.Millisecond))
+	tk, err := f.taskGet(ctx, working[0])
+	if err != nil {
+		return err
+	}
+	if tk.PollIntervalMs <= 0 {
+		return fmt.Errorf("task %s advertises no poll interval: %+v", working[0], tk)
+	}
+	interval := time.Duration(tk.PollIntervalMs) * time.Millisecond
 	fmt.Fprintf(w, "%s/setup\t1\t%d prefilled\t%d rounds\t%g cell-s\t%d working-tasks\t%d completed-tasks\n",
 		mcpBench, cfg.prefill, cfg.rounds, cfg.cell.Seconds(), len(working), len(completed))
 
@@ -155,6 +172,9 @@ func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) e
 		name    string
 		callers int
 		call    func(context.Context) error
+		// every is the interval each caller calls at; 0: as soon as the
+		// last call returned.
+		every time.Duration
 	}
 	poll := func(ids []string, get func(context.Context, string) error) func(context.Context) error {
 		var next atomic.Int64
@@ -162,23 +182,38 @@ func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) e
 	}
 	groups := [][]cell{
 		{
-			{fmt.Sprintf("delegate/%s/c%d", frontAPI, cfg.callers), cfg.callers, f.apiDelegate},
-			{fmt.Sprintf("delegate/%s/c%d", frontMCP, cfg.callers), cfg.callers, f.mcpDelegate},
-		},
-		{
-			{fmt.Sprintf("get/%s/working/c%d", frontAPI, cfg.pollers), cfg.pollers, poll(working, f.apiGet(a2a.TaskStateWorking))},
-			{fmt.Sprintf("get/%s/working/c%d", frontMCP, cfg.pollers), cfg.pollers, poll(working, f.mcpGet("working"))},
-			{fmt.Sprintf("get/%s/completed/c%d", frontAPI, cfg.pollers), cfg.pollers, poll(completed, f.apiGet(a2a.TaskStateCompleted))},
-			{fmt.Sprintf("get/%s/completed/c%d", frontMCP, cfg.pollers), cfg.pollers, poll(completed, f.mcpGet("completed"))},
+			{fmt.Sprintf("delegate/%s/c%d", frontAPI, cfg.callers), cfg.callers, f.apiDelegate, 0},
+			{fmt.Sprintf("delegate/%s/c%d", frontMCP, cfg.callers), cfg.callers, f.mcpDelegate, 0},
 		},
 	}
+	var gets, paced []cell
+	for _, state := range []string{"working", "completed"} {
+		ids, want := working, a2a.TaskStateWorking
+		if state == "completed" {
+			ids, want = completed, a2a.TaskStateCompleted
+		}
+		for _, front := range []string{frontAPI, frontMCP} {
+			get := poll(ids, f.apiGet(want))
+			if front == frontMCP {
+				get = poll(ids, f.mcpGet(state))
+			}
+			gets = append(gets, cell{fmt.Sprintf("get/%s/%s/c%d", front, state, cfg.pollers), cfg.pollers, get, 0})
+			paced = append(paced, cell{fmt.Sprintf("get/%s/%s/paced%d", front, state, cfg.pollers), cfg.pollers, get, interval})
+		}
+	}
+	groups = append(groups, gets, paced)
 	var total, failed int
 	measure := func(c cell, dur time.Duration) (cellResult, error) {
 		cpu, err := cpuTime(d.pid())
 		if err != nil {
 			return cellResult{}, err
 		}
-		r := runCalls(ctx, c.callers, dur, c.call)
+		var r cellResult
+		if c.every > 0 {
+			r = runPaced(ctx, c.callers, c.every, dur, c.call)
+		} else {
+			r = runCalls(ctx, c.callers, dur, c.call)
+		}
 		after, err := cpuTime(d.pid())
 		if err != nil {
 			return cellResult{}, err
@@ -193,6 +228,9 @@ func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) e
 	}
 	for _, g := range groups {
 		for _, c := range g {
+			if c.every > 0 {
+				continue // the closed-loop cells warmed the same calls
+			}
 			if _, err := measure(c, cfg.warm); err != nil {
 				return err
 			}
@@ -209,12 +247,20 @@ func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) e
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				r, err := measure(c, cfg.cell)
+				dur := cfg.cell
+				if c.every > 0 {
+					dur = cfg.paced
+				}
+				r, err := measure(c, dur)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "%s/%s\t%d\t%.1f calls/s\t%d p50-µs\t%d p99-µs\t%d errors\t%.1f orchd-cpu-µs/call\n",
+				fmt.Fprintf(w, "%s/%s\t%d\t%.1f calls/s\t%d p50-µs\t%d p99-µs\t%d errors\t%.1f orchd-cpu-µs/call",
 					mcpBench, c.name, len(r.lat), r.rate(), r.pct(50).Microseconds(), r.pct(99).Microseconds(), r.errs, r.perCall(r.hopCPU))
+				if c.every > 0 {
+					fmt.Fprintf(w, "\t%d interval-ms", c.every.Milliseconds())
+				}
+				fmt.Fprintln(w)
 			}
 		}
 		rs, err := steerRound(ctx, log, d, steerers, cfg.steerTasks, round, &sent)
@@ -241,6 +287,49 @@ func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) e
 		log.Warn("orchd logged", "line", l)
 	}
 	return nil
+}
+
+// runPaced makes calls from callers goroutines for d, each calling every
+// interval (at once when its last call took longer), their first calls
+// spread evenly over the first interval.
+func runPaced(ctx context.Context, callers int, every, d time.Duration, call func(context.Context) error) cellResult {
+	lats := make([][]time.Duration, callers)
+	errs := make([]int, callers)
+	firsts := make([]error, callers)
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			next := start.Add(every * time.Duration(i) / time.Duration(callers))
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(next)):
+				}
+				if !next.Before(end) {
+					return
+				}
+				t0 := time.Now()
+				if err := call(ctx); err != nil {
+					errs[i]++
+					firsts[i] = cmpOr(firsts[i], err)
+				} else {
+					lats[i] = append(lats[i], time.Since(t0))
+				}
+				next = next.Add(every)
+			}
+		})
+	}
+	wg.Wait()
+	r := cellResult{elapsed: time.Since(start), lat: slices.Concat(lats...)}
+	slices.Sort(r.lat)
+	for i := range callers {
+		r.errs += errs[i]
+		r.first = cmpOr(r.first, firsts[i])
+	}
+	return r
 }
 
 // steerer is one way to steer: it starts a WORKING task, steers it and
@@ -407,10 +496,11 @@ func (f *fronts) apiGet(want a2a.TaskState) func(context.Context, string) error 
 
 // mcpTask is what the harness reads of a task.
 type mcpTask struct {
-	ResultType string `json:"resultType"`
-	TaskID     string `json:"taskId"`
-	Status     string `json:"status"`
-	Result     *struct {
+	ResultType     string `json:"resultType"`
+	TaskID         string `json:"taskId"`
+	Status         string `json:"status"`
+	PollIntervalMs int64  `json:"pollIntervalMs"`
+	Result         *struct {
 		IsError bool `json:"isError"`
 	} `json:"result"`
 	Meta map[string]struct {

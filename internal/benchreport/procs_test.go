@@ -29,7 +29,7 @@ var (
 	tinyHops    = hopConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullHops.callers, prefill: 50}
 	tinyLoad    = loadConfig{calls: 20, work: 200 * time.Millisecond, prefill: 50, sample: 20 * time.Millisecond, rounds: 2}
 	tinyHostile = hostileConfig{clients: 10, httpBytes: 1 << 20, grpcBytes: 256 << 10}
-	tinyMCP     = mcpConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, callers: fullMCP.callers,
+	tinyMCP     = mcpConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, paced: 300 * time.Millisecond, callers: fullMCP.callers,
 		pollers: fullMCP.pollers, prefill: 50, working: 8, completed: 8, steerTasks: 1}
 )
 
@@ -145,7 +145,8 @@ func checkMCPRun(t *testing.T, res results) {
 	}
 	for _, front := range []string{frontAPI, frontMCP} {
 		for _, state := range []string{"working", "completed"} {
-			cells = append(cells, fmt.Sprintf("get/%s/%s/c%d", front, state, tinyMCP.pollers))
+			cells = append(cells, fmt.Sprintf("get/%s/%s/c%d", front, state, tinyMCP.pollers),
+				fmt.Sprintf("get/%s/%s/paced%d", front, state, tinyMCP.pollers))
 		}
 	}
 	for _, c := range cells {
