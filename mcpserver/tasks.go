@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -121,13 +122,14 @@ type capable interface {
 	ProtocolVersion() string
 }
 
-// declares reports whether req declared extension ext on this request.
-func declares(req mcp.Request, ext string) bool {
+// declares reports whether req, whose context is ctx, declared extension
+// ext on this request.
+func declares(ctx context.Context, req mcp.Request, ext string) bool {
 	c, ok := req.(capable)
 	if !ok || c.ProtocolVersion() < firstSessionless {
 		return false
 	}
-	caps := c.ClientCapabilities()
+	caps := capabilities(ctx)
 	if caps == nil {
 		return false
 	}
@@ -143,10 +145,10 @@ func declares(req mcp.Request, ext string) bool {
 func (s *Server) extensionsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if c, ok := req.(capable); ok {
-			ctx = context.WithValue(ctx, capsKey{}, c.ClientCapabilities())
+			ctx = context.WithValue(ctx, capsKey{}, sync.OnceValue(c.ClientCapabilities))
 		}
 		if method == "tools/call" {
-			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params.Name == ToolDelegate && declares(req, ExtTasks) {
+			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params.Name == ToolDelegate && declares(ctx, req, ExtTasks) {
 				return s.createTask(ctx, call)
 			}
 			return next(ctx, method, req)
@@ -160,7 +162,7 @@ func (s *Server) extensionsMiddleware(next mcp.MethodHandler) mcp.MethodHandler 
 		default:
 			return next(ctx, method, req)
 		}
-		if !declares(req, ext) {
+		if !declares(ctx, req, ext) {
 			data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ext: map[string]any{}}}})
 			return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf("%s needs the %s extension declared in the request's client capabilities (protocol %s or later)", method, ext, firstSessionless), Data: data}
 		}
@@ -248,13 +250,25 @@ func taskStatus(s a2a.TaskState) string {
 // inputRequest is the elicitation asking the open request of st, in a
 // form the request's client declared; nil when it declared none.
 func (s *Server) inputRequest(ctx context.Context, st Status) *mcp.ElicitParams {
-	caps, _ := ctx.Value(capsKey{}).(*mcp.ClientCapabilities)
-	return elicitation(caps, st)
+	return elicitation(capabilities(ctx), st)
 }
 
 // capsKey carries the capabilities the request declared, for handlers of
-// custom methods, which the SDK gives only their params.
+// custom methods, which the SDK gives only their params: a function
+// decoding them once, when first asked. The SDK's ClientCapabilities
+// decodes them from the request's _meta again on each call (marshalling
+// them to JSON and reading them back through a new 32 KiB buffer), and
+// most requests need them once or not at all.
 type capsKey struct{}
+
+// capabilities returns the capabilities the request of ctx declared; nil
+// when it declared none.
+func capabilities(ctx context.Context) *mcp.ClientCapabilities {
+	if caps, ok := ctx.Value(capsKey{}).(func() *mcp.ClientCapabilities); ok {
+		return caps()
+	}
+	return nil
+}
 
 // openRequest is the request of st that is blocking the work; the zero
 // Request when none is.
