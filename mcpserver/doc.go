@@ -15,7 +15,8 @@
 //
 // The front keeps no state of its own: a delegation is the MCP handle
 // (SEP-2567) of every tool, its record and event log are in the store, and
-// any replica answers any request. Tools serve every client; the state
+// any replica answers any request. It only caches what it read of the
+// delegations that ended, which no longer change (ended.go). Tools serve every client; the state
 // mapping from A2A to what the tools answer is in status.go. The package
 // imports no other front.
 package mcpserver

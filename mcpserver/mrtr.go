@@ -229,7 +229,7 @@ func (s *Server) answerWith(ctx context.Context, id, key string, er *mcp.ElicitR
 	if err != nil {
 		return delegation.Record{}, err
 	}
-	log, err := s.scan(ctx, id)
+	log, _, err := s.scan(ctx, id)
 	if err != nil {
 		return delegation.Record{}, err
 	}

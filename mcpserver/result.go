@@ -86,36 +86,76 @@ func receiptText(r steering.Receipt) string {
 // log, and its steering state.
 func (s *Server) describe(ctx context.Context, rec delegation.Record) Status {
 	st := statusOf(rec)
-	log, err := s.scan(ctx, rec.ID)
+	v := s.view(ctx, rec, st.Message == "")
+	st.Requests = v.requests
+	if st.Message == "" {
+		st.Message = v.latest
+	}
+	st.Steerable, st.Interruptible, st.Receipts = v.steerable, v.interruptible, v.receipts
+	st.Next = next(st)
+	return st
+}
+
+// logView is what describe reads of a delegation beyond its record: from
+// its log, its requests for input and, when wanted, the agent's latest
+// words; and its steering state, with the latest receipts.
+type logView struct {
+	requests                 []Request
+	latest                   string
+	steerable, interruptible bool
+	receipts                 []steering.Receipt
+}
+
+// view reads the logView of the delegation of rec; latest says whether
+// the agent's latest words are wanted. A delegation that has ended
+// changes no more once its log holds the record's last event (a late
+// receipt comes with an event of its own), so its view is read once and
+// kept (ended.go); any other is read each time.
+func (s *Server) view(ctx context.Context, rec delegation.Record, latest bool) logView {
+	key := endedKey{id: rec.ID, lastEvent: rec.LastEvent, latest: latest}
+	if rec.State.Terminal() {
+		if v, ok := s.ended.get(key); ok {
+			return v
+		}
+	}
+	var v logView
+	// The steering state first: a receipt given after the log is read
+	// comes with an event past the record's last.
+	steered := false
+	if ss, err := s.engine.SteeringOf(ctx, rec.ID); err == nil {
+		steered = true
+		v.steerable, v.interruptible, v.receipts = ss.Steerable, ss.Interruptible, ss.Receipts
+		if n := len(v.receipts); n > maxReceiptsShown {
+			v.receipts = v.receipts[n-maxReceiptsShown:]
+		}
+	}
+	log, last, err := s.scan(ctx, rec.ID)
 	if err != nil {
 		s.log.WarnContext(ctx, "read the log of a delegation", "delegation", rec.ID, "error", err)
 	}
-	st.Requests = log.list
-	if st.Message == "" {
-		st.Message = log.latest
+	v.requests = log.list
+	if latest {
+		v.latest = log.latest
 	}
-	if ss, err := s.engine.SteeringOf(ctx, rec.ID); err == nil {
-		st.Steerable, st.Interruptible, st.Receipts = ss.Steerable, ss.Interruptible, ss.Receipts
-		if n := len(st.Receipts); n > maxReceiptsShown {
-			st.Receipts = st.Receipts[n-maxReceiptsShown:]
-		}
+	if rec.State.Terminal() && steered && err == nil && last == rec.LastEvent {
+		s.ended.put(key, v)
 	}
-	st.Next = next(st)
-	return st
+	return v
 }
 
 // maxScannedEvents bounds the events read to list a delegation's
 // requests: a longer log lists those of its first events only.
 const maxScannedEvents = 20000
 
-// scan folds delegation id's log (requestLog).
-func (s *Server) scan(ctx context.Context, id string) (requestLog, error) {
+// scan folds delegation id's log (requestLog), and returns the number of
+// the last event it read.
+func (s *Server) scan(ctx context.Context, id string) (requestLog, int64, error) {
 	var r requestLog
 	after := int64(0)
 	for after < maxScannedEvents {
 		evs, _, err := s.engine.Events(ctx, id, after, eventBatch)
 		if err != nil {
-			return r, err
+			return r, after, err
 		}
 		for _, ev := range evs {
 			r.add(ev)
@@ -125,7 +165,7 @@ func (s *Server) scan(ctx context.Context, id string) (requestLog, error) {
 			break
 		}
 	}
-	return r, nil
+	return r, after, nil
 }
 
 // requestLog folds a delegation's events into the agent's latest words

@@ -87,7 +87,9 @@ type Server struct {
 	log      *slog.Logger
 	keys     *keyed
 	states   *stateSealer
-	mcp      *mcp.Server
+	// ended keeps what describe read of ended delegations (ended.go).
+	ended *endedViews
+	mcp   *mcp.Server
 }
 
 // New returns the MCP front serving from d.
@@ -102,7 +104,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, registry: d.Registry, engine: d.Engine, authz: d.Authz, limits: d.Limits,
 		stopping: d.Stopping, log: log, keys: &keyed{self: cfg.Self, busy: map[string]chan struct{}{}},
-		states: &stateSealer{keys: cfg.StateKeys, ttl: cfg.StateTTL}}
+		states: &stateSealer{keys: cfg.StateKeys, ttl: cfg.StateTTL}, ended: newEndedViews()}
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	caps.AddExtension(ExtTasks, nil)
 	caps.AddExtension(ExtSteering, steeringCapability)
