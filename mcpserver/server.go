@@ -115,9 +115,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 			"orchd_interrupt or orchd_cancel with that id.",
 	})
 	s.mcp.AddReceivingMiddleware(callerMiddleware, s.extensionsMiddleware)
-	s.addTools(s.mcp)
-	if err := errors.Join(s.addTasks(s.mcp), s.addSteering(s.mcp)); err != nil {
-		// go-sdk came to serve one of these methods itself.
+	if err := errors.Join(s.addTools(s.mcp), s.addTasks(s.mcp), s.addSteering(s.mcp)); err != nil {
+		// A tool's input schema cannot be inferred, or go-sdk came to
+		// serve one of these methods itself.
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	return s, nil

@@ -2,12 +2,15 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orchd/orchd/delegation"
@@ -109,45 +112,67 @@ type AgentSummary struct {
 }
 
 // addTools registers the tools on srv.
-func (s *Server) addTools(srv *mcp.Server) {
+func (s *Server) addTools(srv *mcp.Server) error {
 	yes := true
+	var errs []error
+	// schema is In's input schema (inputSchema), its error kept.
+	schema := func(in json.RawMessage, err error) json.RawMessage {
+		errs = append(errs, err)
+		return in
+	}
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolDelegate, Title: "Delegate work to an agent",
 		Description: "Hand a piece of work to one of the A2A agents orchd knows, chosen by skill or named, and wait up to waitSeconds for it. " +
 			"Returns the agent's answer when it finishes in time; otherwise the delegation's id and state, to follow with orchd_wait, " +
 			"answer with orchd_reply when the agent asks a question, steer with orchd_steer or stop with orchd_cancel. " +
-			"Pass an idempotencyKey so that calling again after a dropped connection does not start the work twice."},
+			"Pass an idempotencyKey so that calling again after a dropped connection does not start the work twice.",
+		InputSchema: schema(inputSchema[DelegateInput]())},
 		s.delegate)
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolStatus, Title: "Where a delegation stands",
 		Description: "Where a delegation stands: its state, the agent's latest words, what it produced, its open and resolved requests for input, and the receipts of the latest steers.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}, InputSchema: schema(inputSchema[DelegationInput]())},
 		s.status)
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolWait, Title: "Wait for a delegation's next events",
 		Description: "Wait up to waitSeconds for events of a delegation after afterSeq and return them in order with its state. " +
 			"Call it again with afterSeq set to the last event's seq to follow the work without missing or repeating anything.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}, InputSchema: schema(inputSchema[WaitInput]())},
 		s.wait)
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolReply, Title: "Answer the agent",
 		Description: "Answer a delegation's agent when it asks for input (state input_required), or tell it you are done when it needed you to authenticate (auth_required). Then follow it with orchd_wait.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false)}},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false)}, InputSchema: schema(inputSchema[ReplyInput]())},
 		s.reply)
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolSteer, Title: "Steer running work",
 		Description: "Tell the agent of a working delegation to change course without stopping it. Returns once every hop down the chain queued the steer, " +
 			"with a receipt naming each hop and the steer's number there; refused, naming the hop, where a hop does not take steers.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), IdempotentHint: true}},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), IdempotentHint: true}, InputSchema: schema(inputSchema[SteerInput]())},
 		s.steer(steering.Steer))
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolInterrupt, Title: "Interrupt running work",
 		Description: "Stop the agent of a working delegation at its next safe point without losing its work: it then waits for input (answer it with orchd_reply to go on). " +
 			"Returns once every hop settled, with a receipt naming each hop.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), IdempotentHint: true}},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(false), IdempotentHint: true}, InputSchema: schema(inputSchema[SteerInput]())},
 		s.steer(steering.Interrupt))
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolCancel, Title: "Cancel a delegation",
 		Description: "Cancel a delegation and everything it delegated further down the chain. The work cannot be resumed.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true}},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true}, InputSchema: schema(inputSchema[DelegationInput]())},
 		s.cancel)
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolAgents, Title: "List the agents",
 		Description: "List the A2A agents orchd can delegate to: their skills (for orchd_delegate's skill), A2A versions, capabilities, whether they can be steered or interrupted, and whether they are healthy.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}, InputSchema: schema(inputSchema[struct{}]())},
 		s.agents)
+	return errors.Join(errs...)
+}
+
+// inputSchema is the input schema go-sdk infers for a tool taking In, as
+// JSON. go-sdk reads a tool's input schema again on every tools/call (for
+// the parameters it maps to headers), marshalling it to JSON first when it
+// is a *jsonschema.Schema, as the one it infers is; given as JSON, it is
+// only copied. go-sdk validates the arguments against it as against the
+// schema it infers.
+func inputSchema[In any]() (json.RawMessage, error) {
+	schema, err := jsonschema.For[In](&jsonschema.ForOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	return json.Marshal(schema)
 }
 
 // delegate serves orchd_delegate.
