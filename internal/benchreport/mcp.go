@@ -165,8 +165,8 @@ func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) e
 		return fmt.Errorf("task %s advertises no poll interval: %+v", working[0], tk)
 	}
 	interval := time.Duration(tk.PollIntervalMs) * time.Millisecond
-	fmt.Fprintf(w, "%s/setup\t1\t%d prefilled\t%d rounds\t%g cell-s\t%d working-tasks\t%d completed-tasks\n",
-		mcpBench, cfg.prefill, cfg.rounds, cfg.cell.Seconds(), len(working), len(completed))
+	fmt.Fprintf(w, "%s/setup\t1\t%d prefilled\t%d rounds\t%g cell-s\t%g paced-s\t%d working-tasks\t%d completed-tasks\t%d steers-a-task\t%d tasks-steered\n",
+		mcpBench, cfg.prefill, cfg.rounds, cfg.cell.Seconds(), cfg.paced.Seconds(), len(working), len(completed), steersPerTask, cfg.steerTasks)
 
 	type cell struct {
 		name    string

@@ -124,8 +124,8 @@ func TestProcessRuns_Tiny(t *testing.T) {
 			t.Errorf("section %q lacks a figure:\n%s", heading(s), s)
 		}
 	}
-	if found != 3 {
-		t.Errorf("%d out-of-process sections rendered, want 3", found)
+	if found != 4 {
+		t.Errorf("%d out-of-process sections rendered, want 4", found)
 	}
 	for _, phase := range []string{"unauthenticated-http", "unauthenticated-grpc", "authenticated-http"} {
 		name := hostileBench + "/" + phase
@@ -164,7 +164,7 @@ func checkMCPRun(t *testing.T, res results) {
 			t.Errorf("%s: p50 %v µs, %v", name, p50, err)
 		}
 	}
-	steers := float64(3 * tinyMCP.steerTasks * steersPerTask)
+	steers := float64(3 * tinyMCP.rounds * tinyMCP.steerTasks * steersPerTask)
 	for unit, want := range map[string]float64{"steers-sent": steers, "steers-taken": steers} {
 		if got, err := res.Med(mcpBench+"/agent", unit); err != nil || got != want {
 			t.Errorf("MCP run: %v %s, want %v (%v)", got, unit, want, err)
