@@ -90,6 +90,8 @@ type Server struct {
 	// ended keeps what describe read of ended delegations (ended.go).
 	ended *endedViews
 	mcp   *mcp.Server
+	// impl is orchd as an MCP server names itself (serverInfo).
+	impl *mcp.Implementation
 }
 
 // New returns the MCP front serving from d.
@@ -108,7 +110,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	caps.AddExtension(ExtTasks, nil)
 	caps.AddExtension(ExtSteering, steeringCapability)
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "orchd", Title: "orchd", Version: cfg.Version}, &mcp.ServerOptions{
+	s.impl = &mcp.Implementation{Name: "orchd", Title: "orchd", Version: cfg.Version}
+	s.mcp = mcp.NewServer(s.impl, &mcp.ServerOptions{
 		Capabilities: caps, Logger: log,
 		Instructions: "orchd delegates work to A2A agents. Call orchd_agents to see them, orchd_delegate to hand work over " +
 			"(it returns the answer, or a delegation id to follow with orchd_wait), and orchd_reply, orchd_steer, " +
@@ -148,7 +151,7 @@ func (s *Server) Handler() http.Handler {
 	// A client that drops a request stops its wait: it sends the
 	// request again if it still wants the answer.
 	opts.PropagateRequestCancellation = true
-	alone := mcp.NewStreamableHTTPHandler(get, &opts)
+	alone := s.ownMethods(mcp.NewStreamableHTTPHandler(get, &opts))
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("MCP-Protocol-Version") >= firstSessionless {
 			alone.ServeHTTP(w, r)

@@ -153,28 +153,56 @@ func (s *Server) extensionsMiddleware(next mcp.MethodHandler) mcp.MethodHandler 
 			}
 			return next(ctx, method, req)
 		}
-		ext := ""
-		switch {
-		case strings.HasPrefix(method, "tasks/"):
-			ext = ExtTasks
-		case strings.HasPrefix(method, ExtSteering+"/"):
-			ext = ExtSteering
-		default:
+		ext := extensionOf(method)
+		if ext == "" {
 			return next(ctx, method, req)
 		}
-		if !declares(ctx, req, ext) {
-			data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ext: map[string]any{}}}})
-			return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf("%s needs the %s extension declared in the request's client capabilities (protocol %s or later)", method, ext, firstSessionless), Data: data}
+		version, name, taskID := "", "", ""
+		if c, ok := req.(capable); ok {
+			version = c.ProtocolVersion()
+		}
+		if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+			name = ex.Header.Get("Mcp-Name")
 		}
 		if p, ok := req.GetParams().(named); ok {
-			if ex := req.GetExtra(); ex != nil && ex.Header != nil {
-				if h := ex.Header.Get("Mcp-Name"); h != "" && h != p.taskName() {
-					return nil, &jsonrpc.Error{Code: codeHeaderMismatch, Message: fmt.Sprintf("the Mcp-Name header %q is not the params' taskId %q", h, p.taskName())}
-				}
-			}
+			taskID = p.taskName()
+		}
+		if err := checkExtension(method, ext, version, capabilities(ctx), name, taskID); err != nil {
+			return nil, err
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// extensionOf is the extension method belongs to: the Tasks extension's
+// or the steering extension's; "" for any other method.
+func extensionOf(method string) string {
+	switch {
+	case strings.HasPrefix(method, "tasks/"):
+		return ExtTasks
+	case strings.HasPrefix(method, ExtSteering+"/"):
+		return ExtSteering
+	}
+	return ""
+}
+
+// checkExtension refuses a request for method of extension ext that did
+// not declare ext in caps, at protocol version or later (-32021), and one
+// whose Mcp-Name header, when it has one, is not the params' taskId
+// (-32020).
+func checkExtension(method, ext, version string, caps *mcp.ClientCapabilities, mcpName, taskID string) error {
+	declared := false
+	if caps != nil && version >= firstSessionless {
+		_, declared = caps.Extensions[ext]
+	}
+	if !declared {
+		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ext: map[string]any{}}}})
+		return &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf("%s needs the %s extension declared in the request's client capabilities (protocol %s or later)", method, ext, firstSessionless), Data: data}
+	}
+	if mcpName != "" && mcpName != taskID {
+		return &jsonrpc.Error{Code: codeHeaderMismatch, Message: fmt.Sprintf("the Mcp-Name header %q is not the params' taskId %q", mcpName, taskID)}
+	}
+	return nil
 }
 
 // createTask starts the delegation a tools/call of orchd_delegate asks

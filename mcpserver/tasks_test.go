@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/mcpserver"
@@ -25,6 +27,10 @@ type rawClient struct {
 	url  string
 	exts []string
 	ids  atomic.Int64
+	// wildcard accepts application/* rather than naming
+	// application/json, and orchd then leaves its own methods to the
+	// SDK's route (ownmethods.go).
+	wildcard bool
 }
 
 // rpcError is a JSON-RPC error answer.
@@ -70,6 +76,9 @@ func (c *rawClient) call(method, name string, params map[string]any, out any) *r
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.wildcard {
+		req.Header.Set("Accept", "application/*, text/event-stream")
+	}
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", method)
 	if name != "" {
@@ -145,9 +154,9 @@ type task struct {
 	Meta map[string]json.RawMessage `json:"_meta"`
 }
 
-// working reports whether tk's delegation is WORKING, which its status
+// isWorking reports whether tk's delegation is WORKING, which its status
 // does not tell from SUBMITTED.
-func working(tk task) bool {
+func isWorking(tk task) bool {
 	var meta struct {
 		State string `json:"state"`
 	}
@@ -259,7 +268,7 @@ func TestTasks_CancelCascades(t *testing.T) {
 	f := startFleet(t)
 	c := newRaw(t, f.base, mcpserver.ExtTasks)
 	id := c.startTask(map[string]any{"text": "work", "agent": "steer"})
-	c.poll(id, working)
+	c.poll(id, isWorking)
 	c.mustCall(mcpserver.MethodTaskCancel, id, map[string]any{"taskId": id}, nil)
 	c.poll(id, func(tk task) bool { return tk.Status == "cancelled" })
 	// Cancelling an ended task is acknowledged.
@@ -324,7 +333,7 @@ func TestSteeringExtension_ReceiptsAcrossTwoOrchds(t *testing.T) {
 	c := newRaw(t, a, mcpserver.ExtTasks, mcpserver.ExtSteering)
 
 	id := c.startTask(map[string]any{"text": "survey", "skill": "research"})
-	c.poll(id, working)
+	c.poll(id, isWorking)
 	steer := func(method, msgID, text string) (receipt, *rpcError) {
 		var r receipt
 		err := c.call(method, id, map[string]any{"taskId": id, "messageId": msgID, "content": []any{map[string]any{"type": "text", "text": text}}}, &r)
@@ -369,7 +378,7 @@ func TestSteeringExtension_ReceiptsAcrossTwoOrchds(t *testing.T) {
 
 	// A chain through an agent that takes no steers refuses, named.
 	id = c.startTask(map[string]any{"text": "draft it", "skill": "draft"})
-	c.poll(id, working)
+	c.poll(id, isWorking)
 	_, err = steer(mcpserver.MethodSteer, "s-2", "shorter")
 	if err == nil || err.Code != -32011 || !strings.Contains(err.Message, "steer") {
 		t.Fatalf("a steer to work that takes none: %v", err)
@@ -429,5 +438,55 @@ func TestMRTR_RequestStateIsGoodOnce(t *testing.T) {
 	}
 	if n := len(f.asking.Messages()); n != 2 {
 		t.Errorf("the agent got %d messages, want the work and one answer", n)
+	}
+}
+
+// TestOwnMethods_AnswerAsTheSDKRouteDoes: orchd answers its own methods
+// without go-sdk (ownmethods.go), and through go-sdk for a request that
+// does not name application/json: both answer alike, results and
+// refusals.
+func TestOwnMethods_AnswerAsTheSDKRouteDoes(t *testing.T) {
+	f := startFleet(t)
+	own := newRaw(t, f.base, mcpserver.ExtTasks, mcpserver.ExtSteering)
+	sdk := newRaw(t, f.base, mcpserver.ExtTasks, mcpserver.ExtSteering)
+	sdk.wildcard = true
+	done := own.startTask(map[string]any{"text": "say hello", "agent": "reply"})
+	own.poll(done, func(tk task) bool { return tk.Status == "completed" })
+	asking := own.startTask(map[string]any{"text": "count", "agent": "ask"})
+	own.poll(asking, func(tk task) bool { return tk.Status == "input_required" })
+	working := own.startTask(map[string]any{"text": "work", "agent": "steer"})
+	own.poll(working, isWorking)
+	undeclared := newRaw(t, f.base)
+	undeclaredSDK := newRaw(t, f.base)
+	undeclaredSDK.wildcard = true
+	for _, tc := range []struct {
+		name        string
+		own, sdk    *rawClient
+		method, hdr string
+		params      map[string]any
+	}{
+		{"a completed task", own, sdk, mcpserver.MethodTaskGet, done, map[string]any{"taskId": done}},
+		{"a task asking", own, sdk, mcpserver.MethodTaskGet, asking, map[string]any{"taskId": asking}},
+		{"a working task", own, sdk, mcpserver.MethodTaskGet, working, map[string]any{"taskId": working}},
+		{"an unknown task", own, sdk, mcpserver.MethodTaskGet, "nope", map[string]any{"taskId": "nope"}},
+		{"another task in Mcp-Name", own, sdk, mcpserver.MethodTaskGet, "other", map[string]any{"taskId": done}},
+		{"undeclared", undeclared, undeclaredSDK, mcpserver.MethodTaskGet, done, map[string]any{"taskId": done}},
+		{"cancel an ended task", own, sdk, mcpserver.MethodTaskCancel, done, map[string]any{"taskId": done}},
+		{"update with no open request", own, sdk, mcpserver.MethodTaskUpdate, done, map[string]any{"taskId": done, "inputResponses": map[string]any{"input-1": map[string]any{"action": "accept"}}}},
+		{"steer an ended task", own, sdk, mcpserver.MethodSteer, done, map[string]any{"taskId": done, "messageId": "m-1", "content": []any{map[string]any{"type": "text", "text": "x"}}}},
+		{"steer without a message id", own, sdk, mcpserver.MethodSteer, done, map[string]any{"taskId": done}},
+	} {
+		var a, b json.RawMessage
+		errA := tc.own.call(tc.method, tc.hdr, maps.Clone(tc.params), &a)
+		errB := tc.sdk.call(tc.method, tc.hdr, maps.Clone(tc.params), &b)
+		if diff := cmp.Diff(errB, errA); diff != "" {
+			t.Errorf("%s: the errors differ (-sdk +own):\n%s", tc.name, diff)
+		}
+		var va, vb any
+		_ = json.Unmarshal(a, &va)
+		_ = json.Unmarshal(b, &vb)
+		if diff := cmp.Diff(vb, va); diff != "" {
+			t.Errorf("%s: the results differ (-sdk +own):\n%s", tc.name, diff)
+		}
 	}
 }
