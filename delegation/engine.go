@@ -10,6 +10,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/orchd/orchd/internal/keylock"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -43,7 +44,7 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// mu guards the live set (live, finished, takingOver) and stopRelay.
+	// mu guards the live set (live, finished) and stopRelay.
 	// Close cancels ctx under it, so no goroutine is counted (track, under
 	// the read lock) once Close waits. Lock order: Delegation.mu before
 	// mu (overLimitLocked calls track with Delegation.mu held), so no
@@ -51,10 +52,9 @@ type Engine struct {
 	mu       sync.RWMutex
 	live     map[string]*Delegation
 	finished []string // ended delegations still live, oldest first
-	// takingOver marks the delegations this engine is taking over from
-	// the store now (resume.go, lockTakeOver); each channel closes when
-	// that is done.
-	takingOver map[string]chan struct{}
+	// takingOver holds the delegations this engine is taking over from
+	// the store now (resume.go, lockTakeOver).
+	takingOver keylock.Locks
 
 	clients *lru.Cache[string, cachedClient]
 	// onResume runs for each delegation carried on from the store.
@@ -88,7 +88,6 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		ctx:         ctx,
 		cancel:      cancel,
 		live:        map[string]*Delegation{},
-		takingOver:  map[string]chan struct{}{},
 		clients:     clients,
 	}
 	e.instruments.observe = e.observe // every call's outcome feeds the agent's breaker

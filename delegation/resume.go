@@ -138,25 +138,8 @@ func (e *Engine) adoptOne(ctx context.Context, id string) {
 // this both would resume it and follow the task twice. It returns the
 // unlock function.
 func (e *Engine) lockTakeOver(id string) (unlock func()) {
-	e.mu.Lock()
-	for {
-		busy, ok := e.takingOver[id]
-		if !ok {
-			break
-		}
-		e.mu.Unlock()
-		<-busy
-		e.mu.Lock()
-	}
-	done := make(chan struct{})
-	e.takingOver[id] = done
-	e.mu.Unlock()
-	return func() {
-		e.mu.Lock()
-		delete(e.takingOver, id)
-		e.mu.Unlock()
-		close(done)
-	}
+	unlock, _ = e.takingOver.Lock(context.Background(), id) // waits for the holder, never for a context
+	return unlock
 }
 
 // resume rebuilds a delegation from its stored record and follows its

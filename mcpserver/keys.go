@@ -5,10 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/orchd/orchd/auth"
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/keylock"
 	"github.com/orchd/orchd/policies"
 )
 
@@ -21,7 +21,7 @@ import (
 // is derived from it, the caller and this orchd's identity (keyedID), so
 // the record in the store is the memory of the key, on every replica and
 // after any restart. Two calls with one key at once on one process start
-// one delegation (keyLocks); on two replicas at the same instant both
+// one delegation (keyed.busy); on two replicas at the same instant both
 // could send the work, and the later record replaces the earlier.
 
 // keyed starts delegations named by idempotency keys.
@@ -29,10 +29,9 @@ type keyed struct {
 	// self is this orchd's identity in chains: keys of one caller name
 	// different delegations on different orchds.
 	self string
-	mu   sync.Mutex
-	// busy holds the ids being started, each with the channel closed once
-	// its start is over.
-	busy map[string]chan struct{}
+	// busy holds the ids being started, and the delegations being
+	// answered (mrtr.go).
+	busy keylock.Locks
 }
 
 // keyedID is the delegation id of key for caller: a UUID-shaped SHA-256
@@ -52,7 +51,7 @@ func (k *keyed) delegate(ctx context.Context, s *Server, dr delegation.Request, 
 		return delegation.Record{}, fmt.Errorf("%w: idempotencyKey is longer than %d bytes", delegation.ErrBadRequest, maxKeyBytes)
 	}
 	id := k.keyedID(dr.Caller, key)
-	release, err := k.lock(ctx, id)
+	release, err := k.busy.Lock(ctx, id)
 	if err != nil {
 		return delegation.Record{}, err
 	}
@@ -73,32 +72,6 @@ func (k *keyed) delegate(ctx context.Context, s *Server, dr delegation.Request, 
 
 // maxKeyBytes bounds an idempotency key.
 const maxKeyBytes = 256
-
-// lock waits until no other call of this process starts id, then claims
-// it until release.
-func (k *keyed) lock(ctx context.Context, id string) (release func(), err error) {
-	for {
-		k.mu.Lock()
-		ch, busy := k.busy[id]
-		if !busy {
-			ch = make(chan struct{})
-			k.busy[id] = ch
-			k.mu.Unlock()
-			return func() {
-				k.mu.Lock()
-				delete(k.busy, id)
-				k.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		k.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
 
 // signalID is the message id of a steer or interrupt sent with key to
 // delegation id: a retry with the key is the same signal, delivered once.

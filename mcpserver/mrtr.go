@@ -220,7 +220,7 @@ var errNotOutstanding = errors.New("no such open request")
 // dismissed question (cancel) sends nothing and leaves it open. Answers
 // to one delegation are taken one at a time.
 func (s *Server) answerWith(ctx context.Context, id, key string, er *mcp.ElicitResult) (delegation.Record, error) {
-	release, err := s.keys.lock(ctx, "answer "+id)
+	release, err := s.keys.busy.Lock(ctx, "answer "+id)
 	if err != nil {
 		return delegation.Record{}, err
 	}

@@ -105,7 +105,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, registry: d.Registry, engine: d.Engine, authz: d.Authz, limits: d.Limits,
-		stopping: d.Stopping, log: log, keys: &keyed{self: cfg.Self, busy: map[string]chan struct{}{}},
+		stopping: d.Stopping, log: log, keys: &keyed{self: cfg.Self},
 		states: &stateSealer{keys: cfg.StateKeys, ttl: cfg.StateTTL}, ended: newEndedViews()}
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	caps.AddExtension(ExtTasks, nil)
