@@ -79,8 +79,10 @@ func (s *stateSealer) open(v string, now time.Time) (requestState, error) {
 	if !ok || len(v) > maxStateBytes {
 		return requestState{}, errBadState
 	}
-	body, err1 := base64.RawURLEncoding.DecodeString(b64)
-	sig, err2 := base64.RawURLEncoding.DecodeString(sig64)
+	// Strict: one encoding per state, so no other string opens to it.
+	enc := base64.RawURLEncoding.Strict()
+	body, err1 := enc.DecodeString(b64)
+	sig, err2 := enc.DecodeString(sig64)
 	if err1 != nil || err2 != nil {
 		return requestState{}, errBadState
 	}
