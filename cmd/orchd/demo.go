@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orchd/orchd/examples/agents/fleet"
+	"github.com/orchd/orchd/mcpserver"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
 )
@@ -146,6 +147,8 @@ func printDemo(w io.Writer, base string, agents []fleet.Agent, stateDir string, 
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nThe console shows the agents and each delegation's tree, live: %s/ui/\n", base)
+	fmt.Fprintf(w, "MCP clients delegate through %s%s (docs/mcp.md), e.g.: claude mcp add --transport http orchd %s%s\n",
+		base, mcpserver.Path, base, mcpserver.Path)
 	where := "in " + stateDir + ", removed when the demo stops"
 	if !temporary {
 		where = "kept in " + stateDir

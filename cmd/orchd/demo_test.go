@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testwait"
+	"github.com/orchd/orchd/mcpserver"
 )
 
 // The README's quick start, end to end: orchd demo on free ports, then
@@ -60,6 +63,25 @@ func TestDemo_QuickStart(t *testing.T) {
 		t.Errorf("the console the banner names: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+	if !strings.Contains(banner, "claude mcp add --transport http orchd "+server[1]+"/mcp") {
+		t.Errorf("the banner does not say where MCP clients connect:\n%s", banner)
+	}
+	// An MCP client sees the demo's agents there.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "demo-test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: server[1] + mcpserver.Path, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolAgents})
+	_ = cs.Close()
+	var listed mcpserver.AgentsOutput
+	if err == nil && !res.IsError {
+		b, _ := json.Marshal(res.StructuredContent)
+		err = json.Unmarshal(b, &listed)
+	}
+	if err != nil || len(listed.Agents) != 5 {
+		t.Errorf("orchd_agents at the demo: %v, %+v", err, listed)
 	}
 	// cli runs an orchd command (one or two words) against the demo.
 	cli := func(command string, args ...string) (int, string, string) {
