@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +25,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testport"
 	"github.com/orchd/orchd/internal/testwait"
 )
 
@@ -67,12 +68,9 @@ type child struct {
 // state directory dir (and the extra YAML) and starts a daemon on it.
 func childDaemon(t *testing.T, dir, extra string) *child {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// A port outside the ephemeral range, which other tests' listeners
+	// and connections cannot take before the child binds it.
+	addr := "127.0.0.1:" + strconv.Itoa(testport.Free(t, 1)[0])
 	cfg := filepath.Join(t.TempDir(), "orchd.yaml")
 	yaml := fmt.Sprintf("listen: %s\nstateDir: %s\ndelegation:\n  pollInterval: 50ms\n%s", addr, dir, extra)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {

@@ -6,7 +6,6 @@ package natstest
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/orchd/orchd/internal/testport"
 )
 
 // readyWithin bounds how long a server may take to accept connections,
@@ -63,7 +63,7 @@ type Cluster struct {
 // node given port -1 is not reachable by its peers' routes in time.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	ports := freePorts(t, 2*n)
+	ports := testport.Free(t, 2*n)
 	var routes []*url.URL
 	for i := range n {
 		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", ports[n+i])})
@@ -153,23 +153,4 @@ func start(t testing.TB, o *server.Options) *server.Server {
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	return s
-}
-
-// freePorts reserves n distinct loopback ports and releases them for the
-// servers to bind.
-func freePorts(t testing.TB, n int) []int {
-	var lns []net.Listener
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve a port: %v", err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
 }
