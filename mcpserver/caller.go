@@ -31,10 +31,12 @@ import (
 const principalExtra = "orchd.principal"
 
 // carryCaller passes the principal the gate found in r's context on to the
-// SDK as token info. A request that carried no bearer token (a client
-// certificate, an anonymous route, no authentication configured) is given
-// a placeholder for the SDK's middleware to read; its principal, or none,
-// still comes from the gate.
+// SDK as token info. The SDK's middleware reads a bearer token, but the
+// gate has checked the caller's credentials already, whatever they were
+// (a token, a client certificate, none on an anonymous route or with no
+// authentication configured): it is given a placeholder in their place,
+// so the SDK never holds the caller's token, which travels only in the
+// principal, as the gate put it there.
 func carryCaller(next http.Handler) http.Handler {
 	verified := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		ti := &auth.TokenInfo{}
@@ -45,21 +47,10 @@ func carryCaller(next http.Handler) http.Handler {
 		return ti, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := bearer(r); !ok {
-			r = r.Clone(r.Context())
-			r.Header.Set("Authorization", "Bearer -")
-		}
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer -")
 		verified.ServeHTTP(w, r)
 	})
-}
-
-// bearer returns the bearer token r carries.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && (h[:7] == "Bearer " || h[:7] == "bearer ") {
-		return h[7:], true
-	}
-	return "", false
 }
 
 // callerMiddleware puts the principal carryCaller passed on back into the

@@ -122,19 +122,22 @@ type capable interface {
 	ProtocolVersion() string
 }
 
-// declares reports whether req, whose context is ctx, declared extension
-// ext on this request.
-func declares(ctx context.Context, req mcp.Request, ext string) bool {
-	c, ok := req.(capable)
-	if !ok || c.ProtocolVersion() < firstSessionless {
+// declared reports whether a request of protocol version that declared
+// caps declared extension ext: extensions apply from 2026-07-28 on.
+func declared(version string, caps *mcp.ClientCapabilities, ext string) bool {
+	if caps == nil || version < firstSessionless {
 		return false
 	}
-	caps := capabilities(ctx)
-	if caps == nil {
-		return false
-	}
-	_, ok = caps.Extensions[ext]
+	_, ok := caps.Extensions[ext]
 	return ok
+}
+
+// versionOf is the protocol version of req, "" when it does not say.
+func versionOf(req mcp.Request) string {
+	if c, ok := req.(capable); ok {
+		return c.ProtocolVersion()
+	}
+	return ""
 }
 
 // extensionsMiddleware answers what the extensions add to the protocol
@@ -148,7 +151,7 @@ func (s *Server) extensionsMiddleware(next mcp.MethodHandler) mcp.MethodHandler 
 			ctx = context.WithValue(ctx, capsKey{}, sync.OnceValue(c.ClientCapabilities))
 		}
 		if method == "tools/call" {
-			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params.Name == ToolDelegate && declares(ctx, req, ExtTasks) {
+			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params.Name == ToolDelegate && declared(versionOf(req), capabilities(ctx), ExtTasks) {
 				return s.createTask(ctx, call)
 			}
 			return next(ctx, method, req)
@@ -157,17 +160,14 @@ func (s *Server) extensionsMiddleware(next mcp.MethodHandler) mcp.MethodHandler 
 		if ext == "" {
 			return next(ctx, method, req)
 		}
-		version, name, taskID := "", "", ""
-		if c, ok := req.(capable); ok {
-			version = c.ProtocolVersion()
-		}
+		name, taskID := "", ""
 		if ex := req.GetExtra(); ex != nil && ex.Header != nil {
 			name = ex.Header.Get("Mcp-Name")
 		}
 		if p, ok := req.GetParams().(named); ok {
 			taskID = p.taskName()
 		}
-		if err := checkExtension(method, ext, version, capabilities(ctx), name, taskID); err != nil {
+		if err := checkExtension(method, ext, versionOf(req), capabilities(ctx), name, taskID); err != nil {
 			return nil, err
 		}
 		return next(ctx, method, req)
@@ -191,11 +191,7 @@ func extensionOf(method string) string {
 // whose Mcp-Name header, when it has one, is not the params' taskId
 // (-32020).
 func checkExtension(method, ext, version string, caps *mcp.ClientCapabilities, mcpName, taskID string) error {
-	declared := false
-	if caps != nil && version >= firstSessionless {
-		_, declared = caps.Extensions[ext]
-	}
-	if !declared {
+	if !declared(version, caps, ext) {
 		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ext: map[string]any{}}}})
 		return &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf("%s needs the %s extension declared in the request's client capabilities (protocol %s or later)", method, ext, firstSessionless), Data: data}
 	}
