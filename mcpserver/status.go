@@ -81,7 +81,8 @@ func stateName(s a2a.TaskState) string {
 }
 
 // statusOf is what the tools say of rec alone, without what its log and
-// steering state add (Server.describe).
+// steering state add, nor what to call next, which depends on them
+// (Server.describe).
 func statusOf(rec delegation.Record) Status {
 	st := Status{Delegation: rec.ID, State: stateName(rec.State), Agent: rec.Downstream.Agent, Error: rec.Error, Seq: rec.LastEvent}
 	if rec.Result != nil {
@@ -90,7 +91,6 @@ func statusOf(rec delegation.Record) Status {
 	for _, a := range rec.Artifacts {
 		st.Artifacts = append(st.Artifacts, Artifact{Name: a.Name, Text: artifactText(a.Parts)})
 	}
-	st.Next = next(st)
 	return st
 }
 
