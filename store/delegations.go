@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -344,31 +345,70 @@ func (d *Delegations) running(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	ids := make([]string, 0, len(keys))
-	for _, key := range keys {
-		marker, err := d.kv.Get(ctx, delegationRunningPrefix+key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		r, written, err := d.get(ctx, key)
-		switch {
-		case errors.Is(err, delegation.ErrNotFound):
-			// A Put between its two writes, or one that failed there.
-			continue
-		case err != nil:
-			return nil, err
-		case !r.State.Terminal():
-			ids = append(ids, r.ID)
-		case time.Since(written) > d.staleAfter:
-			if err := d.kv.Purge(ctx, delegationRunningPrefix+key, jetstream.LastRevision(marker.Revision()), jetstream.PurgeTTL(runningPurgeTTL)); err != nil && !isWrongLastSequence(err) {
-				d.s.log.Debug("state store: clear a stale running key", "delegation", r.ID, "err", err)
+	var mu sync.Mutex
+	var first error
+	todo := make(chan string)
+	var wg sync.WaitGroup
+	for range min(runningCheckers, len(keys)) {
+		wg.Go(func() {
+			for key := range todo {
+				id, running, err := d.checkRunning(ctx, key)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				if running {
+					ids = append(ids, id)
+				}
+				mu.Unlock()
 			}
-		}
+		})
+	}
+	for _, key := range keys {
+		todo <- key
+	}
+	close(todo)
+	wg.Wait()
+	if first != nil {
+		return nil, first
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// runningCheckers bounds how many running keys Running checks against
+// their records at once: each check is a round trip to the server, and
+// one after the other they made most of a start with thousands running.
+const runningCheckers = 32
+
+// checkRunning reads the record of the running key key: its id, and
+// whether it still runs. A key whose record ended a while ago is removed,
+// conditionally, so a Put running the record again at the same moment
+// keeps its key.
+func (d *Delegations) checkRunning(ctx context.Context, key string) (id string, running bool, err error) {
+	r, written, err := d.get(ctx, key)
+	switch {
+	case errors.Is(err, delegation.ErrNotFound):
+		// A Put between its two writes, or one that failed there.
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	case !r.State.Terminal():
+		return r.ID, true, nil
+	case time.Since(written) <= d.staleAfter:
+		return "", false, nil
+	}
+	marker, err := d.kv.Get(ctx, delegationRunningPrefix+key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if err := d.kv.Purge(ctx, delegationRunningPrefix+key, jetstream.LastRevision(marker.Revision()), jetstream.PurgeTTL(runningPurgeTTL)); err != nil && !isWrongLastSequence(err) {
+		d.s.log.Debug("state store: clear a stale running key", "delegation", r.ID, "err", err)
+	}
+	return "", false, nil
 }
 
 // delegationIndexEntry is one message of the index: where it is, and the key of

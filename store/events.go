@@ -166,6 +166,16 @@ func (d *Delegations) readEvents(ctx context.Context, key, subject string, after
 	if err != nil || lastSeq <= after {
 		return nil, err
 	}
+	if lastSeq == after+1 {
+		// Only the last event follows: no search for the first (which
+		// walks the stream), as when a log is read from its record's
+		// last event on.
+		var ev delegation.Event
+		if err := json.Unmarshal(last.Data, &ev); err != nil {
+			return nil, fmt.Errorf("event at %d is not readable: %w", last.Sequence, err)
+		}
+		return []delegation.Event{ev}, nil
+	}
 	m, err := d.firstAfter(ctx, subject, after, last)
 	if m == nil || err != nil {
 		return nil, err
