@@ -55,6 +55,9 @@ type Engine struct {
 	// takingOver holds the delegations this engine is taking over from
 	// the store now (resume.go, lockTakeOver).
 	takingOver keylock.Locks
+	// reopening holds a slot for each carried-on delegation reading its
+	// downstream task again (resume.go, reopenAndFollow).
+	reopening chan struct{}
 
 	clients *lru.Cache[string, cachedClient]
 	// onResume runs for each delegation carried on from the store.
@@ -89,6 +92,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		cancel:      cancel,
 		live:        map[string]*Delegation{},
 		clients:     clients,
+		reopening:   make(chan struct{}, reopenLimit),
 	}
 	e.instruments.observe = e.observe // every call's outcome feeds the agent's breaker
 	return e

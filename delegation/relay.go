@@ -175,8 +175,12 @@ func (e *Engine) takeOver(ctx context.Context, id string) (*Delegation, error) {
 		release(lease)
 		return nil, fmt.Errorf("%w: %q", err, id)
 	}
-	if err := e.resume(ctx, rec, lease); err != nil {
+	follow, err := e.resume(ctx, rec, lease)
+	if err != nil {
 		return nil, fmt.Errorf("take delegation %s over: %w", id, err)
+	}
+	if follow != nil {
+		follow()
 	}
 	d, _ := e.Get(id)
 	return d, nil

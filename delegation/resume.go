@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -85,29 +86,68 @@ func (e *Engine) SetUpstream(ctx context.Context, id string, task Upstream) erro
 	return nil
 }
 
+// adoptWorkers bounds how many delegations adopt carries on at once. Each
+// mostly waits for the store's round trips (its record, its log's tail,
+// its lease), so carried on one after the other 3,000 delegations took 7
+// s of a start; a few dozen at once keep the store busy without
+// flooding it.
+const adoptWorkers = 32
+
 // adopt resumes the running delegations of the store that are not live
-// here and that this engine may own.
+// here and that this engine may own, adoptWorkers at a time.
 func (e *Engine) adopt(ctx context.Context) error {
 	ids, err := e.store.Running(ctx)
 	if err != nil {
 		return fmt.Errorf("list running delegations: %w", err)
 	}
+	start := time.Now()
+	todo := make(chan string)
+	var mu sync.Mutex
+	var carried int
+	var follows []func()
+	var wg sync.WaitGroup
+	for range min(adoptWorkers, len(ids)) {
+		wg.Go(func() {
+			for id := range todo {
+				follow, ok := e.adoptOne(ctx, id)
+				mu.Lock()
+				if ok {
+					carried++
+				}
+				if follow != nil {
+					follows = append(follows, follow)
+				}
+				mu.Unlock()
+			}
+		})
+	}
 	for _, id := range ids {
 		if _, live := e.Get(id); live || ctx.Err() != nil {
 			continue
 		}
-		e.adoptOne(ctx, id)
+		todo <- id
+	}
+	close(todo)
+	wg.Wait()
+	// Only now are the agents asked for their tasks: while the store was
+	// read for every delegation, nothing else competed for it.
+	for _, f := range follows {
+		f()
+	}
+	if carried > 0 {
+		e.log.Info("carrying on running delegations", "delegations", carried, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
 
 // adoptOne resumes the running delegation id when this engine may own it
-// and does not follow it yet.
-func (e *Engine) adoptOne(ctx context.Context, id string) {
+// and does not follow it yet, and reports whether it did, with how to
+// start following its task again (resume).
+func (e *Engine) adoptOne(ctx context.Context, id string) (follow func(), ok bool) {
 	unlock := e.lockTakeOver(id)
 	defer unlock()
 	if _, live := e.Get(id); live { // route took it over meanwhile
-		return
+		return nil, false
 	}
 	var lease Lease
 	if l := e.cfg.Leases; l != nil {
@@ -116,20 +156,21 @@ func (e *Engine) adoptOne(ctx context.Context, id string) {
 			if !errors.Is(err, ErrLeaseHeld) {
 				e.log.Warn("take the lease of a running delegation", "delegation", id, "error", err)
 			}
-			return
+			return nil, false
 		}
 	}
 	rec, err := e.store.Get(ctx, id)
 	if err != nil {
 		e.log.Warn("read a running delegation", "delegation", id, "error", err)
 		release(lease)
-		return
+		return nil, false
 	}
 	if rec.State.Terminal() {
 		release(lease)
-		return
+		return nil, false
 	}
-	_ = e.resume(ctx, rec, lease) // logged; tried again at the next look
+	follow, err = e.resume(ctx, rec, lease) // logged; tried again at the next look
+	return follow, err == nil
 }
 
 // lockTakeOver serializes taking delegation id over within this engine:
@@ -147,13 +188,16 @@ func (e *Engine) lockTakeOver(id string) (unlock func()) {
 // artifacts cannot be read back from its log is not carried on (its lease
 // is released, so a later look, or start, tries again): carried on
 // without them, its next chunk would replace what the agent had made.
-func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) error {
+// It returns how to start following the downstream task again, nil when
+// there is nothing to follow: a start carrying thousands of delegations
+// on reads the store for them all before asking their agents anything.
+func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow func(), err error) {
 	arts, size, err := e.rebuildArtifacts(ctx, rec)
 	if err != nil {
 		release(lease)
 		e.log.Error("cannot carry on a delegation: its artifacts cannot be read back from its log; it is tried again later",
 			"delegation", rec.ID, "error", err)
-		return err
+		return nil, err
 	}
 	d := &Delegation{engine: e, chain: rec.Chain, lease: lease}
 	if rec.Progress != nil {
@@ -162,25 +206,25 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) error {
 	rec.Progress = nil
 	d.rec = rec
 	d.rec.Artifacts, d.artifactBytes = arts, size
-	// Events logged after the record was last written (the process
-	// stopped between the two) are the delegation's too.
-	if tail, err := e.store.Events(ctx, rec.ID, rec.LastEvent, 0); err == nil && len(tail) > 0 {
-		last := tail[len(tail)-1]
-		d.rec.LastEvent, d.rec.State = last.Seq, last.State
-		d.rec.UpdatedAt = last.At
-		if d.prog.ArtifactsFrom == 0 { // else the rebuild above read the tail's
-			for _, ev := range tail {
-				if ev.Kind != "artifact" || ev.Artifact == nil {
-					continue
-				}
-				if d.prog.ArtifactsFrom == 0 {
-					d.prog.ArtifactsFrom = ev.Seq
-				}
-				d.rec.Artifacts, _ = FoldArtifact(d.rec.Artifacts, ev.Artifact, ev.Append)
+	tail, err := e.logTail(ctx, &d.rec)
+	if err != nil {
+		release(lease)
+		e.log.Error("cannot carry on a delegation: its log cannot be read; it is tried again later",
+			"delegation", rec.ID, "error", err)
+		return nil, err
+	}
+	if len(tail) > 0 && d.prog.ArtifactsFrom == 0 { // else the rebuild above read the tail's
+		for _, ev := range tail {
+			if ev.Kind != "artifact" || ev.Artifact == nil {
+				continue
 			}
-			for _, a := range d.rec.Artifacts {
-				d.artifactBytes += artifactSize(a)
+			if d.prog.ArtifactsFrom == 0 {
+				d.prog.ArtifactsFrom = ev.Seq
 			}
+			d.rec.Artifacts, _ = FoldArtifact(d.rec.Artifacts, ev.Artifact, ev.Append)
+		}
+		for _, a := range d.rec.Artifacts {
+			d.artifactBytes += artifactSize(a)
 		}
 	}
 	d.first = d.rec.LastEvent + 1
@@ -197,20 +241,20 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) error {
 	if e.onResume != nil {
 		e.onResume(d)
 	}
-	e.log.Info("carrying on a delegation", "delegation", rec.ID, "agent", rec.Downstream.Agent, "task", rec.Downstream.TaskID, "state", d.rec.State)
+	e.log.Debug("carrying on a delegation", "delegation", rec.ID, "agent", rec.Downstream.Agent, "task", rec.Downstream.TaskID, "state", d.rec.State)
 	switch {
 	case rec.Downstream.TaskID == "":
 		d.fail("orchd stopped before the agent answered, so the work cannot be followed")
 		d.settled()
-		return nil
+		return nil, nil
 	case !known:
 		d.fail(fmt.Sprintf("the agent is no longer registered, so its task %s cannot be followed", rec.Downstream.TaskID))
 		d.settled()
-		return nil
+		return nil, nil
 	case clientErr != nil:
 		d.fail(fmt.Sprintf("cannot talk to the agent again: %v", clientErr))
 		d.settled()
-		return nil
+		return nil, nil
 	}
 	if a.Digest != rec.Downstream.CardDigest {
 		e.log.Warn("the agent's card changed since the delegation started; following its task with the new card",
@@ -218,28 +262,93 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) error {
 	}
 	if waiting(d.rec.State) {
 		d.settled() // the task waits for the caller's input: nothing to follow
-		return nil
+		return nil, nil
 	}
-	// Reading the task again waits on the agent: in its own goroutine, so
-	// a slow or absent agent does not hold up the start.
+	return func() { e.reopenAndFollow(d) }, nil
+}
+
+// reopenLimit bounds the carried-on delegations reading their downstream
+// task again at once. Each reads the task and subscribes to it: 3,000 at
+// once kept an a2a-go agent busy beyond callTimeout for a third of them.
+const reopenLimit = 64
+
+// reopenAndFollow reads the downstream task of a carried-on delegation
+// again and follows it, in a goroutine the engine owns, so a slow or
+// absent agent holds up nothing else; at most reopenLimit delegations
+// read their task at once.
+func (e *Engine) reopenAndFollow(d *Delegation) {
 	if !e.track() {
-		return nil // closed meanwhile: nothing follows the task, as after Close
+		return // closed meanwhile: nothing follows the task, as after Close
 	}
 	go func() {
 		defer e.wg.Done()
+		select {
+		case e.reopening <- struct{}{}:
+		case <-e.ctx.Done():
+			return
+		}
 		s, err := d.reopen(e.ctx)
+		<-e.reopening
 		if err != nil {
 			if e.ctx.Err() != nil {
 				return
 			}
 			// The agent may be down for now: polling retries, and gives
 			// the task up only after lostAfter failures in a row.
-			e.log.Warn("the task of a carried-on delegation could not be read; polling it", "delegation", rec.ID, "error", err)
+			e.log.Warn("the task of a carried-on delegation could not be read; polling it", "delegation", d.rec.ID, "error", err)
 			s = &session{}
 		}
 		d.follow(s)
 	}()
-	return nil
+}
+
+// logTail squares rec with its log, which a process that stopped between
+// writing the two may have left apart, and returns the events logged
+// after rec's last (the record is written after its events, so those
+// are the delegation's too). An event and its record may also be sent
+// together (StepStore), and a process killed then may leave the record
+// kept and not its event: the log is then one short of rec.LastEvent,
+// and rec goes back to the log's last event, so the events that follow
+// are numbered on from it with no gap. Nobody saw the event that was
+// not kept: the delegation shows an event only once it is stored.
+func (e *Engine) logTail(ctx context.Context, rec *Record) ([]Event, error) {
+	evs, err := e.store.Events(ctx, rec.ID, max(rec.LastEvent-1, 0), 0)
+	if err != nil {
+		return nil, fmt.Errorf("read the log of delegation %s: %w", rec.ID, err)
+	}
+	switch {
+	case rec.LastEvent == 0:
+	case len(evs) > 0 && evs[0].Seq == rec.LastEvent:
+		evs = evs[1:]
+	case len(evs) > 0 && evs[0].Seq > rec.LastEvent:
+		// Past the log's retention; what it holds still follows rec.
+	default:
+		// Nothing follows rec.LastEvent-1 in the log: its last event is
+		// most likely that one, and otherwise the whole log says.
+		before, err := e.store.Events(ctx, rec.ID, max(rec.LastEvent-2, 0), 1)
+		if err == nil && (len(before) == 0 || before[0].Seq != rec.LastEvent-1) {
+			before, err = e.store.Events(ctx, rec.ID, 0, 0)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the log of delegation %s: %w", rec.ID, err)
+		}
+		var last Event
+		if len(before) > 0 {
+			last = before[len(before)-1]
+		}
+		e.log.Warn("a delegation's record was kept ahead of its log: the process stopped between the two writes; its events go on from the log's last",
+			"delegation", rec.ID, "recordLastEvent", rec.LastEvent, "logLastEvent", last.Seq)
+		rec.LastEvent = last.Seq
+		if last.Seq > 0 {
+			rec.State, rec.UpdatedAt = last.State, last.At
+		}
+		return nil, nil
+	}
+	if len(evs) > 0 {
+		last := evs[len(evs)-1]
+		rec.LastEvent, rec.State, rec.UpdatedAt = last.Seq, last.State, last.At
+	}
+	return evs, nil
 }
 
 // reopen reads the downstream task again and, when the agent streams and

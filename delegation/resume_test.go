@@ -11,6 +11,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // restart closes the fixture's engine, as a stopping process would, and
@@ -191,4 +192,84 @@ func artifactText(a *a2a.Artifact) string {
 		}
 	}
 	return b.String()
+}
+
+// stepLosingStore keeps the record of the first step that logs an event
+// after the first, and not the event, and refuses every write after it: a
+// process killed while the two writes of a step were on their way, the
+// record's kept and the event's not.
+type stepLosingStore struct {
+	*MemoryStore
+	dead atomic.Bool
+}
+
+func (s *stepLosingStore) Put(ctx context.Context, r Record) error {
+	if s.dead.Load() {
+		return errors.New("the process is dead")
+	}
+	return s.MemoryStore.Put(ctx, r)
+}
+
+func (s *stepLosingStore) Append(ctx context.Context, id string, ev Event) error {
+	if s.dead.Load() {
+		return errors.New("the process is dead")
+	}
+	return s.MemoryStore.Append(ctx, id, ev)
+}
+
+func (s *stepLosingStore) PutStep(ctx context.Context, r Record, ev Event) error {
+	if s.dead.Load() {
+		return errors.New("the process is dead")
+	}
+	if ev.Seq >= 2 {
+		s.dead.Store(true)
+		_ = s.MemoryStore.Put(ctx, r)
+		return errors.New("the process died before the event was kept")
+	}
+	if err := s.MemoryStore.Append(ctx, r.ID, ev); err != nil {
+		return err
+	}
+	return s.MemoryStore.Put(ctx, r)
+}
+
+// TestResume_RecordAheadOfItsLog carries on a delegation whose record
+// names an event its log never got: the next process numbers its events
+// on from the log's last, so the log has no gap.
+func TestResume_RecordAheadOfItsLog(t *testing.T) {
+	t.Parallel()
+	store := &stepLosingStore{MemoryStore: NewMemoryStore(0)}
+	f := newFixtureStore(t, Config{}, store)
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(400*time.Millisecond))
+	f.add(t, "worker", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, "a step after the first event reaches the store", store.dead.Load)
+	kept, err := store.MemoryStore.Get(t.Context(), d.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, err := store.MemoryStore.Events(t.Context(), d.ID(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) == 0 || logged[len(logged)-1].Seq >= kept.LastEvent {
+		t.Fatalf("the record's last event %d is not ahead of the log %+v", kept.LastEvent, logged)
+	}
+	e := f.restart(t, Config{}, store.MemoryStore)
+	resumed, ok := e.Get(d.ID())
+	if !ok {
+		t.Fatal("the new engine does not follow the running delegation")
+	}
+	waitState(t, resumed, a2a.TaskStateCompleted)
+	evs, ended, err := e.Events(t.Context(), d.ID(), 0, 0)
+	if err != nil || !ended {
+		t.Fatalf("events: ended %v, %v", ended, err)
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: the log has a gap or a duplicate: %+v", i, ev.Seq, evs)
+		}
+	}
 }
