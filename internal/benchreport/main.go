@@ -96,6 +96,7 @@ var runs = []run{
 	{"", []string{"-bench", "^" + loadBench + "$"}},
 	{"", []string{"-bench", "^" + hostileBench + "$"}},
 	{"", []string{"-bench", "^" + mcpBench + "$"}},
+	{"", []string{"-bench", "^" + scaleBench + "$"}},
 	{"./registry", []string{"-bench", "^BenchmarkLookup$", "-benchmem", "-benchtime", "500ms"}},
 	{"./registry", []string{"-bench", "^BenchmarkMemory$", "-benchtime", "1x"}},
 	{"./capability", []string{"-bench", "^BenchmarkBuild$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},

@@ -31,6 +31,11 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{
+		"| through orchd | 12.4 | 806 | 60.3 | 421 | 5.6 | 88.1 | 10,000 | 0 | 151,500 | 66.1 | 1,590 MiB |",
+		"- orchd's peak RSS ≤ 600 MiB: 713 MiB **not met**.",
+		"per event in the logs (starting the work, storing each event, sending it\nto its followers, reading the logs back), against the agent's\n436 µs",
+		"| 100,000 | 10,000 | 2,650 | 10,000 | 0 | 0 | 0 | 1,000 of 1,000 | 0 | 0 | 640 MiB |",
+		"Targets: ready ≤ 3 s after start: **met**;",
 		"| floor hop | 1 | 1,113 | 770 | 4,586 | 0.56 | 1.00 | 1.00 | 413 | 1.00 |",
 		"| orchd, state in memory | 1 | 605 | 1,358 | 7,673 | 0.31 | 0.54 | 1.76 | 1,037 | 2.51 |",
 		"in memory, nothing durable: 0.54, 0.64, 0.79 the floor hop's",

@@ -352,6 +352,13 @@ func (p *proc) stop() error {
 	return fmt.Errorf("%s: %w: %s", p.name, p.waitErr, strings.Join(p.last, "\n"))
 }
 
+// kill kills the process with SIGKILL, as kill -9 does, and waits for it
+// to exit.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
 // procStatus is what /proc/<pid>/status says of a process's memory and
 // threads.
 type procStatus struct {
@@ -545,6 +552,8 @@ func processRun(bench string) func(context.Context, io.Writer, *slog.Logger) err
 		return runHostile
 	case mcpBench:
 		return runMCP
+	case scaleBench:
+		return runScale
 	}
 	return func(context.Context, io.Writer, *slog.Logger) error {
 		return fmt.Errorf("no out-of-process run is named %s", bench)

@@ -31,10 +31,14 @@ var (
 	tinyHostile = hostileConfig{clients: 10, httpBytes: 1 << 20, grpcBytes: 256 << 10}
 	tinyMCP     = mcpConfig{rounds: 1, cell: 200 * time.Millisecond, warm: 20 * time.Millisecond, paced: 300 * time.Millisecond, callers: fullMCP.callers,
 		pollers: fullMCP.pollers, prefill: 50, working: 8, completed: 8, steerTasks: 1}
+	// tinyScale works a few seconds on each of a few delegations, some
+	// followed, steered and interrupted.
+	tinyScale = scaleConfig{delegations: 60, followed: 10, callers: 8, work: 3 * time.Second, tick: 500 * time.Millisecond,
+		steered: 5, steersEach: 2, interrupts: 5, ended: 200, killAfter: time.Second, sample: 100 * time.Millisecond}
 )
 
 // TestProcessRuns_Tiny runs the hop matrix, the load run, the hostile
-// clients and the MCP run against the real processes (the agents, the
+// clients, the MCP run and the scale run against the real processes (the agents, the
 // proxy, the floor hop, the steerable agent, the orchds built from
 // ./cmd/orchd), in their smallest form: every call of every path must
 // have been answered correctly, and the output must render the report's
@@ -55,6 +59,9 @@ func TestProcessRuns_Tiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := mcpRun(t.Context(), &out, log, tinyMCP); err != nil {
+		t.Fatal(err)
+	}
+	if err := scaleRun(t.Context(), &out, log, tinyScale); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(out.String())
@@ -103,6 +110,7 @@ func TestProcessRuns_Tiny(t *testing.T) {
 	}
 
 	checkMCPRun(t, res)
+	checkScaleRun(t, res)
 
 	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
 	if err != nil {
@@ -124,8 +132,8 @@ func TestProcessRuns_Tiny(t *testing.T) {
 			t.Errorf("section %q lacks a figure:\n%s", heading(s), s)
 		}
 	}
-	if found != 4 {
-		t.Errorf("%d out-of-process sections rendered, want 4", found)
+	if found != 5 {
+		t.Errorf("%d out-of-process sections rendered, want 5", found)
 	}
 	for _, phase := range []string{"unauthenticated-http", "unauthenticated-grpc", "authenticated-http"} {
 		name := hostileBench + "/" + phase
@@ -182,4 +190,34 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// checkScaleRun checks the results of the scale run in its tiny form:
+// every delegation completed with its whole log, directly, through orchd
+// and across orchd's kill -9, and every steer was taken once, in order.
+func checkScaleRun(t *testing.T, res results) {
+	t.Helper()
+	n := float64(tinyScale.delegations)
+	for name, want := range map[string]map[string]float64{
+		scaleBench + "/direct": {"completed": n, "lost": 0},
+		scaleBench + "/orchd": {"completed": n, "lost": 0, "log-gaps": 0, "log-duplicates": 0,
+			"steers": float64(tinyScale.steered * tinyScale.steersEach), "steers-failed": 0, "steers-misdelivered": 0,
+			"interrupts": float64(tinyScale.interrupts), "interrupts-failed": 0, "error-lines": 0},
+		scaleBench + "/recovery": {"completed": n, "lost": 0, "log-gaps": 0, "log-duplicates": 0,
+			"follower-gaps": 0, "follower-duplicates": 0, "followers-resumed": float64(tinyScale.followed)},
+	} {
+		for unit, v := range want {
+			if got, err := res.Med(name, unit); err != nil || got != v {
+				t.Errorf("%s: %v %s, want %v (%v)", name, got, unit, v, err)
+			}
+		}
+	}
+	for _, unit := range []string{"event-p99-ms", "peak-rss-MiB", "orchd-cpu-ms", "agent-events"} {
+		if v, err := res.Med(scaleBench+"/orchd", unit); err != nil || v <= 0 {
+			t.Errorf("orchd: %v %s (%v)", v, unit, err)
+		}
+	}
+	if v, err := res.Med(scaleBench+"/recovery", "ready-ms"); err != nil || v <= 0 {
+		t.Errorf("recovery: ready after %v ms (%v)", v, err)
+	}
 }

@@ -78,6 +78,8 @@ func playRole(role, args string) int {
 	switch role {
 	case "agents":
 		handlers, err = agentHandlers(list)
+	case "long":
+		handlers, err = longHandlers(list)
 	case "proxy":
 		handlers, err = proxyHandlers(list)
 	case "floor":

@@ -1,0 +1,837 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+)
+
+// scaleConfig sizes the scale run.
+type scaleConfig struct {
+	delegations int           // long delegations started, in each run
+	followed    int           // of them followed by server-sent events the whole time
+	callers     int           // concurrent callers starting them
+	work, tick  time.Duration // how long the agent works on each, and how often it says so
+	steered     int           // delegations steered while the load runs
+	steersEach  int           // steers sent to each of them, one after the other
+	interrupts  int           // delegations interrupted while the load runs, then answered
+	ended       int           // ended delegations in the store before the recovery run
+	killAfter   time.Duration // how long after the last start the recovery run kills orchd
+	sample      time.Duration // how often orchd's threads and goroutines are read
+}
+
+// fullScale is the scale run of the report.
+var fullScale = scaleConfig{delegations: 10_000, followed: 1_000, callers: 64, work: 60 * time.Second, tick: 5 * time.Second,
+	steered: 100, steersEach: 5, interrupts: 100, ended: 100_000, killAfter: 15 * time.Second, sample: time.Second}
+
+// scaleBench names the scale run's results.
+const scaleBench = "BenchmarkProcessScale"
+
+// scaleCallTimeout bounds one request of the scale run, and reading one
+// delegation's whole log.
+const scaleCallTimeout = 3 * time.Minute
+
+// runScale is the report's scale run.
+func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
+	return scaleRun(ctx, w, log, fullScale)
+}
+
+// scaleRun measures one orchd holding cfg.delegations long delegations to
+// an a2a-go agent in its own process (longHandlers), against the same
+// load sent to the agent directly, then orchd killed with kill -9 while
+// it holds them, over a store that also holds cfg.ended ended ones. It
+// writes a line saying how it was sized, then one result line per run:
+//
+//	BenchmarkProcessScale/config   1 <n> delegations <n> followed <n> callers <ms> work-ms <ms> tick-ms <n> steered <n> steers-each <n> interrupts <n> ended
+//	BenchmarkProcessScale/direct   1 <n> delegations <ms> start-wall-ms <ms> start-p50-ms <ms> start-p99-ms <ms> event-p50-ms <ms> event-p99-ms <n> completed <n> lost <n> agent-events <MiB> agent-peak-rss-MiB <ms> agent-cpu-ms
+//	BenchmarkProcessScale/orchd    1 ... the same, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <n> peak-goroutines <ms> orchd-cpu-ms
+//	                                 <n> steers <n> steers-failed <n> steers-misdelivered <ms> steer-p50-ms <ms> steer-p99-ms
+//	                                 <n> interrupts <n> interrupts-failed <ms> interrupt-p50-ms <ms> interrupt-p99-ms <n> log-gaps <n> log-duplicates <n> warn-lines <n> error-lines
+//	BenchmarkProcessScale/recovery 1 <n> delegations <n> ended-before <ms> ready-ms <n> completed <n> lost <n> log-gaps <n> log-duplicates
+//	                                 <n> followers <n> follower-gaps <n> follower-duplicates <n> followers-resumed <MiB> peak-rss-MiB <n> warn-lines <n> error-lines
+//
+// Events are the agent's events through orchd's logs: every event of
+// every delegation's log (agent-events in the direct run: the events its
+// streams carried). event-p50/p99 is the time from the agent sending a
+// tick to a follower reading it. A delegation is completed when its log
+// ends COMPLETED after the agent's artifact and holds every tick the
+// agent says it sent, once and in order; lost otherwise.
+func scaleRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfig) error {
+	h, err := newHarness(log)
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	if err := h.buildOrchd(ctx); err != nil {
+		return err
+	}
+	agentProc, longURLs, err := h.role(ctx, "long", cfg.work.String(), cfg.tick.String())
+	if err != nil {
+		return err
+	}
+	_, quick, err := h.role(ctx, "agents", "1ms")
+	if err != nil {
+		return err
+	}
+	longURL := longURLs[0]
+	agents := [][2]string{{kindLong, longURL}, {kindMessage, quick[slices.Index(agentKinds, kindMessage)]}}
+
+	fmt.Fprintf(w, "%s/config\t1\t%d delegations\t%d followed\t%d callers\t%.0f work-ms\t%.0f tick-ms\t%d steered\t%d steers-each\t%d interrupts\t%d ended\n",
+		scaleBench, cfg.delegations, cfg.followed, cfg.callers, ms(cfg.work), ms(cfg.tick), cfg.steered, cfg.steersEach, cfg.interrupts, cfg.ended)
+	if err := scaleDirect(ctx, w, log, cfg, agentProc, longURL); err != nil {
+		return err
+	}
+	spec := orchdSpec{name: "orchd", skills: []string{kindLong, kindMessage}, agents: agents}
+	if err := scaleOrchd(ctx, w, log, h, cfg, spec, agentProc, longURL); err != nil {
+		return err
+	}
+	spec.name = "orchd-recovery"
+	return scaleRecovery(ctx, w, log, h, cfg, spec)
+}
+
+// scaleDirect sends the scale load to the agent directly, with a2a-go
+// streaming clients, and writes its result line.
+func scaleDirect(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfig, agentProc *proc, longURL string) error {
+	c, closeC, err := hopClient(ctx, longURL+"/rpc")
+	if err != nil {
+		return err
+	}
+	defer closeC()
+	if err := resetPeak(agentProc.pid()); err != nil {
+		return err
+	}
+	cpu0, err := cpuTime(agentProc.pid())
+	if err != nil {
+		return err
+	}
+	streams := make([]*directStream, cfg.delegations)
+	var all sync.WaitGroup
+	start := startAll(ctx, cfg, func(ctx context.Context, i int) error {
+		s := &directStream{follow: i < cfg.followed}
+		streams[i] = s
+		started := make(chan error, 1)
+		all.Go(func() { s.run(ctx, c, started) })
+		return <-started
+	})
+	all.Wait()
+	cpu1, err := cpuTime(agentProc.pid())
+	if err != nil {
+		return err
+	}
+	st, err := readStatus(agentProc.pid())
+	if err != nil {
+		return err
+	}
+	var lat []time.Duration
+	completed, lost, events := 0, 0, 0
+	var first error
+	for _, s := range streams {
+		if s == nil {
+			lost++
+			continue
+		}
+		lat = append(lat, s.lat...)
+		events += s.events
+		if s.err == nil {
+			completed++
+		} else {
+			lost++
+			first = cmpOr(first, s.err)
+		}
+	}
+	if first != nil || start.errs > 0 {
+		log.Warn("scale run, direct: calls failed", "lost", lost, "start errors", start.errs, "first", cmpOr(first, start.first))
+	}
+	slices.Sort(lat)
+	fmt.Fprintf(w, "%s/direct\t1\t%d delegations\t%.0f start-wall-ms\t%.1f start-p50-ms\t%.1f start-p99-ms\t%.1f event-p50-ms\t%.1f event-p99-ms\t%d completed\t%d lost\t%d agent-events\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms\n",
+		scaleBench, cfg.delegations, ms(start.wall), ms(start.pct(50)), ms(start.pct(99)), ms(pctOf(lat, 50)), ms(pctOf(lat, 99)),
+		completed, lost, events, mib(st.hwmKiB), ms(cpu1-cpu0))
+	return nil
+}
+
+// directStream is one of the direct run's streams.
+type directStream struct {
+	follow bool            // its ticks' latencies are kept
+	lat    []time.Duration // from the agent sending each tick to reading it
+	events int
+	err    error // why it did not complete, if it did not
+}
+
+// run sends the long agent a streaming message with c and reads the
+// stream to its end, saying on started when the first event came (or the
+// call failed before one).
+func (s *directStream) run(ctx context.Context, c *a2aclient.Client, started chan<- error) {
+	ctx, cancel := context.WithTimeout(ctx, scaleCallTimeout)
+	defer cancel()
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("work"))
+	msg.Metadata = map[string]any{"skill": kindLong}
+	log := eventLog{done: -1}
+	first := true
+	for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: msg}) {
+		if err != nil {
+			s.err = err
+			break
+		}
+		if first {
+			started <- nil
+			first = false
+		}
+		s.events++
+		switch e := ev.(type) {
+		case *a2a.Task:
+			log.state = e.Status.State
+		case *a2a.TaskStatusUpdateEvent:
+			log.status(e.Status.State, e.Status.Message, s.follow, &s.lat)
+		case *a2a.TaskArtifactUpdateEvent:
+			log.artifact(e.Artifact)
+		}
+	}
+	if first {
+		started <- cmpOr(s.err, errors.New("the stream ended before its first event"))
+	}
+	if s.err == nil {
+		s.err = log.check()
+	}
+}
+
+// eventLog is what a reader of one delegation's events saw: enough to
+// check it ended as the long agent ends its work.
+type eventLog struct {
+	state      a2a.TaskState
+	artifacted bool
+	ticks      []int // the tick numbers, in the order read
+	done       int   // how many ticks the agent says it sent; -1 before it says
+	steers     int   // steer events
+}
+
+// status folds a status (its state and message) into the log, keeping
+// the latency of a tick in lat when keep is set.
+func (l *eventLog) status(state a2a.TaskState, m *a2a.Message, keep bool, lat *[]time.Duration) {
+	l.state = state
+	if m == nil || len(m.Parts) != 1 {
+		return
+	}
+	text := m.Parts[0].Text()
+	if rest, ok := strings.CutPrefix(text, tickPrefix); ok {
+		f := strings.Fields(rest)
+		if len(f) != 2 {
+			return
+		}
+		n, err1 := strconv.Atoi(f[0])
+		sent, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return
+		}
+		l.ticks = append(l.ticks, n)
+		if keep {
+			*lat = append(*lat, time.Since(time.Unix(0, sent)))
+		}
+		return
+	}
+	if rest, ok := strings.CutPrefix(text, donePrefix); ok && state == a2a.TaskStateCompleted {
+		if n, err := strconv.Atoi(rest); err == nil {
+			l.done = n
+		}
+	}
+}
+
+// artifact folds an artifact into the log.
+func (l *eventLog) artifact(a *a2a.Artifact) {
+	l.artifacted = l.artifacted || a != nil && len(a.Parts) == 1 && a.Parts[0].Text() == pong
+}
+
+// check says why the log is not that of completed work, if it is not:
+// COMPLETED after the artifact, and, when the agent worked to its end,
+// every tick it says it sent, once, in order.
+func (l *eventLog) check() error {
+	if l.state != a2a.TaskStateCompleted || !l.artifacted {
+		return fmt.Errorf("ended %s, artifact %v: %w", l.state, l.artifacted, errLost)
+	}
+	if l.done < 0 {
+		return nil // answered after an interrupt: its ticks were cut short
+	}
+	for i, n := range l.ticks {
+		if n != i+1 {
+			return fmt.Errorf("ticks %v, want 1 to %d in order: %w", l.ticks, l.done, errLost)
+		}
+	}
+	if len(l.ticks) != l.done {
+		return fmt.Errorf("%d ticks, the agent sent %d: %w", len(l.ticks), l.done, errLost)
+	}
+	return nil
+}
+
+// startResult is what starting the run's delegations measured.
+type startResult struct {
+	lat   []time.Duration // each start's latency, sorted
+	errs  int
+	first error
+	wall  time.Duration
+}
+
+// pct is the p-th percentile of the starts' latencies.
+func (r startResult) pct(p int) time.Duration { return pctOf(r.lat, p) }
+
+// pctOf is the p-th percentile of sorted latencies; 0 for none.
+func pctOf(lat []time.Duration, p int) time.Duration {
+	return cellResult{lat: lat}.pct(p)
+}
+
+// startAll runs start for each of cfg.delegations indexes, cfg.callers
+// at a time, and measures each.
+func startAll(ctx context.Context, cfg scaleConfig, start func(context.Context, int) error) startResult {
+	var next atomic.Int64
+	lat := make([]time.Duration, cfg.delegations)
+	errs := make([]error, cfg.delegations)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for range cfg.callers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= cfg.delegations || ctx.Err() != nil {
+					return
+				}
+				s := time.Now()
+				errs[i] = start(ctx, i)
+				lat[i] = time.Since(s)
+			}
+		})
+	}
+	wg.Wait()
+	r := startResult{wall: time.Since(t0)}
+	for i, err := range errs {
+		if err != nil {
+			r.errs++
+			r.first = cmpOr(r.first, err)
+			continue
+		}
+		r.lat = append(r.lat, lat[i])
+	}
+	slices.Sort(r.lat)
+	return r
+}
+
+// scaleAPI is the harness's client of one orchd's HTTP API, following
+// the daemon when it is started again on another address.
+type scaleAPI struct {
+	hc   *http.Client
+	base atomic.Pointer[string]
+}
+
+// newScaleAPI is a client of the orchd at base.
+func newScaleAPI(base string) *scaleAPI {
+	a := &scaleAPI{hc: &http.Client{Transport: hopTransport()}}
+	a.base.Store(&base)
+	return a
+}
+
+// url is path at the orchd's current address.
+func (a *scaleAPI) url(path string) string { return *a.base.Load() + path }
+
+// post POSTs body to path and decodes a 2xx answer into out (may be nil).
+func (a *scaleAPI) post(ctx context.Context, path, body string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, scaleCallTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", a.url(path), strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxJSON))
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, bounded(b))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+// delegate starts one long delegation and returns its id.
+func (a *scaleAPI) delegate(ctx context.Context) (string, error) {
+	var rec struct {
+		ID string `json:"id"`
+	}
+	if err := a.post(ctx, "/v1/delegations", `{"text": "work", "skill": "`+kindLong+`"}`, &rec); err != nil {
+		return "", err
+	}
+	if rec.ID == "" {
+		return "", errors.New("POST /v1/delegations: no id")
+	}
+	return rec.ID, nil
+}
+
+// follower reads one delegation's events from orchd's API to the end,
+// across lost connections and restarts of orchd, resuming with
+// Last-Event-ID.
+type follower struct {
+	id      string
+	keep    bool // the ticks' latencies are kept
+	last    int64
+	gaps    int // events missing between two read
+	dups    int // events read again
+	resumed int // streams opened again after one was cut
+	lat     []time.Duration
+	log     eventLog
+}
+
+// newFollower follows delegation id.
+func newFollower(id string, keep bool) *follower {
+	return &follower{id: id, keep: keep, log: eventLog{done: -1}}
+}
+
+// run follows the delegation until its log ends or ctx is done.
+func (f *follower) run(ctx context.Context, a *scaleAPI) error {
+	ctx, cancel := context.WithTimeout(ctx, scaleCallTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("delegation %s's events: %w", f.id, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		ended, opened, _ := f.stream(ctx, a)
+		if opened && attempt > 0 {
+			f.resumed++
+		}
+		if ended {
+			return f.log.check()
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("delegation %s's events: %w", f.id, ctx.Err())
+		}
+	}
+}
+
+// stream reads one stream of the delegation's events, after the last
+// event read: whether the log ended, and whether the stream was opened.
+func (f *follower) stream(ctx context.Context, a *scaleAPI) (ended, opened bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", a.url("/v1/delegations/"+f.id+"/events"), nil)
+	if err != nil {
+		return false, false, err
+	}
+	if f.last > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(f.last, 10))
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return false, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSON))
+		return false, false, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 4<<10), maxEventLine)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Seq      int64         `json:"seq"`
+			Kind     string        `json:"kind"`
+			State    a2a.TaskState `json:"state"`
+			Message  *a2a.Message  `json:"message"`
+			Artifact *a2a.Artifact `json:"artifact"`
+		}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return false, true, err
+		}
+		switch {
+		case ev.Seq <= f.last:
+			f.dups++
+			continue
+		case ev.Seq > f.last+1:
+			f.gaps++
+		}
+		f.last = ev.Seq
+		switch ev.Kind {
+		case "artifact":
+			f.log.artifact(ev.Artifact)
+			f.log.state = ev.State
+		case "steer":
+			f.log.steers++
+			f.log.state = ev.State
+		default:
+			f.log.status(ev.State, ev.Message, f.keep, &f.lat)
+		}
+	}
+	return sc.Err() == nil && f.log.state.Terminal(), true, sc.Err()
+}
+
+// signalResult is what sending steers or interrupts measured.
+type signalResult struct {
+	lat    []time.Duration // each signal's latency to its answer, sorted
+	failed int
+	first  error
+}
+
+// scaleOrchd sends the scale load through orchd's API and writes its
+// result line.
+func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, cfg scaleConfig, spec orchdSpec, agentProc *proc, longURL string) error {
+	d, base, err := h.daemon(ctx, spec)
+	if err != nil {
+		return err
+	}
+	api := newScaleAPI(base)
+	defer api.hc.CloseIdleConnections()
+	before, err := readStatus(d.pid())
+	if err != nil {
+		return err
+	}
+	for _, p := range []*proc{d, agentProc} {
+		if err := resetPeak(p.pid()); err != nil {
+			return err
+		}
+	}
+	agentCPU0, err := cpuTime(agentProc.pid())
+	if err != nil {
+		return err
+	}
+	orchdCPU0, err := cpuTime(d.pid())
+	if err != nil {
+		return err
+	}
+	smp := startSampler(ctx, d.pid(), base, true, cfg.sample)
+	ids := make([]string, cfg.delegations)
+	followers := make([]*follower, cfg.followed)
+	var following sync.WaitGroup
+	followErrs := make([]error, cfg.followed)
+	start := startAll(ctx, cfg, func(ctx context.Context, i int) error {
+		id, err := api.delegate(ctx)
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+		if i < cfg.followed {
+			f := newFollower(id, true)
+			followers[i] = f
+			following.Go(func() { followErrs[i] = f.run(ctx, api) })
+		}
+		return nil
+	})
+	log.Info("scale run: delegations started", "started", len(start.lat), "errors", start.errs, "took", start.wall.Round(time.Millisecond))
+	steers, interrupts := scaleSignals(ctx, cfg, api, ids)
+	following.Wait()
+	// Every delegation's log, read to its end once the work is over.
+	logs := make([]*follower, cfg.delegations)
+	var next atomic.Int64
+	var reading sync.WaitGroup
+	readErrs := make([]error, cfg.delegations)
+	for range cfg.callers {
+		reading.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= cfg.delegations {
+					return
+				}
+				if ids[i] == "" {
+					readErrs[i] = errors.New("not started")
+					continue
+				}
+				logs[i] = newFollower(ids[i], false)
+				readErrs[i] = logs[i].run(ctx, api)
+			}
+		})
+	}
+	reading.Wait()
+	peaks := smp.stop()
+	orchdCPU1, err := cpuTime(d.pid())
+	if err != nil {
+		return err
+	}
+	agentCPU1, err := cpuTime(agentProc.pid())
+	if err != nil {
+		return err
+	}
+	st, err := readStatus(d.pid())
+	if err != nil {
+		return err
+	}
+	agentSt, err := readStatus(agentProc.pid())
+	if err != nil {
+		return err
+	}
+	var taken map[string][]int
+	if err := getJSON(ctx, longURL+steersPath, &taken); err != nil {
+		return err
+	}
+	misdelivered := 0
+	for i := cfg.followed; i < cfg.followed+cfg.steered && i < len(ids); i++ {
+		if want := seq(cfg.steersEach); !slices.Equal(taken[ids[i]], want) {
+			misdelivered++
+			log.Warn("scale run: steers not taken once each in order", "delegation", ids[i], "taken", taken[ids[i]], "want", want)
+		}
+	}
+	var lat []time.Duration
+	for i, f := range followers {
+		if f != nil {
+			lat = append(lat, f.lat...)
+		}
+		if followErrs[i] != nil {
+			log.Warn("scale run: a follower failed", "error", followErrs[i])
+		}
+	}
+	slices.Sort(lat)
+	completed, lost, events, gaps, dups := 0, 0, 0, 0, 0
+	var first error
+	for i, f := range logs {
+		if readErrs[i] != nil {
+			lost++
+			first = cmpOr(first, readErrs[i])
+		} else {
+			completed++
+		}
+		if f != nil {
+			events += int(f.last)
+			gaps += f.gaps
+			dups += f.dups
+		}
+	}
+	if first != nil || start.errs > 0 {
+		log.Warn("scale run, through orchd: delegations lost", "lost", lost, "start errors", start.errs, "first", cmpOr(first, start.first))
+	}
+	warns, errs, firstLines := d.logCounts()
+	for _, l := range firstLines {
+		log.Warn("orchd logged", "line", l)
+	}
+	fmt.Fprintf(w, "%s/orchd\t1\t%d delegations\t%.0f start-wall-ms\t%.1f start-p50-ms\t%.1f start-p99-ms\t%.1f event-p50-ms\t%.1f event-p99-ms\t%d completed\t%d lost\t%d agent-events\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms",
+		scaleBench, cfg.delegations, ms(start.wall), ms(start.pct(50)), ms(start.pct(99)), ms(pctOf(lat, 50)), ms(pctOf(lat, 99)),
+		completed, lost, events, mib(agentSt.hwmKiB), ms(agentCPU1-agentCPU0))
+	fmt.Fprintf(w, "\t%.1f peak-rss-MiB\t%.1f rss-before-MiB\t%d peak-threads\t%d peak-goroutines\t%.0f orchd-cpu-ms",
+		mib(st.hwmKiB), mib(before.rssKiB), max(peaks.threads, st.threads), peaks.goroutines, ms(orchdCPU1-orchdCPU0))
+	fmt.Fprintf(w, "\t%d steers\t%d steers-failed\t%d steers-misdelivered\t%.2f steer-p50-ms\t%.2f steer-p99-ms",
+		len(steers.lat)+steers.failed, steers.failed, misdelivered, ms(pctOf(steers.lat, 50)), ms(pctOf(steers.lat, 99)))
+	fmt.Fprintf(w, "\t%d interrupts\t%d interrupts-failed\t%.2f interrupt-p50-ms\t%.2f interrupt-p99-ms\t%d log-gaps\t%d log-duplicates\t%d warn-lines\t%d error-lines\n",
+		len(interrupts.lat)+interrupts.failed, interrupts.failed, ms(pctOf(interrupts.lat, 50)), ms(pctOf(interrupts.lat, 99)), gaps, dups, warns, errs)
+	return d.stop()
+}
+
+// seq is 0, 1, … n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// scaleSignals steers and interrupts delegations of ids while they work:
+// cfg.steered delegations after the followed ones each get
+// cfg.steersEach steers, one a second; the next cfg.interrupts are each
+// interrupted once, spread over the same seconds, and then answered, so
+// their work completes.
+func scaleSignals(ctx context.Context, cfg scaleConfig, api *scaleAPI, ids []string) (steers, interrupts signalResult) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	note := func(r *signalResult, d time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			r.failed++
+			r.first = cmpOr(r.first, err)
+			return
+		}
+		r.lat = append(r.lat, d)
+	}
+	spread := time.Duration(cfg.steersEach) * time.Second
+	for k := range cfg.steered {
+		i := cfg.followed + k
+		if i >= len(ids) || ids[i] == "" {
+			continue
+		}
+		wg.Go(func() {
+			// Spread over the first second, so the steers do not all
+			// arrive at once.
+			time.Sleep(time.Duration(k) * time.Second / time.Duration(max(cfg.steered, 1)))
+			for n := range cfg.steersEach {
+				body := fmt.Sprintf(`{"text": %q}`, steerPrefix+ids[i]+" "+strconv.Itoa(n))
+				t0 := time.Now()
+				err := api.post(ctx, "/v1/delegations/"+ids[i]+":steer", body, nil)
+				note(&steers, time.Since(t0), err)
+				time.Sleep(time.Second)
+			}
+		})
+	}
+	for k := range cfg.interrupts {
+		i := cfg.followed + cfg.steered + k
+		if i >= len(ids) || ids[i] == "" {
+			continue
+		}
+		wg.Go(func() {
+			time.Sleep(time.Duration(k) * spread / time.Duration(max(cfg.interrupts, 1)))
+			t0 := time.Now()
+			err := api.post(ctx, "/v1/delegations/"+ids[i]+":interrupt", `{}`, nil)
+			note(&interrupts, time.Since(t0), err)
+			if err == nil {
+				err = api.post(ctx, "/v1/delegations/"+ids[i]+"/messages", `{"text": "go on"}`, nil)
+			}
+			if err != nil {
+				mu.Lock()
+				interrupts.first = cmpOr(interrupts.first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(steers.lat)
+	slices.Sort(interrupts.lat)
+	return steers, interrupts
+}
+
+// scaleRecovery fills a new orchd's store with cfg.ended ended
+// delegations, starts the scale load through it, kills it with kill -9
+// cfg.killAfter after the last start, starts it again on the same state
+// directory, and writes the result line: how soon it was ready, and
+// whether every delegation was carried on to COMPLETED with its log
+// whole, the followers resuming with Last-Event-ID.
+func scaleRecovery(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, cfg scaleConfig, spec orchdSpec) error {
+	d, base, err := h.daemon(ctx, spec)
+	if err != nil {
+		return err
+	}
+	rpc, err := orchdEndpoint(ctx, base)
+	if err != nil {
+		return err
+	}
+	fillC, closeFill, err := hopClient(ctx, rpc)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	err = prefill(ctx, fillC, cfg.ended)
+	closeFill()
+	if err != nil {
+		return fmt.Errorf("fill orchd's store: %w", err)
+	}
+	log.Info("store filled", "delegations", cfg.ended, "took", time.Since(t0).Round(time.Millisecond))
+	api := newScaleAPI(base)
+	defer api.hc.CloseIdleConnections()
+	ids := make([]string, cfg.delegations)
+	followers := make([]*follower, cfg.followed)
+	followErrs := make([]error, cfg.followed)
+	var following sync.WaitGroup
+	start := startAll(ctx, cfg, func(ctx context.Context, i int) error {
+		id, err := api.delegate(ctx)
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+		if i < cfg.followed {
+			f := newFollower(id, false)
+			followers[i] = f
+			following.Go(func() { followErrs[i] = f.run(ctx, api) })
+		}
+		return nil
+	})
+	if start.errs > 0 {
+		log.Warn("scale recovery run: starts failed", "errors", start.errs, "first", start.first)
+	}
+	time.Sleep(cfg.killAfter)
+	d.kill()
+	w0, e0, _ := d.logCounts()
+	t0 = time.Now()
+	d, base, err = h.daemon(ctx, spec)
+	if err != nil {
+		return err
+	}
+	ready := time.Since(t0)
+	log.Info("orchd started again after kill -9", "ready", ready.Round(time.Millisecond))
+	api.base.Store(&base)
+	if err := resetPeak(d.pid()); err != nil {
+		return err
+	}
+	following.Wait()
+	completed, lost, gaps, dups := 0, 0, 0, 0
+	var first error
+	var next atomic.Int64
+	var reading sync.WaitGroup
+	var mu sync.Mutex
+	for range cfg.callers {
+		reading.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= cfg.delegations {
+					return
+				}
+				var err error
+				var f *follower
+				if ids[i] == "" {
+					err = errors.New("not started")
+				} else {
+					f = newFollower(ids[i], false)
+					err = f.run(ctx, api)
+				}
+				mu.Lock()
+				if err != nil {
+					lost++
+					first = cmpOr(first, err)
+				} else {
+					completed++
+				}
+				if f != nil {
+					gaps += f.gaps
+					dups += f.dups
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	reading.Wait()
+	if first != nil {
+		log.Warn("scale recovery run: delegations lost", "lost", lost, "first", first)
+	}
+	fgaps, fdups, resumed := 0, 0, 0
+	for i, f := range followers {
+		if f == nil {
+			continue
+		}
+		fgaps += f.gaps
+		fdups += f.dups
+		if f.resumed > 0 {
+			resumed++
+		}
+		if followErrs[i] != nil {
+			log.Warn("scale recovery run: a follower failed", "error", followErrs[i])
+		}
+	}
+	st, err := readStatus(d.pid())
+	if err != nil {
+		return err
+	}
+	warns, errs, firstLines := d.logCounts()
+	for _, l := range firstLines {
+		log.Warn("orchd logged", "line", l)
+	}
+	fmt.Fprintf(w, "%s/recovery\t1\t%d delegations\t%d ended-before\t%.0f ready-ms\t%d completed\t%d lost\t%d log-gaps\t%d log-duplicates\t%d followers\t%d follower-gaps\t%d follower-duplicates\t%d followers-resumed\t%.1f peak-rss-MiB\t%d warn-lines\t%d error-lines\t%d warn-lines-before-kill\t%d error-lines-before-kill\n",
+		scaleBench, cfg.delegations, cfg.ended, ms(ready), completed, lost, gaps, dups, len(followers), fgaps, fdups, resumed, mib(st.hwmKiB), warns, errs, w0, e0)
+	return d.stop()
+}

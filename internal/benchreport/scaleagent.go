@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
+	"github.com/orchd/orchd/steering"
+)
+
+// kindLong is the long-working agent's kind: the scale run's agent
+// (longHandlers).
+const kindLong = "long"
+
+// steersPath is where the long agent lists the steers it took.
+const steersPath = "/steers"
+
+// tickPrefix starts the status message of each of the long agent's
+// ticks: "tick <n> <unix nanoseconds when sent>".
+const tickPrefix = "tick "
+
+// donePrefix starts the long agent's COMPLETED status message after its
+// work: "done after <n> ticks" without the unit, so the run can check
+// that each of the n ticks reached the log once.
+const donePrefix = "done after "
+
+// steerPrefix starts the text of each steer the scale run sends:
+// "steer <delegation id> <n>"; the agent keeps the n it took per
+// delegation, in the order it took them.
+const steerPrefix = "steer "
+
+// longHandlers serves the long agent, answering JSON-RPC at /rpc: a
+// steerable, interruptible a2a-go agent that streams a task which works
+// args[0] (a duration), sending a WORKING status every args[1] whose
+// message says when it was sent, then an artifact saying pong and
+// COMPLETED. A steer is acknowledged as it is taken; an interrupt stops
+// the work INPUT_REQUIRED, and the next message to the task completes it.
+func longHandlers(args []string) ([]func(string) http.Handler, error) {
+	if len(args) != 2 {
+		return nil, fmt.Errorf("long: want the work and tick durations, got %q", args)
+	}
+	work, err := time.ParseDuration(args[0])
+	if err != nil {
+		return nil, fmt.Errorf("long: work: %w", err)
+	}
+	tick, err := time.ParseDuration(args[1])
+	if err != nil || tick <= 0 {
+		return nil, fmt.Errorf("long: tick %q is not a positive duration", args[1])
+	}
+	return []func(string) http.Handler{func(base string) http.Handler {
+		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
+		st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "Bench long", Tasks: store})
+		x := &longExec{st: st, work: work, tick: tick, steers: map[string][]int{}}
+		card := &a2a.AgentCard{Name: "Bench long", Description: "works a while, streaming ticks and taking steers", Version: "1",
+			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
+			Capabilities:        a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{st.Extension()}},
+			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+			Skills: []a2a.AgentSkill{{ID: kindLong, Name: kindLong, Tags: []string{kindLong}}}}
+		counts := &methodCounts{n: map[string]int64{}}
+		handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts),
+			a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
+		mux := http.NewServeMux()
+		mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
+		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+		mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.signals.Load()})
+		})
+		mux.HandleFunc("GET "+steersPath, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(x.steersTaken())
+		})
+		return mux
+	}}, nil
+}
+
+// longExec is the long agent's work. It counts its executions and the
+// signals they took, and keeps the steers taken per delegation.
+type longExec struct {
+	st            *steering.Steering
+	work, tick    time.Duration
+	runs, signals atomic.Int64
+
+	mu     sync.Mutex
+	steers map[string][]int // delegation id → the n of each steer taken, in order
+}
+
+func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	x.runs.Add(1)
+	return func(yield func(a2a.Event, error) bool) {
+		inbox := x.st.Open(ec)
+		defer inbox.Close()
+		if ec.StoredTask != nil { // the answer to an interrupt: finish
+			if yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(pong)), nil) {
+				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))), nil)
+			}
+			return
+		}
+		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) || !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
+		}
+		end := time.Now().Add(x.work)
+		t := time.NewTicker(x.tick)
+		defer t.Stop()
+		ticks := 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-inbox.Ready():
+				for _, sig := range inbox.Take() {
+					x.signals.Add(1)
+					if sig.Control == steering.Interrupt {
+						yield(steering.Interrupted(ec, "interrupted, what next?"), nil)
+						return
+					}
+					x.took(sig.Message)
+					if !yield(steering.Acknowledged(ec, sig), nil) {
+						return
+					}
+				}
+				continue
+			case now := <-t.C:
+				if now.Before(end) {
+					ticks++
+					text := tickPrefix + strconv.Itoa(ticks) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)
+					if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text))), nil) {
+						return
+					}
+					continue
+				}
+			}
+			if yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(pong)), nil) {
+				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(donePrefix+strconv.Itoa(ticks)))), nil)
+			}
+			return
+		}
+	}
+}
+
+func (x *longExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// took keeps a steer the scale run sent ("steer <delegation> <n>").
+func (x *longExec) took(m *a2a.Message) {
+	if m == nil || len(m.Parts) != 1 {
+		return
+	}
+	f := strings.Fields(strings.TrimPrefix(m.Parts[0].Text(), steerPrefix))
+	if len(f) != 2 {
+		return
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil {
+		return
+	}
+	x.mu.Lock()
+	x.steers[f[0]] = append(x.steers[f[0]], n)
+	x.mu.Unlock()
+}
+
+// steersTaken is a copy of the steers taken per delegation.
+func (x *longExec) steersTaken() map[string][]int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make(map[string][]int, len(x.steers))
+	for k, v := range x.steers {
+		out[k] = append([]int(nil), v...)
+	}
+	return out
+}
