@@ -76,10 +76,14 @@ func retryable(err error) bool {
 // not count: its context ended, the chain's deadline passed (ErrDeadline),
 // an HTTP 4xx status, or any other A2A error (TaskNotFound, InvalidParams,
 // …), which says the agent is there and answering. Neither does a refusal
-// of orchd's credentials (401, 403) nor a credential orchd could not get.
+// of orchd's credentials (401, 403), a credential orchd could not get, nor
+// a connection orchd could not open for want of file descriptors.
 func agentFault(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrDeadline) {
 		return false // the caller gave up, or the chain's deadline passed
+	}
+	if outOfFiles(err) {
+		return false // orchd had no file descriptor to reach the agent with
 	}
 	if errors.Is(err, a2a.ErrUnauthenticated) || errors.Is(err, a2a.ErrUnauthorized) || errors.Is(err, credentials.ErrUnavailable) {
 		return false // the agent answered; orchd's credentials are at fault
@@ -113,4 +117,11 @@ func unreachable(err error) bool {
 // the agent did not take the message.
 func executionStillEnding(err error) bool {
 	return errors.Is(err, a2a.ErrInternalError) && strings.Contains(err.Error(), executionEnding)
+}
+
+// outOfFiles reports whether a call failed because this process, or the
+// system, had no file descriptor left for its connection (EMFILE,
+// ENFILE): no agent can be reached then, and none is at fault.
+func outOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }

@@ -60,6 +60,17 @@ type Config struct {
 	MaxArtifactBytes int64
 	MaxArtifacts     int
 	MaxEventBytes    int64
+	// MaxRunning bounds the delegations this engine runs at once (those
+	// that have not ended, waiting for input included), and
+	// MaxRunningPerCaller those of one caller: its tenant, else its
+	// principal; work without an authenticated caller counts only
+	// against MaxRunning. Delegate refuses work over either with a
+	// *LimitError (ErrResourceExhausted) before it sends anything;
+	// delegations carried on after a restart are never refused but count
+	// (limits.go). 0 means no limit; the daemon's defaults are in its
+	// config (docs/delegation.md).
+	MaxRunning          int
+	MaxRunningPerCaller int
 	// KeepFinished is how many ended delegations keep their event logs in
 	// memory; their records stay in the store. Default 1,000.
 	KeepFinished int

@@ -22,7 +22,9 @@ import (
 //
 //   - Delegate checks the request (Request.validate, request.go), works
 //     out the chain the work arrived with and the one it passes on
-//     (chains), and chooses the candidates (choose, choose.go): the
+//     (chains), takes a running slot (running.take, limits.go: work over
+//     MaxRunning or MaxRunningPerCaller is refused here, before anything
+//     is sent), and chooses the candidates (choose, choose.go): the
 //     registry's agents for the work, less those the chain, their
 //     protocol, their health (health.go) or their credentials rule out,
 //     ranked by the policies.
@@ -56,8 +58,11 @@ import (
 // fails with a *RefusedError, before sending anything, when no candidate
 // qualifies; with a *FailedError when every candidate tried failed before
 // accepting; with ErrBadRequest, ErrUnknownAgent, ErrCycle, ErrTooDeep or
-// ErrDeadline for requests that cannot be delegated. No delegation exists after an
-// error. Options are for fronts: keeping records of their own
+// ErrDeadline for requests that cannot be delegated; with a *LimitError
+// (ErrResourceExhausted), before sending anything, when the engine runs
+// as many delegations as it may, in all or for the caller, or when no
+// file descriptor is left to reach the agent. No delegation exists after
+// an error. Options are for fronts: keeping records of their own
 // (KeepEndedUpstream), naming work by their callers' keys (WithID).
 func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOption) (d *Delegation, err error) {
 	if e.ctx.Err() != nil {
@@ -87,6 +92,17 @@ func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOpti
 	if out.RootTask == "" {
 		out.RootTask = id
 	}
+	// The slot is taken before anything else is spent on the work, and
+	// given back unless a delegation is started with it (limits.go).
+	s, err := e.running.take(req.owner().limitKey(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
 	dec, allowed, err := e.choose(ctx, &req, in, out)
 	if err != nil {
 		return nil, err
@@ -108,6 +124,7 @@ func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOpti
 				ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
 				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored, Via: req.Via,
 			},
+			slot: s,
 		}
 		msg := req.message()
 		if d.chained = readsChain(a); d.chained {
@@ -118,6 +135,11 @@ func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOpti
 			dec.Attempts = append(dec.Attempts, Attempt{Agent: a.ID, Error: err.Error()})
 			e.log.WarnContext(ctx, "agent did not accept delegated work", "delegation", id, "agent", a.ID, "error", err)
 			last = err
+			if outOfFiles(err) {
+				// No agent can be reached without a file descriptor: the
+				// process's limit, not the agents, refuses the work.
+				return nil, &LimitError{Setting: SettingOpenFiles}
+			}
 			if retryable(err) && ctx.Err() == nil {
 				continue
 			}

@@ -131,6 +131,9 @@ type Delegation struct {
 	// (artifacts.go).
 	artifactBytes int64
 	restating     bool
+	// slot is the delegation's place among the running ones (limits.go),
+	// set before it is live and given back when it ends.
+	slot *slot
 }
 
 // ID returns the delegation's id.
@@ -237,6 +240,7 @@ func (d *Delegation) emitLocked(ev Event) {
 		ins.inflight.Add(ctx, -1)
 		ins.ended.Add(ctx, 1, ins.attr("state", string(ev.State)).add...)
 		d.endLifeLocked()
+		d.slot.release()
 	}
 	d.rec.State = ev.State
 	d.rec.UpdatedAt = now

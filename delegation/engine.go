@@ -69,6 +69,9 @@ type Engine struct {
 	// early bounds the polls all delegations make before PollInterval
 	// (poll.go).
 	early pollBudget
+	// running counts the delegations that have not ended, against
+	// MaxRunning and MaxRunningPerCaller (limits.go).
+	running running
 }
 
 // NewEngine returns an engine delegating to agents in reg under the
@@ -94,6 +97,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		clients:     clients,
 		reopening:   make(chan struct{}, reopenLimit),
 	}
+	e.running.max, e.running.perCaller = max(e.cfg.MaxRunning, 0), max(e.cfg.MaxRunningPerCaller, 0)
 	e.instruments.observe = e.observe // every call's outcome feeds the agent's breaker
 	return e
 }
@@ -177,10 +181,14 @@ func (e *Engine) ended(id string) {
 }
 
 // forget drops a delegation from the live set, and from the ended ones
-// kept there (a rare call: a lost lease, a record that was never kept).
+// kept there (a rare call: a lost lease, a record that was never kept),
+// giving its running slot back.
 func (e *Engine) forget(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if d, ok := e.live[id]; ok {
+		d.slot.release()
+	}
 	delete(e.live, id)
 	e.finished = slices.DeleteFunc(e.finished, func(f string) bool { return f == id })
 }

@@ -228,6 +228,10 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow fu
 		}
 	}
 	d.first = d.rec.LastEvent + 1
+	if !d.rec.State.Terminal() {
+		// Acknowledged already: it counts, whatever the limits say.
+		d.slot, _ = e.running.take(rec.Owner.limitKey(), true)
+	}
 	// The client is made before the delegation is live, so an operation
 	// routed to it (control.go) never finds it without one.
 	a, known := e.reg.Get(rec.Downstream.Agent)

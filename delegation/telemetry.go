@@ -145,7 +145,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	ins.ended, _ = m.Int64Counter("orchd.delegations.ended",
 		metric.WithDescription("Accepted delegations that ended, by final state."))
 	ins.refusals, _ = m.Int64Counter("orchd.delegation.refusals",
-		metric.WithDescription("Refusals by reason: cycle, protocol, capability, unhealthy, policy, depth, deadline, unknown_agent, no_candidates; one per refused candidate."))
+		metric.WithDescription("Refusals by reason: cycle, protocol, capability, unhealthy, policy, depth, deadline, unknown_agent, no_candidates, one per refused candidate; max_running, max_running_per_caller, open_files, one per request over a limit (nothing was sent)."))
 	ins.decisions, _ = m.Int64Counter("orchd.policy.decisions",
 		metric.WithDescription("Policy rules that had a say in a candidate's decision (an allow or deny that matched, a rank rule that moved the rank, a default that decided), by policy, rule and kind."))
 	ins.signals, _ = m.Int64Counter("orchd.steering.signals",
@@ -168,7 +168,10 @@ func (ins *instruments) start(ctx context.Context, name string) (context.Context
 
 // refusalReason classifies an error that refused a request outright.
 func refusalReason(err error) string {
+	var limit *LimitError
 	switch {
+	case errors.As(err, &limit):
+		return limit.reason()
 	case errors.Is(err, ErrCycle):
 		return refusedCycle
 	case errors.Is(err, ErrTooDeep):
