@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -252,6 +253,9 @@ func (e earlyDelegation) Before(ctx context.Context, cc *a2asrv.CallContext, req
 		// cannot keep either.
 		return ctx, nil, a2a.NewError(a2a.ErrInternalError, err.Error())
 	}
+	if le := limitError(err); le != nil {
+		return ctx, nil, le
+	}
 	if ae := agentError(err); ae != nil {
 		return ctx, nil, ae
 	}
@@ -300,6 +304,28 @@ func agentError(err error) *a2a.Error {
 		}
 	}
 	return nil
+}
+
+// limitError returns the A2A error to answer work refused as over a limit
+// with (delegation.LimitError), or nil. a2a-go v2.4.0 has no resource
+// exhausted error (A2A defines none), so it is the A2A server error,
+// reserved for errors of the server's own (-32000; HTTP 500 on HTTP+JSON,
+// INTERNAL over gRPC), as for a request body orchd has no room for now
+// (bodies.go): its message names the limit, and its ErrorInfo's metadata
+// carries "setting" and "limit", so a client can tell it from a failure
+// and try again later. An orchd that delegated the work here counts it
+// against this orchd's breaker and tries its next candidate, as for any
+// server error.
+func limitError(err error) *a2a.Error {
+	var limit *delegation.LimitError
+	if err == nil || !errors.As(err, &limit) {
+		return nil
+	}
+	meta := map[string]string{"setting": limit.Setting}
+	if limit.Limit > 0 {
+		meta["limit"] = strconv.Itoa(limit.Limit)
+	}
+	return a2a.NewError(a2a.ErrServerError, err.Error()).WithErrorInfoMeta(meta)
 }
 
 // After drops a started delegation whose request a2a-go then refused, so

@@ -40,17 +40,18 @@ const (
 )
 
 // LimitError refuses work over a limit; it matches ErrResourceExhausted.
+// The HTTP API answers it as its error's details.
 type LimitError struct {
 	// Setting names the limit: SettingMaxRunning, SettingMaxRunningPerCaller
 	// or SettingOpenFiles.
-	Setting string
+	Setting string `json:"setting"`
 	// Limit is the limit's value; 0 for open files, whose count orchd
 	// does not know at the moment of the refusal.
-	Limit int
+	Limit int `json:"limit,omitempty"`
 	// Caller is whose share was used up, for SettingMaxRunningPerCaller:
 	// "tenant acme", or "principal token:alice" for a caller without a
 	// tenant.
-	Caller string
+	Caller string `json:"caller,omitempty"`
 }
 
 // Error says which limit refused the work and that trying later may do.

@@ -569,6 +569,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *httpgate.Error
 	var refused *delegation.RefusedError
 	var failed *delegation.FailedError
+	var limit *delegation.LimitError
 	switch {
 	case errors.As(err, &ae):
 		body.Error.Details = ae.Details
@@ -576,6 +577,8 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		body.Error.Details = refused.Decision
 	case errors.As(err, &failed):
 		body.Error.Details = failed.Decision
+	case errors.As(err, &limit):
+		body.Error.Details = limit
 	}
 	a.reply(w, status, body)
 }

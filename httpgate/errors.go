@@ -44,7 +44,8 @@ type ErrorBody struct {
 		Message string `json:"message"`
 		// Details carries structured data for some errors: the decision
 		// (every candidate and why it was refused) for refused or failed
-		// delegations.
+		// delegations, the limit (delegation.LimitError) for work refused
+		// as over one.
 		Details any `json:"details,omitempty"`
 	} `json:"error"`
 }
@@ -92,6 +93,8 @@ func Classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, "refused"
 	case errors.As(err, &failed):
 		return http.StatusBadGateway, "delegation_failed"
+	case errors.Is(err, delegation.ErrResourceExhausted):
+		return http.StatusTooManyRequests, "resource_exhausted"
 	case errors.Is(err, delegation.ErrBadRequest):
 		return http.StatusBadRequest, "invalid_argument"
 	case errors.Is(err, delegation.ErrUnknownAgent), errors.Is(err, delegation.ErrNotFound):

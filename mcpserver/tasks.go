@@ -47,6 +47,11 @@ const (
 	// codeMissingCapability: the request did not declare an extension
 	// the method needs.
 	codeMissingCapability = -32021
+	// codeResourceExhausted: the work was refused as over one of orchd's
+	// limits on running delegations (the message names it); an
+	// implementation-defined server error, as MCP leaves -32000 to -32019
+	// to servers, and the code orchd's A2A interfaces answer it with.
+	codeResourceExhausted = -32000
 )
 
 // Task is a task as the extension shows it.
@@ -347,7 +352,8 @@ func (s *Server) taskCancel(ctx context.Context, _ *mcp.ServerSession, p *TaskPa
 
 // taskError is err as the JSON-RPC error a task method answers: an
 // unknown task (another caller's included) and bad params are -32602, a
-// refusal is -32600 with what refused it, the rest -32603.
+// refusal is -32600 with what refused it, work over a limit -32000
+// (codeResourceExhausted), the rest -32603. data's code is the HTTP API's.
 func taskError(err error) error {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
@@ -360,6 +366,8 @@ func taskError(err error) error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}
 	case status == 403, status == 409, status == 422:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error(), Data: data}
+	case status == 429:
+		return &jsonrpc.Error{Code: codeResourceExhausted, Message: err.Error(), Data: data}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: data}
 }

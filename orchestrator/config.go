@@ -181,6 +181,13 @@ type DelegationConfig struct {
 	MaxArtifactBytes int64 `yaml:"maxArtifactBytes"`
 	MaxArtifacts     int   `yaml:"maxArtifacts"`
 	MaxEventBytes    int64 `yaml:"maxEventBytes"`
+	// MaxRunning bounds the delegations this orchd runs at once, and
+	// MaxRunningPerCaller those of one caller (its tenant, else its
+	// principal); work past either is refused before anything is sent
+	// (429 resource_exhausted). 0 means no limit. Defaults 20,000 and 0
+	// (docs/delegation.md, "Limits on running work").
+	MaxRunning          int `yaml:"maxRunning"`
+	MaxRunningPerCaller int `yaml:"maxRunningPerCaller"`
 }
 
 // DelegationConfig returns the delegation section as delegation.Config.
@@ -189,7 +196,8 @@ func (c *Config) DelegationConfig() delegation.Config {
 	return delegation.Config{Self: d.Self, MaxDepth: d.MaxDepth, MaxAttempts: d.MaxAttempts,
 		CallTimeout: time.Duration(d.CallTimeout), CancelWait: time.Duration(d.CancelWait), PollInterval: time.Duration(d.PollInterval),
 		SilenceTimeout: time.Duration(d.SilenceTimeout), MaxDuration: time.Duration(d.MaxDuration), Follow: d.Follow,
-		MaxArtifactBytes: d.MaxArtifactBytes, MaxArtifacts: d.MaxArtifacts, MaxEventBytes: d.MaxEventBytes}
+		MaxArtifactBytes: d.MaxArtifactBytes, MaxArtifacts: d.MaxArtifacts, MaxEventBytes: d.MaxEventBytes,
+		MaxRunning: d.MaxRunning, MaxRunningPerCaller: d.MaxRunningPerCaller}
 }
 
 // PoliciesConfig is the config file's policies section.
@@ -362,6 +370,9 @@ func (c *Config) validate() error {
 	}
 	if d := c.Delegation; d.MaxArtifactBytes < 0 || d.MaxArtifacts < 0 || d.MaxEventBytes < 0 {
 		add(errors.New("config: delegation.maxArtifactBytes, maxArtifacts and maxEventBytes must not be negative"))
+	}
+	if d := c.Delegation; d.MaxRunning < 0 || d.MaxRunningPerCaller < 0 {
+		add(errors.New("config: delegation.maxRunning and maxRunningPerCaller must not be negative (0: no limit)"))
 	}
 	if n := c.Delegation.MaxArtifacts; n > delegation.DefaultMaxEvents/4 {
 		add(fmt.Errorf("config: delegation.maxArtifacts %d is over %d, a quarter of a delegation's event log, which must hold them all", n, delegation.DefaultMaxEvents/4))

@@ -162,3 +162,40 @@ func FuzzLoadConfig(f *testing.F) {
 		}
 	})
 }
+
+func TestLoadConfig_RunningLimits(t *testing.T) {
+	t.Parallel()
+	type limits struct{ node, perCaller int }
+	tests := []struct {
+		name, body string
+		want       limits
+		err        string
+	}{
+		{"defaults", "", limits{20_000, 0}, ""},
+		{"both set", "delegation:\n  maxRunning: 500\n  maxRunningPerCaller: 50\n", limits{500, 50}, ""},
+		{"per caller only", "delegation:\n  maxRunningPerCaller: 10\n", limits{20_000, 10}, ""},
+		{"no limit", "delegation:\n  maxRunning: 0\n", limits{0, 0}, ""},
+		{"negative node", "delegation:\n  maxRunning: -1\n", limits{}, "delegation.maxRunning and maxRunningPerCaller must not be negative"},
+		{"negative per caller", "delegation:\n  maxRunningPerCaller: -3\n", limits{}, "must not be negative"},
+		{"not a number", "delegation:\n  maxRunning: lots\n", limits{}, `"lots" given, want a whole number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := LoadConfig(writeConfig(t, "listen: 127.0.0.1:1\n"+tt.body))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			dc := cfg.DelegationConfig()
+			if got := (limits{dc.MaxRunning, dc.MaxRunningPerCaller}); got != tt.want {
+				t.Errorf("maxRunning, maxRunningPerCaller = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
