@@ -488,6 +488,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	grpcErrc := d.agent.ServeGRPC()
 	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir, "store", d.state.mode,
 		"agents", d.registry.Len(), "pending", len(d.registry.Pending()))
+	checkOpenFiles(d.log, d.cfg.Delegation.MaxRunning)
 
 	select {
 	case err := <-errc:
