@@ -68,9 +68,10 @@ func BenchmarkInFlight(b *testing.B) {
 	}
 }
 
-// helpers are the processes the benchmarks start from this test binary
-// (see TestMain): agents whose tasks never finish, in processes of their
-// own so that only orchd's side of the work counts.
+// helpers are the processes the benchmarks and tests start from this
+// test binary (see TestMain): agents whose tasks never finish, in
+// processes of their own so that only orchd's side of the work counts,
+// and an engine in a process with its own open-files limit.
 var helpers = helperproc.Commands{
 	// slow-agent's tasks work until the process ends; it streams when its
 	// argument is "true".
@@ -82,6 +83,9 @@ var helpers = helperproc.Commands{
 	"push-agent": func([]string) int {
 		return serveForever(foreverAgent{name: "Forever", skill: "forever", streaming: true, push: true})
 	},
+	// out-of-files delegates to the agent at its argument with no file
+	// descriptor left (limits_test.go).
+	"out-of-files": outOfFilesHelper,
 }
 
 // agentProcess starts the helper agent, with args, and returns its URL.

@@ -1,15 +1,21 @@
 package delegation
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/policies"
+	"github.com/orchd/orchd/registry"
 )
 
 // caller is an authenticated caller for the limit tests.
@@ -210,4 +216,82 @@ func TestLimits_ResumedWorkCountsButIsNotRefused(t *testing.T) {
 	if _, err := e.Delegate(t.Context(), Request{Text: "x", Skill: "slow", Caller: caller("alice", "")}); err != nil {
 		t.Errorf("after the carried-on work ended: %v", err)
 	}
+}
+
+// TestLimits_OutOfFilesRefusesTheWork delegates, in a process of its own,
+// with every file descriptor the process may open taken: the work is
+// refused as over open files, not failed, and the agent's breaker is not
+// charged with it.
+func TestLimits_OutOfFilesRefusesTheWork(t *testing.T) {
+	t.Parallel()
+	if !lowersOpenFiles {
+		t.Skip("no open-files limit to lower on this system")
+	}
+	agent := testagent.Start(t, testagent.Options{Name: "Slow", Skill: "slow"}, testagent.Hang())
+	out, err := helpers.Command(t, "out-of-files", agent.URL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("out-of-files: %v\n%s", err, out)
+	}
+	if n := sends(agent); n != 0 {
+		t.Errorf("the agent got %d messages", n)
+	}
+}
+
+// outOfFilesHelper registers the agent at args[0], lowers the process's
+// open-files limit to 128 and fills it, then delegates three times (as
+// many failures as open an agent's breaker by default): each must be
+// refused as over open files, and the agent must still be admitted.
+func outOfFilesHelper(args []string) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, format+"\n", a...)
+		return 1
+	}
+	reg, err := registry.New(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}, nil)
+	if err != nil {
+		return fail("registry: %v", err)
+	}
+	defer reg.Close()
+	if _, err := reg.Add(context.Background(), registry.Spec{ID: "slow", URL: args[0]}); err != nil {
+		return fail("add the agent: %v", err)
+	}
+	pol, err := policies.NewEngine(nil, policies.Options{}, nil)
+	if err != nil {
+		return fail("policies: %v", err)
+	}
+	transport, err := registry.NewTransport(registry.Config{AllowNetworks: []string{"127.0.0.0/8"}})
+	if err != nil {
+		return fail("transport: %v", err)
+	}
+	e := NewEngine(reg, pol, NewMemoryStore(0), Config{HTTPClient: &http.Client{Transport: transport}}, nil)
+	defer e.Close()
+	if err := lowerOpenFiles(128); err != nil {
+		return fail("lower the open files limit: %v", err)
+	}
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) {
+				return fail("fill the open files: %v", err)
+			}
+			break
+		}
+		held = append(held, f)
+	}
+	for range 3 {
+		_, err := e.Delegate(context.Background(), Request{Text: "x", Skill: "slow"})
+		var le *LimitError
+		if !errors.As(err, &le) || le.Setting != SettingOpenFiles || !strings.Contains(err.Error(), "open files") {
+			return fail("delegate with no file descriptor left: err = %v, want a refusal naming open files", err)
+		}
+	}
+	if err := reg.Admit("slow"); err != nil {
+		return fail("the agent's breaker was charged: %v", err)
+	}
+	return 0
 }
