@@ -37,8 +37,9 @@ import (
 //     agent that fails before accepting gives way to the next when its
 //     error says so (retryable, classify.go).
 //   - start keeps the first delegation an agent accepted: it stores it
-//     (one the first answer ended is stored once, ended, alongside the
-//     task KeepEndedUpstream names, keepupstream.go), arms its deadline
+//     (one the first answer ended is stored once, ended, queued when the
+//     store is a QuickStore, alongside the task KeepEndedUpstream names,
+//     keepupstream.go), arms its deadline
 //     (arm, deadline.go), makes it live (register, engine.go) and
 //     follows it.
 //   - follow applies the first answer (apply, apply.go) and follows the
@@ -290,9 +291,11 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	if endsAtOnce(s.first) {
 		// The agent answered at once, with a message or a task it ended:
 		// the delegation ends as it starts, and its one record, stored
-		// ended, is all there is to keep. Until that write, the caller
-		// has no answer; a process killed before it leaves nothing
-		// running to carry on, as the agent's work is over.
+		// ended, is all there is to keep. A QuickStore queues it, and the
+		// caller has the answer without waiting for the write: a process
+		// killed before the write loses the record of an exchange already
+		// answered, and nothing running, as the agent's work is over.
+		// Other stores write it before the caller has the answer.
 		d.mu.Lock()
 		d.deferred = true
 		d.mu.Unlock()

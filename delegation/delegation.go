@@ -296,15 +296,20 @@ func (d *Delegation) persistLocked() {
 }
 
 // persistEndedLocked writes a delegation that ended as it started, its whole
-// log and its record, with the store's PutEnded when it has one; else as
-// persistLocked does. Callers hold mu.
+// log and its record: queued with the store's QueueEnded when it has one,
+// so the caller's answer does not wait for the write; else with its
+// PutEnded; else as persistLocked does. Callers hold mu.
 func (d *Delegation) persistEndedLocked() {
 	es, ok := d.engine.store.(EndedStore)
 	if !ok || !d.rec.State.Terminal() || len(d.unsaved) == 0 || d.unsaved[0].Seq != 1 {
 		d.persistLocked()
 		return
 	}
-	d.persistErr = es.PutEnded(context.Background(), d.storedLocked(), d.unsaved)
+	if qs, ok := es.(QuickStore); ok {
+		d.persistErr = qs.QueueEnded(context.Background(), d.storedLocked(), d.unsaved)
+	} else {
+		d.persistErr = es.PutEnded(context.Background(), d.storedLocked(), d.unsaved)
+	}
 	if d.persistErr != nil {
 		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
 		return

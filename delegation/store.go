@@ -174,6 +174,23 @@ type EndedStore interface {
 	PutEnded(ctx context.Context, r Record, evs []Event) error
 }
 
+// QuickStore is an EndedStore that may keep a delegation which ended as
+// it started after its caller has the answer: the agent's work is over,
+// and what is kept is the record of an exchange the caller already holds.
+// The engine uses it, for that delegation only, when its Store implements
+// it; work that goes on is acknowledged only once durable, as ever.
+type QuickStore interface {
+	EndedStore
+	// QueueEnded keeps what PutEnded keeps, the whole log from Seq 1 and
+	// the record in a terminal state, but may return before they are
+	// durable: they are then written within the store's lag, together
+	// with other writes, and the store's reads wait for them. When it
+	// cannot queue them (its queue is full, or it takes none) it writes
+	// them as PutEnded does before it returns. An error means they were
+	// neither queued nor kept.
+	QueueEnded(ctx context.Context, r Record, evs []Event) error
+}
+
 // StepStore is a Store that keeps one step of a delegation, an event and
 // the record as it stands after it, in one round trip instead of an
 // Append and a Put, each waiting for the one before. The engine uses it

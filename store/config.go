@@ -63,6 +63,14 @@ type Config struct {
 	// Timeout bounds each store operation and the connection to URL: a
 	// store that does not answer in time is unavailable. Default 5s.
 	Timeout time.Duration `yaml:"timeout"`
+	// QuickWriteLag is how long the record of a delegation its agent
+	// ended in its first answer may wait, after the caller has its
+	// answer, before it is written, group-committed with others
+	// (quick.go): a duration from 1ms to 1s, or "off" to write each one
+	// before its answer, as every other write is. Default 100ms. A
+	// kill -9 loses at most the records of that window, never work that
+	// goes on nor anything a caller was told was kept.
+	QuickWriteLag string `yaml:"quickWriteLag"`
 
 	// seqEvery is how often the embedded store records its streams'
 	// sequences (inventory.go); 0 means seqEvery(Sync). Tests shorten it.
@@ -89,13 +97,20 @@ const (
 	DefaultMaxBytes  = 1 << 30
 	DefaultSync      = "1s"
 	DefaultTimeout   = 5 * time.Second
+	// DefaultQuickWriteLag is QuickWriteLag's default.
+	DefaultQuickWriteLag = "100ms"
+	// QuickWritesOff turns the quick writes off (QuickWriteLag).
+	QuickWritesOff = "off"
 )
 
 // Bounds of [Config].
 const (
-	MaxReplicas     = 5
-	MinMaxBytes     = 1 << 20
-	maxNamespaceLen = 32
+	MaxReplicas = 5
+	// MinQuickWriteLag and MaxQuickWriteLag bound QuickWriteLag.
+	MinQuickWriteLag = time.Millisecond
+	MaxQuickWriteLag = time.Second
+	MinMaxBytes      = 1 << 20
+	maxNamespaceLen  = 32
 	// embeddedMaxPayload is the embedded server's largest message, the
 	// most nats-server takes without warning: an A2A task nearly as large
 	// as orchd's request bodies (8 MiB), or an agent near the card limit,
@@ -167,6 +182,9 @@ func (c Config) Validate() error {
 	if c.Timeout < 0 || (c.Timeout > 0 && c.Timeout < 10*time.Millisecond) {
 		bad("timeout %s is below 10ms", c.Timeout)
 	}
+	if _, err := parseQuickWriteLag(c.QuickWriteLag); err != nil {
+		bad("quickWriteLag %q is neither \"off\" nor a duration from %s to %s", c.QuickWriteLag, MinQuickWriteLag, MaxQuickWriteLag)
+	}
 	return errors.Join(errs...)
 }
 
@@ -190,7 +208,26 @@ func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	if c.QuickWriteLag == "" {
+		c.QuickWriteLag = DefaultQuickWriteLag
+	}
 	return c
+}
+
+// parseQuickWriteLag reads QuickWriteLag: 0 for "off", else the lag.
+// Empty means the default.
+func parseQuickWriteLag(s string) (time.Duration, error) {
+	switch s {
+	case "":
+		s = DefaultQuickWriteLag
+	case QuickWritesOff:
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err == nil && (d < MinQuickWriteLag || d > MaxQuickWriteLag) {
+		err = fmt.Errorf("%s is not from %s to %s", d, MinQuickWriteLag, MaxQuickWriteLag)
+	}
+	return d, err
 }
 
 // parseSync reads Sync: "always", or the interval between syncs. Empty

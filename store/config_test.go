@@ -40,6 +40,14 @@ func TestConfig_Validate(t *testing.T) {
 		{"url of another scheme", Config{URL: "http://a:4222"}, "not a nats:// or tls:// URL"},
 		{"url without host", Config{URL: "nats://"}, "names no host"},
 		{"timeout tiny", Config{Timeout: time.Millisecond}, "store.timeout 1ms"},
+		{"quick write lag", Config{QuickWriteLag: "20ms"}, ""},
+		{"quick writes off", Config{QuickWriteLag: "off"}, ""},
+		{"quick write lag at most", Config{QuickWriteLag: "1s"}, ""},
+		{"quick write lag word", Config{QuickWriteLag: "never"}, `store.quickWriteLag "never" is neither "off" nor a duration from 1ms to 1s`},
+		{"quick write lag zero", Config{QuickWriteLag: "0s"}, `store.quickWriteLag "0s"`},
+		{"quick write lag tiny", Config{QuickWriteLag: "500us"}, `store.quickWriteLag "500us"`},
+		{"quick write lag long", Config{QuickWriteLag: "2s"}, `store.quickWriteLag "2s"`},
+		{"quick write lag negative", Config{QuickWriteLag: "-5ms"}, `store.quickWriteLag "-5ms"`},
 	} {
 		err := tc.cfg.Validate()
 		switch {
@@ -54,7 +62,8 @@ func TestConfig_Validate(t *testing.T) {
 func TestConfig_Defaults(t *testing.T) {
 	t.Parallel()
 	got := Config{}.withDefaults()
-	want := Config{Namespace: "orchd", Replicas: 1, Retention: 7 * 24 * time.Hour, MaxBytes: 1 << 30, Sync: "1s", Timeout: 5 * time.Second}
+	want := Config{Namespace: "orchd", Replicas: 1, Retention: 7 * 24 * time.Hour, MaxBytes: 1 << 30, Sync: "1s", Timeout: 5 * time.Second,
+		QuickWriteLag: "100ms"}
 	if got != want {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
@@ -70,6 +79,19 @@ func TestConfig_Defaults(t *testing.T) {
 		always, interval, err := parseSync(tc.sync)
 		if err != nil || always != tc.always || interval != tc.interval {
 			t.Errorf("parseSync(%q) = %v, %s, %v", tc.sync, always, interval, err)
+		}
+	}
+	for _, tc := range []struct {
+		lag  string
+		want time.Duration // 0: off
+	}{
+		{"", 100 * time.Millisecond},
+		{"off", 0},
+		{"1ms", time.Millisecond},
+		{"250ms", 250 * time.Millisecond},
+	} {
+		if got, err := parseQuickWriteLag(tc.lag); err != nil || got != tc.want {
+			t.Errorf("parseQuickWriteLag(%q) = %s, %v, want %s", tc.lag, got, err, tc.want)
 		}
 	}
 }
@@ -106,6 +128,7 @@ retention: 72h
 maxBytes: 2147483648
 sync: always
 timeout: 2s
+quickWriteLag: 20ms
 `
 	var got Config
 	dec := yaml.NewDecoder(strings.NewReader(doc))
@@ -115,7 +138,8 @@ timeout: 2s
 	}
 	want := Config{URL: "nats://a:4222,nats://b:4222", Credentials: "/etc/orchd/nats.creds",
 		TLS: TLSConfig{CA: "ca.pem", Cert: "c.pem", Key: "k.pem"}, Namespace: "orchd-prod", Replicas: 3,
-		Retention: 72 * time.Hour, MaxBytes: 2 << 30, Sync: "always", Timeout: 2 * time.Second}
+		Retention: 72 * time.Hour, MaxBytes: 2 << 30, Sync: "always", Timeout: 2 * time.Second,
+		QuickWriteLag: "20ms"}
 	if got != want {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}

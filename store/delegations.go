@@ -32,6 +32,10 @@ type DelegationsConfig struct {
 	// it returns what it found with a token to go on. 0 means
 	// DefaultScanLimit.
 	ScanLimit int
+
+	// quickBatch, quickQueue and quickQueueBytes replace the bounds of
+	// the quick writes (quick.go) when not 0; tests lower them.
+	quickBatch, quickQueue, quickQueueBytes int
 }
 
 // Bounds and defaults of [DelegationsConfig].
@@ -88,6 +92,10 @@ type Delegations struct {
 	// staleAfter is how long after its record ended Running removes a
 	// left-over r. key: longer than any Put takes between its writes.
 	staleAfter time.Duration
+	// quick queues the records of delegations answered at once
+	// (quick.go); every read and write of a delegation waits for its
+	// queued record first.
+	quick *quickWrites
 }
 
 // Key prefixes in the records bucket.
@@ -171,7 +179,24 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 	if err != nil {
 		return nil, err
 	}
+	lag, err := parseQuickWriteLag(s.cfg.QuickWriteLag)
+	if err != nil {
+		return nil, fmt.Errorf("delegations: quickWriteLag %q: %w", s.cfg.QuickWriteLag, err)
+	}
+	d.quick = newQuickWrites(d, lag)
+	if cfg.quickBatch > 0 {
+		d.quick.batch = cfg.quickBatch
+	}
+	if cfg.quickQueue > 0 {
+		d.quick.max = cfg.quickQueue
+	}
+	if cfg.quickQueueBytes > 0 {
+		d.quick.maxBytes = cfg.quickQueueBytes
+	}
 	s.wg.Go(d.sweepLoop)
+	if lag > 0 {
+		s.wg.Go(func() { d.quick.run(s.done) })
+	}
 	return d, nil
 }
 
@@ -206,6 +231,9 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("put delegation %s: %w", r.ID, err)
+	}
+	if err := d.quick.settle(ctx, key); err != nil {
+		return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
 	}
 	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
@@ -284,6 +312,9 @@ func (d *Delegations) Get(ctx context.Context, id string) (delegation.Record, er
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
+	if err := d.quick.settle(octx, key); err != nil {
+		return delegation.Record{}, fmt.Errorf("get delegation %s: %w", id, d.s.unavailable(ctx, err))
+	}
 	var r delegation.Record
 	err = attempt(octx, func() (err error) {
 		r, _, err = d.get(octx, key)
@@ -443,6 +474,9 @@ func (d *Delegations) List(ctx context.Context, q delegation.Query) (delegation.
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
+	if err := d.quick.settleAll(octx); err != nil {
+		return delegation.Page{}, fmt.Errorf("list delegations: %w", d.s.unavailable(ctx, err))
+	}
 	var p delegation.Page
 	err = attempt(octx, func() (err error) {
 		p, err = d.list(octx, q, size, hi)

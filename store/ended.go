@@ -27,46 +27,101 @@ import (
 // each waiting for the one before; together they cost a third of the
 // hop's time in the store.
 func (d *Delegations) PutEnded(ctx context.Context, r delegation.Record, evs []delegation.Event) error {
+	w, err := d.encodeEnded(r, evs)
+	if err != nil {
+		return err
+	}
+	return d.putEnded(ctx, w)
+}
+
+// endedWrite is a delegation that ended as it started, encoded: its
+// record alone (plain), with its log folded in when the log is short
+// (folded, else nil), and its events (bodies, Seq 1 on).
+type endedWrite struct {
+	id, key string
+	plain   []byte
+	folded  []byte
+	bodies  [][]byte
+}
+
+// size is about how many bytes the write holds in memory.
+func (w *endedWrite) size() int {
+	n := len(w.plain) + len(w.folded)
+	for _, b := range w.bodies {
+		n += len(b)
+	}
+	return n
+}
+
+// encodeEnded checks and encodes what PutEnded keeps.
+func (d *Delegations) encodeEnded(r delegation.Record, evs []delegation.Event) (*endedWrite, error) {
 	key, err := delegationKey(r.ID)
 	if err != nil {
-		return fmt.Errorf("put delegation: %w: %w", delegation.ErrBadRequest, err)
+		return nil, fmt.Errorf("put delegation: %w: %w", delegation.ErrBadRequest, err)
 	}
 	if !r.State.Terminal() {
-		return fmt.Errorf("put delegation %s: %w: PutEnded with state %s", r.ID, delegation.ErrBadRequest, r.State)
+		return nil, fmt.Errorf("put delegation %s: %w: PutEnded with state %s", r.ID, delegation.ErrBadRequest, r.State)
 	}
 	for i, ev := range evs {
 		if ev.Seq != int64(i+1) {
-			return fmt.Errorf("put delegation %s: %w: event %d has seq %d, want %d", r.ID, delegation.ErrBadRequest, i, ev.Seq, i+1)
+			return nil, fmt.Errorf("put delegation %s: %w: event %d has seq %d, want %d", r.ID, delegation.ErrBadRequest, i, ev.Seq, i+1)
 		}
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("put delegation %s: %w", r.ID, err)
+	w := &endedWrite{id: r.ID, key: key}
+	if w.plain, err = json.Marshal(r); err != nil {
+		return nil, fmt.Errorf("put delegation %s: %w", r.ID, err)
 	}
-	bodies := make([][]byte, len(evs))
+	w.bodies = make([][]byte, len(evs))
 	for i, ev := range evs {
-		if bodies[i], err = json.Marshal(ev); err != nil {
-			return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, r.ID, err)
+		if w.bodies[i], err = json.Marshal(ev); err != nil {
+			return nil, fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, r.ID, err)
 		}
+	}
+	if folded, ok := d.fold(w.plain, w.bodies); ok {
+		w.folded = folded
+	}
+	return w, nil
+}
+
+// isNew says whether this process knows nothing of the delegation under
+// key: none of its writes went through here.
+func (d *Delegations) isNew(key string) bool {
+	return !d.indexed.Contains(key) && !d.tails.Contains(key)
+}
+
+// putEnded writes w, after any write of its delegation still queued
+// (quick.go): together when the delegation is new here, else, or when
+// that fails, one by one.
+func (d *Delegations) putEnded(ctx context.Context, w *endedWrite) error {
+	if err := d.quick.settle(ctx, w.key); err != nil {
+		return fmt.Errorf("put delegation %s: %w", w.id, d.s.unavailable(ctx, err))
 	}
 	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
-	if !d.indexed.Contains(key) && !d.tails.Contains(key) {
-		if folded, ok := d.fold(b, bodies); ok {
-			if d.putTogether(octx, key, folded, nil) == nil {
+	if d.isNew(w.key) {
+		if w.folded != nil {
+			if d.putTogether(octx, w.key, w.folded, nil) == nil {
 				return nil
 			}
-		} else if d.putTogether(octx, key, b, bodies) == nil {
+		} else if d.putTogether(octx, w.key, w.plain, w.bodies) == nil {
 			return nil
 		}
 	}
-	for i, ev := range evs {
-		if err := attempt(octx, func() error { return d.append(octx, key, ev.Seq, bodies[i]) }); err != nil {
-			return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, r.ID, d.s.unavailable(ctx, err))
+	return d.putEndedOneByOne(ctx, octx, w)
+}
+
+// putEndedOneByOne writes w as Append and Put would, each write after the
+// one before: it completes what a write together left, never doubling it.
+// octx bounds it; errors are reported for ctx.
+func (d *Delegations) putEndedOneByOne(ctx, octx context.Context, w *endedWrite) error {
+	for i, body := range w.bodies {
+		seq := int64(i + 1)
+		if err := attempt(octx, func() error { return d.append(octx, w.key, seq, body) }); err != nil {
+			return fmt.Errorf("append event %d to delegation %s: %w", seq, w.id, d.s.unavailable(ctx, err))
 		}
 	}
-	if err := attempt(octx, func() error { return d.put(octx, key, true, b) }); err != nil {
-		return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
+	if err := attempt(octx, func() error { return d.put(octx, w.key, true, w.plain) }); err != nil {
+		return fmt.Errorf("put delegation %s: %w", w.id, d.s.unavailable(ctx, err))
 	}
 	return nil
 }
@@ -80,6 +135,18 @@ func (d *Delegations) PutEnded(ctx context.Context, r delegation.Record, evs []d
 // on after them.
 func (d *Delegations) putTogether(ctx context.Context, key string, record []byte, bodies [][]byte) error {
 	var b batch
+	d.sendTogether(&b, key, record, bodies)
+	acks, err := b.wait(ctx)
+	if err != nil {
+		return err
+	}
+	d.keptTogether(key, acks)
+	return nil
+}
+
+// sendTogether adds the writes of putTogether to b: the index entry, the
+// events (if bodies holds any) and the record, in that order.
+func (d *Delegations) sendTogether(b *batch, key string, record []byte, bodies [][]byte) {
 	b.send(d.s.js, nats.NewMsg(d.indexPf+key), jetstream.WithExpectLastSequencePerSubject(0))
 	for i, body := range bodies {
 		seq := strconv.Itoa(i + 1)
@@ -95,16 +162,19 @@ func (d *Delegations) putTogether(ctx context.Context, key string, record []byte
 	rm := nats.NewMsg(d.recordPf + key)
 	rm.Data = record
 	b.send(d.s.js, rm, jetstream.WithMsgTTL(d.cfg.Retention))
-	acks, err := b.wait(ctx)
-	if err != nil {
-		return err
-	}
+}
+
+// keptTogether notes what the writes of sendTogether, acknowledged with
+// acks, left: the index entry, no running mark, and the log's tail when
+// it went to the event stream.
+func (d *Delegations) keptTogether(key string, acks []*jetstream.PubAck) {
 	d.indexed.Add(key, struct{}{})
 	d.marks.Add(key, false) // a record that never ran has no r. key
-	if len(bodies) > 0 {    // the last event's
-		d.tails.Add(key, eventTail{stream: acks[len(bodies)].Sequence, seq: int64(len(bodies))})
+	// acks are the index entry's, the events' and the record's: the
+	// tail is the last event's.
+	if n := len(acks) - 2; n > 0 {
+		d.tails.Add(key, eventTail{stream: acks[n].Sequence, seq: int64(n)})
 	}
-	return nil
 }
 
 // Folded logs. The log of a delegation that ended as it started is

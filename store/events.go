@@ -48,6 +48,9 @@ func (d *Delegations) Append(ctx context.Context, id string, ev delegation.Event
 	if err != nil {
 		return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, err)
 	}
+	if err := d.quick.settle(ctx, key); err != nil {
+		return fmt.Errorf("append event %d to delegation %s: %w", ev.Seq, id, d.s.unavailable(ctx, err))
+	}
 	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
 	if err := attempt(octx, func() error { return d.append(octx, key, ev.Seq, b) }); err != nil {
@@ -142,6 +145,9 @@ func (d *Delegations) Events(ctx context.Context, id string, after int64, limit 
 	}
 	octx, cancel := d.s.opContext(ctx)
 	defer cancel()
+	if err := d.quick.settle(octx, key); err != nil {
+		return nil, fmt.Errorf("events of delegation %s: %w", id, d.s.unavailable(ctx, err))
+	}
 	subject := d.eventsPf + key
 	var evs []delegation.Event
 	err = attempt(octx, func() (err error) {
@@ -254,6 +260,9 @@ func (d *Delegations) Wait(ctx context.Context, id string, after int64) error {
 	key, err := delegationKey(id)
 	if err != nil {
 		return fmt.Errorf("wait for delegation: %w: %w", delegation.ErrBadRequest, err)
+	}
+	if err := d.quick.settle(ctx, key); err != nil {
+		return fmt.Errorf("wait for delegation %s: %w", id, d.s.unavailable(ctx, err))
 	}
 	subject := d.eventsPf + key
 	sub, err := d.s.nc.SubscribeSync(subject)

@@ -34,6 +34,9 @@ func (d *Delegations) PutStep(ctx context.Context, r delegation.Record, ev deleg
 	if ev.Seq < 1 {
 		return fmt.Errorf("append to delegation %s: %w: event seq %d is below 1", r.ID, delegation.ErrBadRequest, ev.Seq)
 	}
+	if err := d.quick.settle(ctx, key); err != nil {
+		return fmt.Errorf("put delegation %s: %w", r.ID, d.s.unavailable(ctx, err))
+	}
 	if tail, ok := d.stepsTogether(key, r, ev); ok {
 		body, err := json.Marshal(ev)
 		if err != nil {
