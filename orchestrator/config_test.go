@@ -163,6 +163,38 @@ func FuzzLoadConfig(f *testing.F) {
 	})
 }
 
+// TestLoadConfig_QuickWriteLag reads store.quickWriteLag as a config file
+// writes it: its default, a lag, "off", and the values refused.
+func TestLoadConfig_QuickWriteLag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		want       string // the store's setting; "" when refused
+		err        string
+	}{
+		{"default", "", "100ms", ""},
+		{"a lag", "store:\n  quickWriteLag: 20ms\n", "20ms", ""},
+		{"off", "store:\n  quickWriteLag: \"off\"\n", "off", ""},
+		{"the most", "store:\n  quickWriteLag: 1s\n", "1s", ""},
+		{"too long", "store:\n  quickWriteLag: 2s\n", "", `store.quickWriteLag "2s" is neither "off" nor a duration from 1ms to 1s`},
+		{"zero", "store:\n  quickWriteLag: 0s\n", "", `store.quickWriteLag "0s"`},
+		{"a word", "store:\n  quickWriteLag: later\n", "", `store.quickWriteLag "later"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := LoadConfig(writeConfig(t, "listen: 127.0.0.1:0\n"+tc.body))
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("config refused: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("err = %v, want it to contain %q", err, tc.err)
+			case tc.err == "" && cfg.Store.storeConfig().QuickWriteLag != tc.want:
+				t.Errorf("store quickWriteLag = %q, want %q", cfg.Store.storeConfig().QuickWriteLag, tc.want)
+			}
+		})
+	}
+}
+
 func TestLoadConfig_RunningLimits(t *testing.T) {
 	t.Parallel()
 	type limits struct{ node, perCaller int }

@@ -72,6 +72,11 @@ type StoreConfig struct {
 	// unless renewed (external mode): the longest a delegation goes
 	// unfollowed when its replica dies.
 	LeaseTTL Duration `yaml:"leaseTTL"`
+	// QuickWriteLag is how long the record of a delegation its agent
+	// ended in its first answer may wait, after the caller has the
+	// answer, to be written with others: a duration from 1ms to 1s, or
+	// "off" to write it before the answer; see docs/state.md.
+	QuickWriteLag string `yaml:"quickWriteLag"`
 }
 
 // StoreTLS is TLS to an external NATS cluster.
@@ -141,7 +146,8 @@ func (c StoreConfig) storeConfig() store.Config {
 	return store.Config{URL: c.URL, Credentials: c.Credentials, NKeySeedFile: c.NKeySeedFile,
 		TLS:       store.TLSConfig{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key},
 		Namespace: c.Namespace, Replicas: c.Replicas, Retention: time.Duration(c.Retention),
-		MaxBytes: c.MaxBytes, Sync: c.Sync, Listen: c.Listen, Timeout: time.Duration(c.Timeout)}
+		MaxBytes: c.MaxBytes, Sync: c.Sync, Listen: c.Listen, Timeout: time.Duration(c.Timeout),
+		QuickWriteLag: c.QuickWriteLag}
 }
 
 // state is where a daemon keeps what outlives it: one store, and the
