@@ -103,8 +103,7 @@ func TestQuickWrites_StopWritesQueued(t *testing.T) {
 		var rec delegation.Record
 		if code := call(t, "POST", base+"/v1/delegations", fmt.Sprintf(`{"text": "hi %d", "agent": "replier"}`, i), &rec); code != 201 {
 			cancel()
-			<-done
-			t.Fatalf("POST /v1/delegations = %d", code)
+			t.Fatalf("POST /v1/delegations = %d (Run: %v)", code, <-done)
 		}
 		ids = append(ids, rec.ID)
 		if storedRecord(t, d, rec.ID) == nil {
