@@ -265,6 +265,16 @@ func TestSettledTask_StreamOfOneAnswer(t *testing.T) {
 	}
 }
 
+// settleQuickWrites waits until the records d's store queued after their
+// answers (docs/state.md) are written: a listing of the store waits for
+// them.
+func settleQuickWrites(t *testing.T, d *Daemon) {
+	t.Helper()
+	if _, err := d.state.deleg.List(t.Context(), delegation.Query{PageSize: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDelegation_EndedAtOnceStoredOnce delegates through the HTTP API to an
 // agent whose first answer is the Task already COMPLETED: the record is
 // written once, ended, with the agent's artifact and final message.
@@ -278,6 +288,7 @@ func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
 	if code := call(t, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "once"}`, &rec); code != 201 {
 		t.Fatalf("delegate = %d %+v", code, rec)
 	}
+	settleQuickWrites(t, d)
 	if writes := streamWrites(t, d, "KV_orchd-delegations") - before; writes != 1 {
 		t.Errorf("the record was written %d times, want once", writes)
 	}
@@ -315,6 +326,7 @@ func TestDelegation_EndedAtOnceStoredOnce(t *testing.T) {
 		if !ok || task.Status.State != a2a.TaskStateCompleted {
 			t.Fatalf("SendMessage (config %+v) = %+v, want a completed Task", conf, res)
 		}
+		settleQuickWrites(t, d)
 		if writes := streamWrites(t, d, "KV_orchd-delegations") - before; writes != 1 {
 			t.Errorf("over A2A (config %+v) the record was written %d times, want once", conf, writes)
 		}

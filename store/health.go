@@ -111,7 +111,18 @@ func (s *Store) writeContext(ctx context.Context) (context.Context, context.Canc
 // write, or an external cluster's account at its storage limit; a cluster
 // whose servers run out of room without an account limit is seen only as
 // writes fail.
+//
+// While it last said the store cannot take work, the records of
+// delegations answered at once are written before their answer, not
+// queued (quick.go), so a caller is refused rather than answered with a
+// record the store would not keep.
 func (s *Store) Ready(ctx context.Context) error {
+	err := s.ready(ctx)
+	s.quickRefused.Store(err != nil)
+	return err
+}
+
+func (s *Store) ready(ctx context.Context) error {
 	if err := s.writeFailure(); err != nil {
 		return err
 	}

@@ -33,8 +33,10 @@ import (
 // The queue is bounded (quickQueue records, quickQueueBytes bytes, those
 // being written included); a record that does not fit, one whose log is
 // too long to fold, one of a delegation the process already wrote, and
-// every record while the store's writes fail, is written before
-// QueueEnded returns, as PutEnded writes it. Nothing is dropped, and
+// every record while the store's writes fail or Ready last found it
+// unable to take work, and after a queued write failed until one written
+// so succeeds, is written before QueueEnded returns, as PutEnded writes
+// it. Nothing is dropped, and
 // nothing waits for room.
 //
 // Why: on the embedded store, a hop answered at once spent about a
@@ -103,12 +105,16 @@ func (d *Delegations) QueueEnded(ctx context.Context, r delegation.Record, evs [
 	if d.quick.add(w) {
 		return nil
 	}
-	return d.putEnded(ctx, w)
+	err = d.putEnded(ctx, w)
+	if err == nil && d.quick.lag > 0 {
+		d.s.quickRefused.Store(false) // the store writes again
+	}
+	return err
 }
 
 // add queues w, and says whether it did.
 func (q *quickWrites) add(w *endedWrite) bool {
-	if q.lag <= 0 || w.folded == nil || !q.d.isNew(w.key) || q.d.s.writeFailure() != nil {
+	if q.lag <= 0 || w.folded == nil || !q.d.isNew(w.key) || q.d.s.quickRefused.Load() || q.d.s.writeFailure() != nil {
 		return false
 	}
 	size := w.size()
@@ -261,6 +267,7 @@ func (q *quickWrites) write(group []*quickWrite) {
 	for i, w := range group {
 		acks, err := batches[i].wait(ctx)
 		if err != nil {
+			d.s.quickRefused.Store(true) // the next ones are written before their answer
 			again = append(again, w)
 			continue
 		}

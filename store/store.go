@@ -63,6 +63,11 @@ type Store struct {
 	wakeRecovery chan struct{}
 	srvLog       *serverLogger
 	srvOpts      *server.Options
+	// quickRefused says records of delegations answered at once are
+	// written before their answer, not queued (quick.go): set while Ready
+	// last failed, and from a queued write that failed until a write
+	// before an answer succeeds.
+	quickRefused atomic.Bool
 }
 
 // Layout of the embedded server's directory, dir/nats.
