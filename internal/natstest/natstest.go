@@ -34,6 +34,15 @@ func Server(t testing.TB, dir string) *server.Server {
 	return s
 }
 
+// Listening starts a JetStream server storing under a new temporary
+// directory with a client port on 127.0.0.1, for several clients to
+// connect to as separate processes would (its URL is s.ClientURL()).
+func Listening(t testing.TB) *server.Server {
+	t.Helper()
+	return start(t, &server.Options{ServerName: "natstest", JetStream: true, StoreDir: t.TempDir(),
+		Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true, JetStreamMaxStore: 1 << 30, JetStreamMaxMemory: 64 << 20})
+}
+
 // JetStream connects to s in process and returns the JetStream client;
 // the connection closes when the test ends.
 func JetStream(t testing.TB, s *server.Server) jetstream.JetStream {
