@@ -316,10 +316,10 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 		}
 		return nil
 	}
-	if l := e.cfg.Leases; l != nil {
+	if e.cfg.Leases != nil {
 		// Taken before the record is stored as running, so no other
 		// process adopts the delegation.
-		d.lease, err = l.Take(ctx, d.rec.ID, e.cfg.Instance)
+		d.lease, err = e.take(ctx, d.rec.ID)
 	}
 	if err == nil {
 		d.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -72,6 +73,13 @@ type Engine struct {
 	// running counts the delegations that have not ended, against
 	// MaxRunning and MaxRunningPerCaller (limits.go).
 	running running
+
+	// memberMu guards joined, this process's liveness lease when the
+	// engine has Leases (nil until it joins, and after it lost one), and
+	// renewed, when it was last renewed (lease.go).
+	memberMu sync.Mutex
+	joined   Member
+	renewed  time.Time
 }
 
 // NewEngine returns an engine delegating to agents in reg under the
@@ -114,6 +122,9 @@ func (e *Engine) Close() {
 		stop()
 	}
 	e.wg.Wait()
+	if e.cfg.Leases != nil {
+		e.leave() // once nothing follows a delegation here any more
+	}
 }
 
 // track counts a goroutine about to run among those Close waits for, and

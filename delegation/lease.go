@@ -3,32 +3,59 @@ package delegation
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"sync"
 	"time"
 )
 
-// Leases decide which process follows a running delegation: the one
-// holding its lease. A lease expires unless its holder renews it, so when
-// a process dies another takes its delegations over. The daemon's leases
-// live in NATS JetStream (package store); an engine with no Leases owns
-// every delegation it knows, as a lone process does.
+// Leases decide which process follows a running delegation, when several
+// share a store. Each process holds one liveness lease (Join), which
+// expires unless its holder renews it; a running delegation names the
+// process that took it (Member.Take), and is that process's while its
+// liveness lease lasts. When a process dies its lease expires, the others
+// learn of it (Member.Departed) and take its delegations over. The
+// daemon's leases live in NATS JetStream (package store); an engine with
+// no Leases owns every delegation it knows, as a lone process does.
 type Leases interface {
-	// Take acquires the lease on the delegation for owner. It fails with
-	// an error wrapping ErrLeaseHeld while another owner holds it.
-	Take(ctx context.Context, id, owner string) (Lease, error)
-	// Holder returns the owner holding the delegation's lease, or "" when
-	// none does.
+	// Join takes the liveness lease of the process named owner, with a
+	// new epoch: delegations taken by an earlier process of that name
+	// are not this one's. It fails with an error wrapping ErrLeaseHeld
+	// while a live process has that name.
+	Join(ctx context.Context, owner string) (Member, error)
+	// Holder returns the live process following the delegation, or ""
+	// when none does.
 	Holder(ctx context.Context, id string) (string, error)
-	// TTL is how long a lease lasts unless renewed.
+	// TTL is how long a liveness lease lasts unless renewed.
 	TTL() time.Duration
 }
 
-// Lease is a held lease on one delegation.
-type Lease interface {
-	// Renew extends the lease by the TTL. It fails with an error wrapping
-	// ErrLeaseLost once the lease expired or another owner took it: the
-	// holder must then stop acting for the delegation.
+// Member is a process's held liveness lease.
+type Member interface {
+	// Renew extends the liveness lease by the TTL. It fails with an error
+	// wrapping ErrLeaseLost once the lease expired or another process
+	// found it expired: the process must then stop following every
+	// delegation it took, and Join again.
 	Renew(ctx context.Context) error
-	// Release gives the lease up, for another owner to take at once.
+	// Leave gives the liveness lease up, for the others to take this
+	// process's delegations over at once, and stops watching theirs.
+	Leave(ctx context.Context) error
+	// Take takes the delegation for this process: one nobody holds, one
+	// this process holds already (anew), or one whose holder is gone. It
+	// fails with an error wrapping ErrLeaseHeld while a live process
+	// holds it.
+	Take(ctx context.Context, id string) (Lease, error)
+	// Orphans returns the delegations whose holder is gone, and those of
+	// running (ids the caller knows run) that nobody took at all.
+	Orphans(ctx context.Context, running []string) ([]string, error)
+	// Departed is signalled when another process may be gone: its
+	// liveness lease was given up, expired, or was not renewed in time.
+	Departed() <-chan struct{}
+}
+
+// Lease is a held delegation: this process follows it.
+type Lease interface {
+	// Release gives the delegation up, for another process to take at
+	// once.
 	Release(ctx context.Context) error
 	// Token increases with every change of holder: a fencing token.
 	Token() uint64
@@ -42,57 +69,190 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 )
 
-// renew renews the leases of the live delegations. A delegation whose
-// lease was lost is no longer followed here: another process owns it.
-func (e *Engine) renew() {
-	type held struct {
-		d     *Delegation
-		lease Lease
+// sweepEvery is how often an engine with Leases lists every running
+// delegation to take those nobody took at all (a release after a failed
+// resume, or records older than the leases): the safety net under the
+// departures, which carry a dead process's delegations on.
+func sweepEvery(ttl time.Duration) time.Duration { return max(time.Minute, 6*ttl) }
+
+// member returns this process's liveness lease, joining first when it
+// has none (at Start, or after it lost one).
+func (e *Engine) member(ctx context.Context) (Member, error) {
+	e.memberMu.Lock()
+	defer e.memberMu.Unlock()
+	if e.joined != nil {
+		return e.joined, nil
 	}
-	var leases []held
+	m, err := e.cfg.Leases.Join(ctx, e.cfg.Instance)
+	if err != nil {
+		return nil, err
+	}
+	e.joined, e.renewed = m, time.Now()
+	return m, nil
+}
+
+// take takes delegation id for this process.
+func (e *Engine) take(ctx context.Context, id string) (Lease, error) {
+	m, err := e.member(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return m.Take(ctx, id)
+}
+
+// keepAlive renews the liveness lease. A lease lost, or not renewed for
+// its TTL (the store out of reach: the others may have found it expired),
+// stops this process following every delegation it took, since the
+// others take them over; it then joins again and carries on those nobody
+// took yet.
+func (e *Engine) keepAlive() {
+	e.memberMu.Lock()
+	m, renewed := e.joined, e.renewed
+	e.memberMu.Unlock()
+	ttl := e.cfg.Leases.TTL()
+	var err error
+	if m != nil {
+		ctx, cancel := context.WithTimeout(e.ctx, ttl/3)
+		err = m.Renew(ctx)
+		cancel()
+		if err == nil {
+			e.memberMu.Lock()
+			e.renewed = time.Now()
+			e.memberMu.Unlock()
+			return
+		}
+		if e.ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, ErrLeaseLost) && time.Since(renewed) < ttl {
+			e.log.Warn("renew the liveness lease", "error", err)
+			return
+		}
+		e.log.Warn("lost the liveness lease; the other processes follow its delegations now", "error", err)
+		e.dropTaken()
+		e.memberMu.Lock()
+		e.joined = nil
+		e.memberMu.Unlock()
+		leaveCtx, left := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = m.Leave(leaveCtx) // stops its watch; the lease is gone already
+		left()
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, ttl/3)
+	_, err = e.member(ctx)
+	cancel()
+	if err != nil {
+		if e.ctx.Err() == nil {
+			e.log.Warn("take a liveness lease", "error", err)
+		}
+		return
+	}
+	e.adoptOrphans(nil)
+}
+
+// dropTaken stops following every delegation this process took: another
+// process follows them now, or will.
+func (e *Engine) dropTaken() {
 	for _, d := range e.liveNow() {
 		d.mu.Lock()
-		if d.lease != nil {
-			leases = append(leases, held{d, d.lease})
+		held := d.lease != nil
+		d.lease = nil
+		d.mu.Unlock()
+		if !held {
+			continue
+		}
+		d.stop()
+		d.mu.Lock()
+		if d.life.timer != nil {
+			d.life.timer.Stop() // its new owner keeps the deadline
 		}
 		d.mu.Unlock()
-	}
-	for _, h := range leases {
-		d := h.d
-		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Leases.TTL()/3)
-		err := h.lease.Renew(ctx)
-		cancel()
-		if err == nil || e.ctx.Err() != nil {
-			continue
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			e.log.Warn("lost the lease of a delegation; another process follows it now", "delegation", d.rec.ID)
-			d.stop()
-			d.mu.Lock()
-			if d.life.timer != nil {
-				d.life.timer.Stop() // its new owner keeps the deadline
-			}
-			d.mu.Unlock()
-			e.forget(d.rec.ID)
-			continue
-		}
-		e.log.Warn("renew the lease of a delegation", "delegation", d.rec.ID, "error", err)
+		e.forget(d.rec.ID)
 	}
 }
 
-// releaseAll gives up the leases of the live delegations, at Close, so
-// another process takes them over at once rather than after the TTL.
-func (e *Engine) releaseAll() {
-	var leases []Lease
-	for _, d := range e.liveNow() {
-		d.mu.Lock()
-		if d.lease != nil {
-			leases = append(leases, d.lease)
-		}
-		d.mu.Unlock()
+// leave gives the liveness lease up, at Close, so another process takes
+// this one's delegations over at once rather than after the TTL.
+func (e *Engine) leave() {
+	e.memberMu.Lock()
+	m := e.joined
+	e.joined = nil
+	e.memberMu.Unlock()
+	if m == nil {
+		return
 	}
-	for _, l := range leases {
-		release(l)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = m.Leave(ctx)
+}
+
+// adoptOrphans carries on the delegations whose holder is gone, and
+// those of running nobody took, in an order of this process's own, so
+// the processes left share them out rather than race for each in turn.
+func (e *Engine) adoptOrphans(running []string) {
+	m, err := e.member(e.ctx)
+	if err != nil {
+		return
+	}
+	ids, err := m.Orphans(e.ctx, running)
+	if err != nil {
+		if e.ctx.Err() == nil {
+			e.log.Warn("look for delegations to carry on", "error", err)
+		}
+		return
+	}
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	e.adoptAll(e.ctx, ids)
+}
+
+// adoptWorkers bounds how many delegations one look carries on at once.
+// Each mostly waits for the store's round trips (its record, its log's
+// tail, its lease): carried on one after the other, 3,000 delegations
+// took 7 s of a start after kill -9; a few dozen at once keep the store
+// busy without flooding it.
+const adoptWorkers = 32
+
+// adoptAll runs adoptOne on each id not live here, adoptWorkers at a
+// time, and returns once all are done. Only then are their agents asked
+// for their tasks again (reopenAndFollow): while the store is read for
+// every delegation, nothing else competes for it.
+func (e *Engine) adoptAll(ctx context.Context, ids []string) {
+	start := time.Now()
+	next := make(chan string)
+	var mu sync.Mutex
+	var carried int
+	var follows []func()
+	var wg sync.WaitGroup
+	for range min(adoptWorkers, len(ids)) {
+		wg.Go(func() {
+			for id := range next {
+				follow, ok := e.adoptOne(ctx, id)
+				mu.Lock()
+				if ok {
+					carried++
+				}
+				if follow != nil {
+					follows = append(follows, follow)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, id := range ids {
+		if _, live := e.Get(id); live {
+			continue
+		}
+		select {
+		case next <- id:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	for _, f := range follows {
+		f()
+	}
+	if carried > 0 {
+		e.log.Info("carrying on running delegations", "delegations", carried, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

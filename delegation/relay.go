@@ -163,7 +163,7 @@ func (e *Engine) takeOver(ctx context.Context, id string) (*Delegation, error) {
 	if d, ok := e.Get(id); ok { // adopt took it over meanwhile
 		return d, nil
 	}
-	lease, err := e.cfg.Leases.Take(ctx, id, e.cfg.Instance)
+	lease, err := e.take(ctx, id)
 	if errors.Is(err, ErrLeaseHeld) {
 		return nil, err
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -25,18 +25,27 @@ import (
 // Which process owns a delegation: with no Leases, this one owns every
 // delegation in its store (a lone daemon on its own embedded store, which
 // the state directory's lock keeps to one process). With Leases, the one
-// holding the delegation's lease; Start takes the leases nobody holds.
+// that took it, while its liveness lease lasts (lease.go); Start takes
+// those nobody holds, and those of processes that depart later.
 
 // Start carries on the running delegations in the store that this engine
-// owns: with no Config.Leases every one of them, before it returns; with
-// Leases, those whose lease it can take, now and then every third of the
-// lease TTL in a goroutine the engine owns, which also renews the leases
-// it holds. A delegation that cannot be resumed (its agent is no longer
-// registered, or orchd stopped before the agent created a task) ends
-// FAILED with the reason.
+// owns: with no Config.Leases every one of them, before it returns. With
+// Leases, it joins (takes this process's liveness lease) and carries on
+// those nobody follows; then a goroutine the engine owns renews the
+// liveness lease every third of the TTL, carries on the delegations of
+// each process that departs (Member.Departed) when it departs, and looks
+// for running delegations nobody took at all every sweepEvery. A
+// delegation that cannot be resumed (its agent is no longer registered,
+// or orchd stopped before the agent created a task) ends FAILED with the
+// reason.
 func (e *Engine) Start(ctx context.Context) error {
 	if err := e.serveRelayed(); err != nil {
 		return err
+	}
+	if e.cfg.Leases != nil {
+		if _, err := e.member(ctx); err != nil {
+			return fmt.Errorf("join the processes sharing the store: %w", err)
+		}
 	}
 	if err := e.adopt(ctx); err != nil {
 		return err
@@ -46,18 +55,29 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer e.wg.Done()
-		t := time.NewTicker(max(e.cfg.Leases.TTL()/3, 100*time.Millisecond))
-		defer t.Stop()
+		ttl := e.cfg.Leases.TTL()
+		renew := time.NewTicker(max(ttl/3, 100*time.Millisecond))
+		defer renew.Stop()
+		sweep := time.NewTicker(sweepEvery(ttl))
+		defer sweep.Stop()
 		for {
+			var departed <-chan struct{}
+			e.memberMu.Lock()
+			if e.joined != nil {
+				departed = e.joined.Departed()
+			}
+			e.memberMu.Unlock()
 			select {
 			case <-e.ctx.Done():
-				e.releaseAll()
 				return
-			case <-t.C:
-			}
-			e.renew()
-			if err := e.adopt(e.ctx); err != nil && e.ctx.Err() == nil {
-				e.log.Warn("look for delegations to carry on", "error", err)
+			case <-renew.C:
+				e.keepAlive()
+			case <-departed:
+				e.adoptOrphans(nil)
+			case <-sweep.C:
+				if err := e.adopt(e.ctx); err != nil && e.ctx.Err() == nil {
+					e.log.Warn("look for delegations to carry on", "error", err)
+				}
 			}
 		}
 	}()
@@ -86,57 +106,26 @@ func (e *Engine) SetUpstream(ctx context.Context, id string, task Upstream) erro
 	return nil
 }
 
-// adoptWorkers bounds how many delegations adopt carries on at once. Each
-// mostly waits for the store's round trips (its record, its log's tail,
-// its lease), so carried on one after the other 3,000 delegations took 7
-// s of a start; a few dozen at once keep the store busy without
-// flooding it.
-const adoptWorkers = 32
-
 // adopt resumes the running delegations of the store that are not live
-// here and that this engine may own, adoptWorkers at a time.
+// here and that this engine may own: with Leases, those whose holder is
+// gone and those nobody took (Member.Orphans), without a read of each
+// one another process holds.
 func (e *Engine) adopt(ctx context.Context) error {
 	ids, err := e.store.Running(ctx)
 	if err != nil {
 		return fmt.Errorf("list running delegations: %w", err)
 	}
-	start := time.Now()
-	todo := make(chan string)
-	var mu sync.Mutex
-	var carried int
-	var follows []func()
-	var wg sync.WaitGroup
-	for range min(adoptWorkers, len(ids)) {
-		wg.Go(func() {
-			for id := range todo {
-				follow, ok := e.adoptOne(ctx, id)
-				mu.Lock()
-				if ok {
-					carried++
-				}
-				if follow != nil {
-					follows = append(follows, follow)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, id := range ids {
-		if _, live := e.Get(id); live || ctx.Err() != nil {
-			continue
+	ids = slices.DeleteFunc(ids, func(id string) bool { _, live := e.Get(id); return live })
+	if e.cfg.Leases != nil {
+		m, err := e.member(ctx)
+		if err != nil {
+			return err
 		}
-		todo <- id
+		if ids, err = m.Orphans(ctx, ids); err != nil {
+			return err
+		}
 	}
-	close(todo)
-	wg.Wait()
-	// Only now are the agents asked for their tasks: while the store was
-	// read for every delegation, nothing else competed for it.
-	for _, f := range follows {
-		f()
-	}
-	if carried > 0 {
-		e.log.Info("carrying on running delegations", "delegations", carried, "took", time.Since(start).Round(time.Millisecond))
-	}
+	e.adoptAll(ctx, ids)
 	return nil
 }
 
@@ -150,9 +139,9 @@ func (e *Engine) adoptOne(ctx context.Context, id string) (follow func(), ok boo
 		return nil, false
 	}
 	var lease Lease
-	if l := e.cfg.Leases; l != nil {
+	if e.cfg.Leases != nil {
 		var err error
-		if lease, err = l.Take(ctx, id, e.cfg.Instance); err != nil {
+		if lease, err = e.take(ctx, id); err != nil {
 			if !errors.Is(err, ErrLeaseHeld) {
 				e.log.Warn("take the lease of a running delegation", "delegation", id, "error", err)
 			}

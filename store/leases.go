@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,11 +16,12 @@ import (
 	"github.com/orchd/orchd/delegation"
 )
 
-// LeasesConfig tunes the delegation leases.
+// LeasesConfig tunes the leases.
 type LeasesConfig struct {
-	// TTL is how long a lease lasts unless renewed: whole seconds, at
-	// least 1s. 0 means DefaultLeaseTTL. Holders renew well within it
-	// (a third of it, say), since the clock that counts is the server's.
+	// TTL is how long a process's liveness lease lasts unless renewed:
+	// whole seconds, at least 1s. 0 means DefaultLeaseTTL. Holders renew
+	// well within it (a third of it, say), since the clock that counts is
+	// the server's.
 	TTL time.Duration
 }
 
@@ -26,23 +31,40 @@ const DefaultLeaseTTL = 10 * time.Second
 // maxOwnerLen bounds a lease owner's name.
 const maxOwnerLen = 256
 
-// Leases keeps delegation leases in the KV bucket <namespace>-leases,
-// whose TTL is the lease TTL: a lease is the key of its delegation,
-// holding its owner's name. Take creates the key, which fails while it
-// exists; Renew rewrites it expecting the revision it last wrote, which
-// restarts its age; a key not renewed within the TTL ages out, and
-// Release deletes it at once. It implements delegation.Leases, and every
-// error from a store that cannot be reached wraps
-// delegation.ErrUnavailable.
+// Leases decide which process follows each running delegation, at a cost
+// that grows with what changes rather than with the running work. It
+// implements delegation.Leases, and every error from a store that cannot
+// be reached wraps delegation.ErrUnavailable.
+//
+//   - Liveness: each process holds one lease, the key replica.<name> in
+//     the bucket <namespace>-leases, whose TTL is the lease TTL. Its value
+//     is the process's stamp: a random epoch, new at every Join, and its
+//     name. Join creates the key; Renew rewrites it expecting the revision
+//     it last wrote, which restarts its age: one write per process per
+//     renewal, however many delegations it follows. A key not renewed
+//     within the TTL ages out, and the bucket leaves a marker that
+//     watchers see.
+//   - Ownership: each running delegation's key in <namespace>-owners
+//     (no TTL) holds the stamp of the process following it, written once
+//     when it takes the delegation and purged when it gives it up. It is
+//     never renewed: it is held while its stamp's liveness key holds it
+//     and was written within the TTL (plus leaseSkew).
+//
+// A process whose liveness key is gone, or holds another epoch, or is
+// older than that, is gone: whoever first sees so deletes the key,
+// expecting the revision it read, so its holder's next renewal fails and
+// it stops following its delegations, and every process may then take
+// them, each with a write expecting the owner record's revision.
 type Leases struct {
-	s   *Store
-	kv  jetstream.KeyValue
-	ttl time.Duration
+	s      *Store
+	live   jetstream.KeyValue
+	owners jetstream.KeyValue
+	ttl    time.Duration
 }
 
-// Leases sets up the leases bucket, creating it or setting its TTL to
-// cfg's, and returns the leases on it. All processes sharing a namespace
-// must use one TTL: the last to start sets it.
+// Leases sets up the buckets, creating them or setting their TTL to
+// cfg's, and returns the leases on them. All processes sharing a
+// namespace must use one TTL: the last to start sets it.
 func (s *Store) Leases(ctx context.Context, cfg LeasesConfig) (*Leases, error) {
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultLeaseTTL
@@ -50,86 +72,155 @@ func (s *Store) Leases(ctx context.Context, cfg LeasesConfig) (*Leases, error) {
 	if cfg.TTL < time.Second || cfg.TTL%time.Second != 0 {
 		return nil, fmt.Errorf("leases: ttl %s is not a whole number of seconds of at least 1s", cfg.TTL)
 	}
-	kv, err := s.ensureKV(ctx, jetstream.KeyValueConfig{
-		Bucket: s.cfg.Namespace + "-leases", Description: "orchd delegation leases", History: 1,
+	live, err := s.ensureKV(ctx, jetstream.KeyValueConfig{
+		Bucket: s.cfg.Namespace + "-leases", Description: "orchd liveness leases", History: 1,
 		TTL: cfg.TTL, Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas,
+		// A key that ages out leaves a marker, so watchers learn of it.
+		LimitMarkerTTL: leaseMarkerTTL,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Leases{s: s, kv: kv, ttl: cfg.TTL}, nil
+	owners, err := s.ensureKV(ctx, jetstream.KeyValueConfig{
+		Bucket: s.cfg.Namespace + "-owners", Description: "orchd owners of running delegations", History: 1,
+		Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas,
+		// Per-message TTLs, for purges that go (ownerPurgeTTL).
+		LimitMarkerTTL: leaseMarkerTTL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Leases{s: s, live: live, owners: owners, ttl: cfg.TTL}, nil
 }
+
+const (
+	// leaseSkew is how much longer than the TTL a liveness key not
+	// renewed is still its holder's: room for clocks that differ between
+	// orchd and the NATS server.
+	leaseSkew = time.Second
+	// leaseMarkerTTL is how long the buckets keep a marker: of a key
+	// that aged out, or of a purge.
+	leaseMarkerTTL = time.Second
+	// livePrefix is what liveness keys start with.
+	livePrefix = "replica."
+)
 
 // TTL implements delegation.Leases.
 func (l *Leases) TTL() time.Duration { return l.ttl }
 
-// Take implements delegation.Leases. An owner taking a lease it holds
-// already gets it anew, with a new token.
-func (l *Leases) Take(ctx context.Context, id, owner string) (delegation.Lease, error) {
-	key, err := delegationKey(id)
-	if err != nil {
-		return nil, fmt.Errorf("take lease: %w: %w", delegation.ErrBadRequest, err)
-	}
+// stamp is a process's liveness value and the value of its owner
+// records: "<epoch> <name>".
+func stamp(epoch, owner string) string { return epoch + " " + owner }
+
+// ownerOf returns the name in a stamp.
+func ownerOf(v []byte) string {
+	_, owner, _ := strings.Cut(string(v), " ")
+	return owner
+}
+
+// liveKey is the liveness key of the process named owner.
+func liveKey(owner string) (string, error) {
 	if owner == "" || len(owner) > maxOwnerLen {
-		return nil, fmt.Errorf("take lease on %s: %w: owner must be 1 to %d bytes", id, delegation.ErrBadRequest, maxOwnerLen)
+		return "", fmt.Errorf("%w: owner must be 1 to %d bytes", delegation.ErrBadRequest, maxOwnerLen)
 	}
+	if plainDelegationID.MatchString(owner) {
+		return livePrefix + owner, nil
+	}
+	return livePrefix + "=" + base64.RawURLEncoding.EncodeToString([]byte(owner)), nil
+}
+
+// Join implements delegation.Leases: it creates owner's liveness key with
+// a new epoch. A key of that name nobody renewed within the TTL is taken
+// over; one renewed since is another live process's, and Join fails with
+// an error wrapping delegation.ErrLeaseHeld.
+func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, error) {
+	key, err := liveKey(owner)
+	if err != nil {
+		return nil, fmt.Errorf("join as %q: %w", owner, err)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails
+	m := &member{l: l, owner: owner, key: key, stamp: stamp(hex.EncodeToString(b[:]), owner),
+		departed: make(chan struct{}, 1), stop: make(chan struct{}), orphans: map[string]uint64{}}
 	octx, cancel := l.s.opContext(ctx)
 	defer cancel()
-	var le delegation.Lease
 	err = attempt(octx, func() (err error) {
-		le, err = l.take(octx, id, key, owner)
+		m.rev, err = l.live.Create(octx, key, []byte(m.stamp))
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		e, err := l.live.Get(octx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			m.rev, err = l.live.Create(octx, key, []byte(m.stamp))
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if !l.stale(e) {
+			return fmt.Errorf("%w: a live process is named %s", delegation.ErrLeaseHeld, owner)
+		}
+		m.rev, err = l.live.Update(octx, key, []byte(m.stamp), e.Revision())
+		if isWrongLastSequence(err) {
+			return fmt.Errorf("%w: a live process is named %s", delegation.ErrLeaseHeld, owner)
+		}
 		return err
 	})
+	if errors.Is(err, delegation.ErrLeaseHeld) {
+		return nil, fmt.Errorf("join as %s: %w", owner, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("take lease on %s: %w", id, l.s.unavailable(ctx, err))
+		return nil, fmt.Errorf("join as %s: %w", owner, l.s.unavailable(ctx, err))
 	}
-	return le, nil
+	w, err := l.live.Watch(l.s.bg, livePrefix+">")
+	if err != nil {
+		_ = m.Leave(ctx)
+		return nil, fmt.Errorf("join as %s: watch the others: %w", owner, l.s.unavailable(ctx, err))
+	}
+	m.done = make(chan struct{})
+	l.s.wg.Go(func() { m.watch(w) })
+	return m, nil
 }
 
-// leaseSkew is how much longer than the TTL a lease not renewed is still
-// its holder's: room for clocks that differ between orchd and the NATS
-// server.
-const leaseSkew = time.Second
-
-func (l *Leases) take(ctx context.Context, id, key, owner string) (delegation.Lease, error) {
-	// A lease that ages out between the failed create and the read is
-	// free again: one more try takes it.
-	for range 2 {
-		rev, err := l.kv.Create(ctx, key, []byte(owner))
-		if err == nil {
-			return &lease{l: l, id: id, key: key, owner: owner, token: rev, rev: rev}, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, err
-		}
-		e, err := l.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		holder := string(e.Value())
-		if holder != owner && time.Since(e.Created()) <= l.ttl+leaseSkew {
-			return nil, fmt.Errorf("%w: %s holds it", delegation.ErrLeaseHeld, holder)
-		}
-		// Ours, or not renewed for longer than the TTL: its holder is gone,
-		// whether or not the bucket has removed the key yet (JetStream
-		// removes aged keys when it gets to it, later under load). The
-		// update takes it only if nobody renewed or took it meanwhile.
-		rev, err = l.kv.Update(ctx, key, []byte(owner), e.Revision())
-		if isWrongLastSequence(err) {
-			return nil, fmt.Errorf("%w: taken meanwhile", delegation.ErrLeaseHeld)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &lease{l: l, id: id, key: key, owner: owner, token: rev, rev: rev}, nil
-	}
-	return nil, fmt.Errorf("%w: it kept changing hands", delegation.ErrLeaseHeld)
+// stale reports whether a liveness key was last written longer than the
+// TTL ago (plus leaseSkew): its holder is gone, whether or not the
+// bucket has removed the key yet (JetStream removes aged keys when it
+// gets to it, later under load).
+func (l *Leases) stale(e jetstream.KeyValueEntry) bool {
+	return time.Since(e.Created()) > l.ttl+leaseSkew
 }
 
-// Holder implements delegation.Leases.
+// alive reports whether the process whose stamp is st is live: its
+// liveness key holds st and is not stale. A stale key is deleted,
+// expecting the revision read, so its holder finds out at its next
+// renewal; a key renewed meanwhile is live after all.
+func (l *Leases) alive(ctx context.Context, st string) (bool, error) {
+	key, err := liveKey(ownerOf([]byte(st)))
+	if err != nil {
+		return false, nil // no process has such a name
+	}
+	e, err := l.live.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if string(e.Value()) != st {
+		return false, nil // its process joined again since: this one is gone
+	}
+	if !l.stale(e) {
+		return true, nil
+	}
+	err = l.live.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+	if isWrongLastSequence(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// Holder implements delegation.Leases: the name in the delegation's owner
+// record, while that process is live.
 func (l *Leases) Holder(ctx context.Context, id string) (string, error) {
 	key, err := delegationKey(id)
 	if err != nil {
@@ -137,84 +228,372 @@ func (l *Leases) Holder(ctx context.Context, id string) (string, error) {
 	}
 	octx, cancel := l.s.opContext(ctx)
 	defer cancel()
-	var e jetstream.KeyValueEntry
-	err = attempt(octx, func() (err error) {
-		e, err = l.kv.Get(octx, key)
+	var holder string
+	err = attempt(octx, func() error {
+		e, err := l.owners.Get(octx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			holder = ""
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok, err := l.alive(octx, string(e.Value()))
+		if ok {
+			holder = ownerOf(e.Value())
+		} else {
+			holder = ""
+		}
 		return err
 	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", nil
-	}
 	if err != nil {
 		return "", fmt.Errorf("lease holder of %s: %w", id, l.s.unavailable(ctx, err))
 	}
-	return string(e.Value()), nil
+	return holder, nil
 }
 
-// lease is one held lease: the revision it was taken at (its token) and
-// the one it last wrote, which the next write must find.
-type lease struct {
-	l              *Leases
-	id, key, owner string
-	token          uint64
-	mu             sync.Mutex
-	rev            uint64
-	lost, released bool
+// member is a process's liveness lease, and what it watches of the
+// others'.
+type member struct {
+	l          *Leases
+	owner, key string
+	stamp      string
+	departed   chan struct{}
+	stop, done chan struct{}
+
+	mu       sync.Mutex
+	rev      uint64 // of the liveness key, as this process last wrote it
+	lost     bool
+	left     bool
+	stopOnce sync.Once
+	// orphans are the owner records the last Orphans found, with their
+	// revisions: Take expects that revision, one write.
+	orphans map[string]uint64
 }
 
-// Renew implements delegation.Lease. A renewal that finds another
-// revision (the lease aged out, was released, or another owner took it)
-// loses the lease for good; one that cannot reach the store says so
-// (delegation.ErrUnavailable) and may be retried while the TTL lasts.
-func (le *lease) Renew(ctx context.Context) error {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	if le.lost || le.released {
-		return fmt.Errorf("renew lease on %s: %w", le.id, delegation.ErrLeaseLost)
+// Renew implements delegation.Member.
+func (m *member) Renew(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lost || m.left {
+		return fmt.Errorf("renew the lease of %s: %w", m.owner, delegation.ErrLeaseLost)
 	}
-	octx, cancel := le.l.s.opContext(ctx)
+	octx, cancel := m.l.s.opContext(ctx)
 	defer cancel()
 	var rev uint64
 	err := attempt(octx, func() (err error) {
-		rev, err = le.l.kv.Update(octx, le.key, []byte(le.owner), le.rev)
+		rev, err = m.l.live.Update(octx, m.key, []byte(m.stamp), m.rev)
 		return err
 	})
 	if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
-		le.lost = true
-		return fmt.Errorf("renew lease on %s: %w", le.id, delegation.ErrLeaseLost)
+		m.lost = true
+		return fmt.Errorf("renew the lease of %s: %w", m.owner, delegation.ErrLeaseLost)
 	}
 	if err != nil {
-		return fmt.Errorf("renew lease on %s: %w", le.id, le.l.s.unavailable(ctx, err))
+		return fmt.Errorf("renew the lease of %s: %w", m.owner, m.l.s.unavailable(ctx, err))
 	}
-	le.rev = rev
+	m.rev = rev
 	return nil
 }
 
-// Release implements delegation.Lease: it deletes the lease if it is
-// still this one, so another owner can take it at once. Releasing a lease
-// already lost, or released, does nothing.
+// Leave implements delegation.Member: it deletes the liveness key if it
+// is still this one's, and stops watching the others.
+func (m *member) Leave(ctx context.Context) error {
+	m.stopOnce.Do(func() { close(m.stop) })
+	if m.done != nil {
+		<-m.done
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lost || m.left {
+		return nil
+	}
+	octx, cancel := m.l.s.opContext(ctx)
+	defer cancel()
+	err := attempt(octx, func() error { return m.l.live.Delete(octx, m.key, jetstream.LastRevision(m.rev)) })
+	if err != nil && !isWrongLastSequence(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("leave as %s: %w", m.owner, m.l.s.unavailable(ctx, err))
+	}
+	m.left = true
+	return nil
+}
+
+// Departed implements delegation.Member.
+func (m *member) Departed() <-chan struct{} { return m.departed }
+
+// signal tells the engine another process may be gone.
+func (m *member) signal() {
+	select {
+	case m.departed <- struct{}{}:
+	default:
+	}
+}
+
+// watched is another process as the watch last saw it.
+type watched struct {
+	stamp string
+	seen  time.Time // when it last renewed, by this clock
+	told  time.Time // when the engine was last told it may be gone
+}
+
+// watch follows the liveness keys until Leave or the store closes: a key
+// deleted or aged out, or holding a new epoch, means its process (as it
+// was) is gone; one not renewed within the TTL plus leaseSkew, by this
+// process's clock, probably is. Each is signalled on Departed, one not
+// renewed at most every third of the TTL while it stays.
+func (m *member) watch(w jetstream.KeyWatcher) {
+	defer close(m.done)
+	defer func() { _ = w.Stop() }()
+	others := map[string]*watched{}
+	check := time.NewTicker(max(m.l.ttl/10, 100*time.Millisecond))
+	defer check.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.l.s.done:
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || e.Key() == m.key {
+				continue // the initial values are all in, or this process's own
+			}
+			o, known := others[e.Key()]
+			if e.Operation() != jetstream.KeyValuePut {
+				if known {
+					delete(others, e.Key())
+					m.signal()
+				}
+				continue
+			}
+			if known && o.stamp != string(e.Value()) {
+				m.signal()
+			}
+			others[e.Key()] = &watched{stamp: string(e.Value()), seen: time.Now()}
+		case now := <-check.C:
+			for _, o := range others {
+				if now.Sub(o.seen) > m.l.ttl+leaseSkew && now.Sub(o.told) > m.l.ttl/3 {
+					o.told = now
+					m.signal()
+				}
+			}
+		}
+	}
+}
+
+// Take implements delegation.Member. Taking a delegation this process
+// holds already gives it anew, with a new token.
+func (m *member) Take(ctx context.Context, id string) (delegation.Lease, error) {
+	key, err := delegationKey(id)
+	if err != nil {
+		return nil, fmt.Errorf("take lease: %w: %w", delegation.ErrBadRequest, err)
+	}
+	m.mu.Lock()
+	rev, orphan := m.orphans[key]
+	delete(m.orphans, key)
+	m.mu.Unlock()
+	octx, cancel := m.l.s.opContext(ctx)
+	defer cancel()
+	var le delegation.Lease
+	err = attempt(octx, func() (err error) {
+		if orphan {
+			le, err = m.takeOrphan(octx, id, key, rev)
+		} else {
+			le, err = m.take(octx, id, key)
+		}
+		return err
+	})
+	if errors.Is(err, delegation.ErrLeaseHeld) {
+		return nil, fmt.Errorf("take lease on %s: %w", id, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take lease on %s: %w", id, m.l.s.unavailable(ctx, err))
+	}
+	return le, nil
+}
+
+// takeOrphan takes an owner record Orphans found, expecting the revision
+// it read then: anything written since means another process took it.
+func (m *member) takeOrphan(ctx context.Context, id, key string, rev uint64) (delegation.Lease, error) {
+	got, err := m.l.owners.Update(ctx, key, []byte(m.stamp), rev)
+	if isWrongLastSequence(err) {
+		return nil, fmt.Errorf("%w: taken meanwhile", delegation.ErrLeaseHeld)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &lease{m: m, id: id, key: key, rev: got}, nil
+}
+
+func (m *member) take(ctx context.Context, id, key string) (delegation.Lease, error) {
+	// A record released between the failed create and the read is free
+	// again: one more try takes it.
+	for range 2 {
+		rev, err := m.l.owners.Create(ctx, key, []byte(m.stamp))
+		if err == nil {
+			return &lease{m: m, id: id, key: key, rev: rev}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, err
+		}
+		e, err := m.l.owners.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if holder := string(e.Value()); holder != m.stamp {
+			live, err := m.l.alive(ctx, holder)
+			if err != nil {
+				return nil, err
+			}
+			if live {
+				return nil, fmt.Errorf("%w: %s holds it", delegation.ErrLeaseHeld, ownerOf(e.Value()))
+			}
+		}
+		// Ours, or its holder is gone: the update takes it only if
+		// nobody took it meanwhile.
+		return m.takeOrphan(ctx, id, key, e.Revision())
+	}
+	return nil, fmt.Errorf("%w: it kept changing hands", delegation.ErrLeaseHeld)
+}
+
+// Orphans implements delegation.Member: it reads the liveness keys,
+// deleting the stale ones as alive does, then every owner record, and
+// returns the delegations whose record names no live process, and those
+// of running that have none. Its cost is the few liveness keys and one
+// pass over the owner records (streamed, not a read each).
+func (m *member) Orphans(ctx context.Context, running []string) ([]string, error) {
+	octx, cancel := m.l.s.opContext(ctx)
+	defer cancel()
+	var ids []string
+	err := attempt(octx, func() (err error) {
+		ids, err = m.orphansOnce(octx, running)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look for delegations nobody follows: %w", m.l.s.unavailable(ctx, err))
+	}
+	return ids, nil
+}
+
+func (m *member) orphansOnce(ctx context.Context, running []string) ([]string, error) {
+	live := map[string]bool{}
+	keys, err := m.l.live.ListKeysFiltered(ctx, livePrefix+">")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for k := range keys.Keys() {
+		names = append(names, k)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // the lister ends quietly when its context does
+	}
+	for _, k := range names {
+		e, err := m.l.live.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ok, err := m.l.alive(ctx, string(e.Value()))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			live[string(e.Value())] = true
+		}
+	}
+	w, err := m.l.owners.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	owned := map[string]bool{}
+	orphans := map[string]uint64{}
+	var ids []string
+	for e := range w.Updates() {
+		if e == nil {
+			break // every record read
+		}
+		owned[e.Key()] = true
+		if live[string(e.Value())] {
+			continue
+		}
+		id, err := delegationID(e.Key())
+		if err != nil {
+			continue
+		}
+		orphans[e.Key()] = e.Revision()
+		ids = append(ids, id)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, id := range running {
+		if key, err := delegationKey(id); err == nil && !owned[key] {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Lock()
+	m.orphans = orphans
+	m.mu.Unlock()
+	return ids, nil
+}
+
+// lease is a held owner record: the revision this process wrote, which
+// its release expects.
+type lease struct {
+	m        *member
+	id, key  string
+	mu       sync.Mutex
+	rev      uint64
+	released bool
+}
+
+// Release implements delegation.Lease: it purges the owner record if it
+// is still this one, so another process can take the delegation at once.
+// Releasing a lease taken since by another, or released, does nothing.
 func (le *lease) Release(ctx context.Context) error {
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	if le.lost || le.released {
+	if le.released {
 		return nil
 	}
-	octx, cancel := le.l.s.opContext(ctx)
+	octx, cancel := le.m.l.s.opContext(ctx)
 	defer cancel()
-	err := attempt(octx, func() error { return le.l.kv.Delete(octx, le.key, jetstream.LastRevision(le.rev)) })
+	err := attempt(octx, func() error {
+		return le.m.l.owners.Purge(octx, le.key, jetstream.LastRevision(le.rev), jetstream.PurgeTTL(leaseMarkerTTL))
+	})
 	if err != nil && !isWrongLastSequence(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("release lease on %s: %w", le.id, le.l.s.unavailable(ctx, err))
+		return fmt.Errorf("release lease on %s: %w", le.id, le.m.l.s.unavailable(ctx, err))
 	}
 	le.released = true
 	return nil
 }
 
-// Token implements delegation.Lease: the revision the lease was taken at.
-// Every take writes the key anew at a higher revision, so tokens grow with
-// every change of holder; renewals keep it.
-func (le *lease) Token() uint64 { return le.token }
+// Token implements delegation.Lease: the revision of the owner record as
+// this process wrote it. Every take writes the record anew at a higher
+// revision, so tokens grow with every change of holder.
+func (le *lease) Token() uint64 { return le.rev }
+
+// delegationID is delegationKey's inverse.
+func delegationID(key string) (string, error) {
+	enc, ok := strings.CutPrefix(key, "=")
+	if !ok {
+		return key, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	return string(b), err
+}
 
 var (
 	_ delegation.Leases = (*Leases)(nil)
+	_ delegation.Member = (*member)(nil)
 	_ delegation.Lease  = (*lease)(nil)
 )

@@ -20,6 +20,16 @@ func leasesOf(t *testing.T, s *Store, ttl time.Duration) *Leases {
 	return l
 }
 
+// join takes the liveness lease of the process named owner.
+func join(t *testing.T, l *Leases, owner string) delegation.Member {
+	t.Helper()
+	m, err := l.Join(t.Context(), owner)
+	if err != nil {
+		t.Fatalf("Join(%s): %v", owner, err)
+	}
+	return m
+}
+
 func holder(t *testing.T, l *Leases, id string) string {
 	t.Helper()
 	h, err := l.Holder(t.Context(), id)
@@ -49,7 +59,8 @@ func TestLeases_TakeHeldRelease(t *testing.T) {
 	if h := holder(t, l, "d1"); h != "" {
 		t.Fatalf("holder before any take = %q", h)
 	}
-	a, err := l.Take(t.Context(), "d1", "proc-a")
+	procA, procB := join(t, l, "proc-a"), join(t, l, "proc-b")
+	a, err := procA.Take(t.Context(), "d1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,19 +75,28 @@ func TestLeases_TakeHeldRelease(t *testing.T) {
 		{"", "proc-b", delegation.ErrBadRequest},
 		{"d2", "", delegation.ErrBadRequest},
 	} {
-		if _, err := l.Take(t.Context(), tc.id, tc.owner); !errors.Is(err, tc.want) {
-			t.Errorf("Take(%q, %q) = %v, want %v", tc.id, tc.owner, err, tc.want)
+		var err error
+		if tc.owner == "" {
+			_, err = l.Join(t.Context(), tc.owner)
+		} else {
+			_, err = procB.Take(t.Context(), tc.id)
+		}
+		if !errors.Is(err, tc.want) {
+			t.Errorf("Take(%q) by %q = %v, want %v", tc.id, tc.owner, err, tc.want)
 		}
 	}
-	_, err = l.Take(t.Context(), "d1", "proc-b")
+	if _, err := l.Join(t.Context(), "proc-a"); !errors.Is(err, delegation.ErrLeaseHeld) {
+		t.Errorf("Join under a live process's name = %v, want ErrLeaseHeld", err)
+	}
+	_, err = procB.Take(t.Context(), "d1")
 	if err == nil || !errors.Is(err, delegation.ErrLeaseHeld) || errors.Is(err, delegation.ErrLeaseLost) {
 		t.Fatalf("Take by another = %v", err)
 	}
 	// Another delegation's lease is separate.
-	if _, err := l.Take(t.Context(), "d2", "proc-b"); err != nil {
+	if _, err := procB.Take(t.Context(), "d2"); err != nil {
 		t.Fatalf("Take(d2): %v", err)
 	}
-	if err := a.Renew(t.Context()); err != nil {
+	if err := procA.Renew(t.Context()); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
 	// Release frees it at once; the new holder's token is higher.
@@ -86,15 +106,12 @@ func TestLeases_TakeHeldRelease(t *testing.T) {
 	if h := holder(t, l, "d1"); h != "" {
 		t.Errorf("holder after release = %q", h)
 	}
-	b, err := l.Take(t.Context(), "d1", "proc-b")
+	b, err := procB.Take(t.Context(), "d1")
 	if err != nil {
 		t.Fatalf("Take after release: %v", err)
 	}
 	if b.Token() <= a.Token() {
 		t.Errorf("token after a change of holder %d, not above %d", b.Token(), a.Token())
-	}
-	if err := a.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
-		t.Errorf("Renew of a released lease = %v, want ErrLeaseLost", err)
 	}
 	if err := a.Release(t.Context()); err != nil {
 		t.Errorf("second Release = %v, want nil", err)
@@ -102,19 +119,37 @@ func TestLeases_TakeHeldRelease(t *testing.T) {
 	if h := holder(t, l, "d1"); h != "proc-b" {
 		t.Errorf("a stale release freed the new holder's lease: holder %q", h)
 	}
-	// The holder taking again gets it anew.
-	b2, err := l.Take(t.Context(), "d1", "proc-b")
+	// The holder taking again gets it anew; the lease it had is stale.
+	b2, err := procB.Take(t.Context(), "d1")
 	if err != nil || b2.Token() <= b.Token() {
 		t.Fatalf("retake by the holder = %v, token %d after %d", err, b2.Token(), b.Token())
 	}
-	if err := b.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
-		t.Errorf("Renew of the lease taken anew = %v, want ErrLeaseLost", err)
+	if err := b.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if h := holder(t, l, "d1"); h != "proc-b" {
+		t.Errorf("a release of the lease taken anew freed it: holder %q", h)
+	}
+	// A process that leaves holds nothing any more: another takes its
+	// delegations at once, and its renewals fail.
+	if err := procB.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if h := holder(t, l, "d2"); h != "" {
+		t.Errorf("holder of d2 after its process left = %q", h)
+	}
+	if err := procB.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
+		t.Errorf("Renew after Leave = %v, want ErrLeaseLost", err)
+	}
+	if _, err := procA.Take(t.Context(), "d2"); err != nil {
+		t.Errorf("Take of a departed process's delegation: %v", err)
 	}
 }
 
-// TestLeases_Expiry checks renewals keep a lease past its TTL, and that
-// once they stop it expires, another owner takes it, and the old holder's
-// renewal fails with ErrLeaseLost.
+// TestLeases_Expiry checks renewals keep a process's leases past the
+// TTL, and that once they stop its liveness lease expires, another
+// process takes its delegation, and the old holder's renewal fails with
+// ErrLeaseLost.
 func TestLeases_Expiry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a 2 s lease several times")
@@ -123,14 +158,15 @@ func TestLeases_Expiry(t *testing.T) {
 	const ttl = 2 * time.Second
 	s := openTest(t, "", Config{})
 	l := leasesOf(t, s, ttl)
-	a, err := l.Take(t.Context(), "d1", "proc-a")
+	procA := join(t, l, "proc-a")
+	a, err := procA.Take(t.Context(), "d1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	taken := time.Now()
 	for time.Since(taken) < 2*ttl {
 		time.Sleep(ttl / 4)
-		if err := a.Renew(t.Context()); err != nil {
+		if err := procA.Renew(t.Context()); err != nil {
 			t.Fatalf("Renew %s after take: %v", time.Since(taken).Round(time.Millisecond), err)
 		}
 		if h := holder(t, l, "d1"); h != "proc-a" {
@@ -142,11 +178,11 @@ func TestLeases_Expiry(t *testing.T) {
 	if took := time.Since(stopped); took < ttl/2 {
 		t.Errorf("lease expired %s after the last renewal, TTL %s", took, ttl)
 	}
-	b, err := l.Take(t.Context(), "d1", "proc-b")
+	b, err := join(t, l, "proc-b").Take(t.Context(), "d1")
 	if err != nil {
 		t.Fatalf("takeover after expiry: %v", err)
 	}
-	if err := a.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
+	if err := procA.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
 		t.Errorf("stale Renew after takeover = %v, want ErrLeaseLost", err)
 	}
 	if err := a.Release(t.Context()); err != nil {
@@ -159,12 +195,12 @@ func TestLeases_Expiry(t *testing.T) {
 		t.Errorf("token %d after takeover, not above %d", b.Token(), a.Token())
 	}
 	// An expired lease nobody took is lost too.
-	c, err := l.Take(t.Context(), "d3", "proc-c")
-	if err != nil {
+	procC := join(t, l, "proc-c")
+	if _, err := procC.Take(t.Context(), "d3"); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Until(t, 10*ttl, "the lease on d3 expires", func() bool { return holder(t, l, "d3") == "" })
-	if err := c.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
+	if err := procC.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
 		t.Errorf("Renew of an expired lease = %v, want ErrLeaseLost", err)
 	}
 }
@@ -183,7 +219,8 @@ func TestLeases_Cluster(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	l := leasesOf(t, s, 10*time.Second)
-	a, err := l.Take(t.Context(), "d1", "proc-a")
+	procA := join(t, l, "proc-a")
+	a, err := procA.Take(t.Context(), "d1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +250,7 @@ func TestLeases_Cluster(t *testing.T) {
 	// the TTL.
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		err := a.Renew(ctx)
+		err := procA.Renew(ctx)
 		cancel()
 		if err == nil {
 			break
@@ -229,13 +266,14 @@ func TestLeases_Cluster(t *testing.T) {
 	if h := holder(t, l, "d1"); h != "proc-a" {
 		t.Errorf("holder after the node went = %q", h)
 	}
-	if _, err := l.Take(t.Context(), "d1", "proc-b"); !errors.Is(err, delegation.ErrLeaseHeld) {
+	procB := join(t, l, "proc-b")
+	if _, err := procB.Take(t.Context(), "d1"); !errors.Is(err, delegation.ErrLeaseHeld) {
 		t.Errorf("Take by another after the node went = %v, want ErrLeaseHeld", err)
 	}
 	if err := a.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Take(t.Context(), "d1", "proc-b"); err != nil {
+	if _, err := procB.Take(t.Context(), "d1"); err != nil {
 		t.Errorf("Take after release: %v", err)
 	}
 }

@@ -30,14 +30,15 @@ func TestCluster_ReadsSeeAcknowledgedWrites(t *testing.T) {
 		}
 		t.Cleanup(func() { s.Close() })
 		l := leasesOf(t, s, 10*time.Second)
+		proc := join(t, l, fmt.Sprintf("proc-%d", i))
 		d := delegationsOf(t, s, DelegationsConfig{})
 		missed := 0
 		for n := range rounds {
 			id := fmt.Sprintf("n%d-%d", i, n)
-			if _, err := l.Take(t.Context(), id, "proc"); err != nil {
+			if _, err := proc.Take(t.Context(), id); err != nil {
 				t.Fatalf("node %d: take %s: %v", i, id, err)
 			}
-			if h := holder(t, l, id); h != "proc" {
+			if h := holder(t, l, id); h != fmt.Sprintf("proc-%d", i) {
 				missed++
 			}
 			r := delegation.Record{ID: id, State: a2a.TaskStateCompleted}

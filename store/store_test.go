@@ -61,7 +61,7 @@ func TestOpen_WritesFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"KV_orchd-delegations", "KV_orchd-leases", "orchd_DELEGATION_INDEX", "orchd_EVENTS"}
+	want := []string{"KV_orchd-delegations", "KV_orchd-leases", "KV_orchd-owners", "orchd_DELEGATION_INDEX", "orchd_EVENTS"}
 	for _, w := range want {
 		if !contains(m, w) {
 			t.Errorf("manifest %v lacks %s", m, w)
@@ -467,8 +467,11 @@ func testUnavailable(t *testing.T, cases []unavailableCase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lease, err := l.Take(t.Context(), "held", "me")
+			me, err := l.Join(t.Context(), "me")
 			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := me.Take(t.Context(), "held"); err != nil {
 				t.Fatal(err)
 			}
 			if err := d.Put(t.Context(), delegation.Record{ID: "before", State: a2a.TaskStateWorking}); err != nil {
@@ -494,8 +497,10 @@ func testUnavailable(t *testing.T, cases []unavailableCase) {
 				}},
 				{"Events", func(ctx context.Context) error { _, err := d.Events(ctx, "before", 0, 0); return err }},
 				{"Running", func(ctx context.Context) error { _, err := d.Running(ctx); return err }},
-				{"Take", func(ctx context.Context) error { _, err := l.Take(ctx, "other", "me"); return err }},
-				{"Renew", func(ctx context.Context) error { return lease.Renew(ctx) }},
+				{"Take", func(ctx context.Context) error { _, err := me.Take(ctx, "other"); return err }},
+				{"Renew", func(ctx context.Context) error { return me.Renew(ctx) }},
+				{"Orphans", func(ctx context.Context) error { _, err := me.Orphans(ctx, nil); return err }},
+				{"Join", func(ctx context.Context) error { _, err := l.Join(ctx, "you"); return err }},
 				{"Holder", func(ctx context.Context) error { _, err := l.Holder(ctx, "held"); return err }},
 				{"Ping", s.Ping},
 			} {

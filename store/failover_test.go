@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testwait"
+)
+
+// TestFailover_KilledReplicaCarriedOn kills one of three replicas (its
+// connection to NATS closes first, so it gives nothing up) and checks its
+// delegations are carried on by the two others within the lease TTL and
+// a margin, each followed by exactly one replica, the others' own
+// delegations left where they were; and that the survivors found them
+// from the departure of the dead one, without listing the running
+// delegations again.
+func TestFailover_KilledReplicaCarriedOn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a lease TTL")
+	}
+	const ttl = 2 * time.Second
+	f := newFleet(t, ttl)
+	r0, r1, r2 := f.replica(t, "r0", nil), f.replica(t, "r1", nil), f.replica(t, "r2", nil)
+	victims := r0.delegate(t, 30)
+	kept := append(r1.delegate(t, 5), r2.delegate(t, 5)...)
+	lists := r1.running.Load() + r2.running.Load()
+
+	r0.kill()
+	killed := time.Now()
+	testwait.Succeeds(t, 30*time.Second, "the killed replica's delegations carried on", func() error {
+		return followedOnce(victims, r1, r2)
+	})
+	took := time.Since(killed)
+	t.Logf("carried on %s after the kill (TTL %s)", took.Round(time.Millisecond), ttl)
+	// Expiry takes up to the TTL after the last renewal (the server's
+	// clock), and the survivors find it on a 2-core machine under load.
+	if limit := ttl + 5*time.Second; took > limit {
+		t.Errorf("carried on %s after the kill, over %s", took, limit)
+	}
+	if n := r1.running.Load() + r2.running.Load(); n != lists {
+		t.Errorf("the survivors listed the running delegations %d times to carry them on, want 0", n-lists)
+	}
+	// A while later: still one follower each, none back and forth.
+	time.Sleep(ttl)
+	if err := followedOnce(append(victims, kept...), r1, r2); err != nil {
+		t.Fatal(err)
+	}
+	for id, names := range followers(kept[:5], r1, r2) {
+		if names[0] != "r1" {
+			t.Errorf("r1's delegation %s moved to %v", id, names)
+		}
+	}
+}
+
+// pausedLeases are a replica's real leases whose renewals (and joins)
+// wait while paused, as a process stopped, or cut off from NATS, would
+// not renew: its other work, following its delegations, goes on.
+type pausedLeases struct {
+	delegation.Leases
+	paused atomic.Bool
+}
+
+func (p *pausedLeases) wait(ctx context.Context) error {
+	for p.paused.Load() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: paused", delegation.ErrUnavailable)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (p *pausedLeases) Join(ctx context.Context, owner string) (delegation.Member, error) {
+	if err := p.wait(ctx); err != nil {
+		return nil, err
+	}
+	m, err := p.Leases.Join(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	return pausedMember{m, p}, nil
+}
+
+type pausedMember struct {
+	delegation.Member
+	p *pausedLeases
+}
+
+func (m pausedMember) Renew(ctx context.Context) error {
+	if err := m.p.wait(ctx); err != nil {
+		return err
+	}
+	return m.Member.Renew(ctx)
+}
+
+// TestFailover_PausedReplicaStops pauses a replica's renewals past the
+// TTL: another replica takes its delegations over, and the paused one
+// stops following them (by its own clock, before it hears the store say
+// so), so each ends up followed once. Resumed, it joins again and takes
+// nothing back.
+func TestFailover_PausedReplicaStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a lease TTL")
+	}
+	const ttl = 2 * time.Second
+	f := newFleet(t, ttl)
+	var p *pausedLeases
+	r0 := f.replica(t, "r0", func(l delegation.Leases) delegation.Leases {
+		p = &pausedLeases{Leases: l}
+		return p
+	})
+	r1 := f.replica(t, "r1", nil)
+	ids := r0.delegate(t, 20)
+
+	p.paused.Store(true)
+	testwait.Succeeds(t, 30*time.Second, "the paused replica's delegations followed by the other alone", func() error {
+		for id, names := range followers(ids, r0, r1) {
+			if len(names) != 1 || names[0] != "r1" {
+				return fmt.Errorf("delegation %s followed by %v", id, names)
+			}
+		}
+		return nil
+	})
+	p.paused.Store(false)
+	time.Sleep(2 * ttl) // it renews, finds its lease lost, and joins again
+	for id, names := range followers(ids, r0, r1) {
+		if len(names) != 1 || names[0] != "r1" {
+			t.Errorf("after the pause, delegation %s followed by %v", id, names)
+		}
+	}
+	if h, err := r0.leases.Holder(t.Context(), ids[0]); err != nil || h != "r1" {
+		t.Errorf("Holder(%s) = %q, %v; want r1", ids[0], h, err)
+	}
+}
+
+// TestAdopt_SteadyStateCostsNoList runs two replicas with delegations
+// running on each and checks that, while no replica comes or goes, they
+// neither list the running delegations nor send NATS more than a few
+// messages per lease tick: their upkeep does not grow with the work.
+func TestAdopt_SteadyStateCostsNoList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("watches several lease ticks")
+	}
+	const ttl, n = time.Second, 40
+	f := newFleet(t, ttl)
+	rs := []*replica{f.replica(t, "r0", nil), f.replica(t, "r1", nil)}
+	for _, r := range rs {
+		r.delegate(t, n)
+	}
+	time.Sleep(2 * ttl) // the first polls of the new tasks
+	const ticks = 12
+	lists := make([]int64, len(rs))
+	sent := make([]uint64, len(rs))
+	for i, r := range rs {
+		lists[i], sent[i] = r.running.Load(), r.st.JetStream().Conn().Stats().OutMsgs
+	}
+	time.Sleep(ticks * ttl / 3)
+	for i, r := range rs {
+		if got := r.running.Load() - lists[i]; got != 0 {
+			t.Errorf("%s listed the running delegations %d times in %d ticks, want 0", r.name, got, ticks)
+		}
+		per := float64(r.st.JetStream().Conn().Stats().OutMsgs-sent[i]) / ticks
+		t.Logf("%s: %.1f NATS messages sent per tick with %d delegations", r.name, per, n)
+		if per >= n/4 {
+			t.Errorf("%s sent %.1f NATS messages per tick with %d delegations running, want a few", r.name, per, n)
+		}
+	}
+}
