@@ -68,9 +68,10 @@ type StoreConfig struct {
 	Listen string `yaml:"listen"`
 	// Timeout bounds each store operation and the connection to URL.
 	Timeout Duration `yaml:"timeout"`
-	// LeaseTTL is how long a replica's hold on a running delegation lasts
-	// unless renewed (external mode): the longest a delegation goes
-	// unfollowed when its replica dies.
+	// LeaseTTL is how long a replica's liveness lease, and so its hold
+	// on the delegations it follows, lasts unless renewed (external
+	// mode): about the longest a delegation goes unfollowed when its
+	// replica dies, before the others carry it on.
 	LeaseTTL Duration `yaml:"leaseTTL"`
 	// QuickWriteLag is how long the record of a delegation its agent
 	// ended in its first answer may wait, after the caller has the

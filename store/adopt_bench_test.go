@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// BenchmarkAdopt measures what it costs replicas sharing a NATS server to
+// BenchmarkStateReplicas measures what it costs replicas sharing a NATS server to
 // keep each running delegation followed by exactly one of them, and how
 // soon a killed replica's delegations are carried on by the others.
 //
@@ -23,8 +23,8 @@ import (
 // given up) and reports how long until every one of its delegations is
 // followed by one of the two others (takeover-s).
 //
-//	go test ./store -run '^$' -bench '^BenchmarkAdopt$' -benchtime 1x
-func BenchmarkAdopt(b *testing.B) {
+//	go test ./store -run '^$' -bench '^BenchmarkStateReplicas$' -benchtime 1x
+func BenchmarkStateReplicas(b *testing.B) {
 	for _, n := range []int{1000} {
 		b.Run(fmt.Sprintf("replicas-3/running-%d", n), func(b *testing.B) {
 			for b.Loop() {

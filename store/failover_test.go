@@ -146,7 +146,7 @@ func TestAdopt_SteadyStateCostsNoList(t *testing.T) {
 	if testing.Short() {
 		t.Skip("watches several lease ticks")
 	}
-	const ttl, n = time.Second, 40
+	const ttl, n = 2 * time.Second, 40
 	f := newFleet(t, ttl)
 	rs := []*replica{f.replica(t, "r0", nil), f.replica(t, "r1", nil)}
 	for _, r := range rs {

@@ -283,6 +283,15 @@ func (m *member) Renew(ctx context.Context) error {
 	var rev uint64
 	err := attempt(octx, func() (err error) {
 		rev, err = m.l.live.Update(octx, m.key, []byte(m.stamp), m.rev)
+		if isWrongLastSequence(err) {
+			// A renewal that timed out may have been written all the
+			// same: a key holding this stamp is this process's, as
+			// nobody else writes it.
+			cur, ok := m.current(octx)
+			if ok {
+				rev, err = m.l.live.Update(octx, m.key, []byte(m.stamp), cur)
+			}
+		}
 		return err
 	})
 	if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -310,12 +319,28 @@ func (m *member) Leave(ctx context.Context) error {
 	}
 	octx, cancel := m.l.s.opContext(ctx)
 	defer cancel()
-	err := attempt(octx, func() error { return m.l.live.Delete(octx, m.key, jetstream.LastRevision(m.rev)) })
+	err := attempt(octx, func() error {
+		err := m.l.live.Delete(octx, m.key, jetstream.LastRevision(m.rev))
+		if cur, ok := m.current(octx); ok && isWrongLastSequence(err) {
+			err = m.l.live.Delete(octx, m.key, jetstream.LastRevision(cur)) // see Renew
+		}
+		return err
+	})
 	if err != nil && !isWrongLastSequence(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("leave as %s: %w", m.owner, m.l.s.unavailable(ctx, err))
 	}
 	m.left = true
 	return nil
+}
+
+// current returns the revision of the liveness key when it holds this
+// process's stamp.
+func (m *member) current(ctx context.Context) (uint64, bool) {
+	e, err := m.l.live.Get(ctx, m.key)
+	if err != nil || string(e.Value()) != m.stamp {
+		return 0, false
+	}
+	return e.Revision(), true
 }
 
 // Departed implements delegation.Member.

@@ -12,8 +12,10 @@
 // storing delegations into a full store, memory per in-flight delegation
 // (by stream, poll and push), how soon delegations past their deadline end,
 // what the embedded state store costs against keeping state in memory,
-// and what authenticating callers, authorizing them and verifying card
-// signatures cost.
+// what replicas sharing a NATS server spend keeping their running work
+// followed and how soon they carry on a killed one's, and what
+// authenticating callers, authorizing them and verifying card signatures
+// cost.
 // Every ratio in the report compares figures measured in the same run.
 //
 //	go run ./internal/benchreport                 # about ten minutes on 2 cores
@@ -114,6 +116,7 @@ var runs = []run{
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateRestart$", "-benchtime", "5x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateInFlight$", "-benchtime", "1x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkStateRSS$", "-benchtime", "1x"}},
+	{"./store", []string{"-bench", "^BenchmarkStateReplicas$", "-benchtime", "1x"}},
 	{"./orchestrator", []string{"-bench", "^BenchmarkAuth$", "-benchtime", "500ms"}},
 	{"./auth", []string{"-bench", "^BenchmarkAuthenticate$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},
 	{"./policies", []string{"-bench", "^BenchmarkAuthorize$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},

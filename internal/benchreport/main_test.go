@@ -62,6 +62,8 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"| message | embedded | 1,269 | 4,609 | 1,151 | 1.71–2.29 | 0.39–0.48 |",
 		"message **not met** (0.42×), with a task **met**",
 		"| 10,000 ended, 100 running carried on | 217 | 247 |",
+		"| one liveness lease per replica, takeover on departure | 2.8 | 6.2 | 1.3 | 12.0 s |",
+		"`leaseTTL` + 2 s: **met** (12.0 s)",
 		"| embedded | 8.7 KiB | 1.0 | 1.41× |",
 		"Target ≤ 16 KiB per in-flight polled delegation on the embedded store:\n**met** (8.7 KiB).",
 		"| 100,000 ended, written earlier | 87.0 MiB | 87.0 MiB | 37.0 MiB | 12.2 ms | 2.05× |",
@@ -184,7 +186,7 @@ func TestSelectRuns(t *testing.T) {
 		want    int
 		wantErr bool
 	}{
-		{"^BenchmarkState", 4, false},
+		{"^BenchmarkState", 5, false},
 		{"^BenchmarkHop$", 1, false},
 		{"^BenchmarkProcess", 4, false},
 		{"ProcessLoad", 1, false},
