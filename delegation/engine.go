@@ -75,11 +75,13 @@ type Engine struct {
 	running running
 
 	// memberMu guards joined, this process's liveness lease when the
-	// engine has Leases (nil until it joins, and after it lost one), and
-	// renewed, when it was last renewed (lease.go).
+	// engine has Leases (nil until it joins, and after it lost one),
+	// renewed, when it was last renewed, and leaving, a lost one not
+	// given up yet (lease.go).
 	memberMu sync.Mutex
 	joined   Member
 	renewed  time.Time
+	leaving  Member
 }
 
 // NewEngine returns an engine delegating to agents in reg under the

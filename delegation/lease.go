@@ -3,6 +3,7 @@ package delegation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -83,6 +84,9 @@ func (e *Engine) member(ctx context.Context) (Member, error) {
 	if e.joined != nil {
 		return e.joined, nil
 	}
+	if e.leaving != nil {
+		return nil, fmt.Errorf("%w: the liveness lease was lost and is not given up yet", ErrUnavailable)
+	}
 	m, err := e.cfg.Leases.Join(ctx, e.cfg.Instance)
 	if err != nil {
 		return nil, err
@@ -131,15 +135,26 @@ func (e *Engine) keepAlive() {
 		e.log.Warn("lost the liveness lease; the other processes follow its delegations now", "error", err)
 		e.dropTaken()
 		e.memberMu.Lock()
-		e.joined = nil
+		e.joined, e.leaving = nil, m
 		e.memberMu.Unlock()
-		leaveCtx, left := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = m.Leave(leaveCtx) // stops its watch; the lease is gone already
-		left()
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, ttl/3)
+	defer cancel()
+	e.memberMu.Lock()
+	old := e.leaving
+	e.memberMu.Unlock()
+	if old != nil {
+		// The lost lease goes first (its key, should it still hold this
+		// process's stamp, would refuse the join), and its watch stops.
+		if err := old.Leave(ctx); err != nil {
+			e.log.Warn("give the lost liveness lease up", "error", err)
+			return
+		}
+		e.memberMu.Lock()
+		e.leaving = nil
+		e.memberMu.Unlock()
+	}
 	_, err = e.member(ctx)
-	cancel()
 	if err != nil {
 		if e.ctx.Err() == nil {
 			e.log.Warn("take a liveness lease", "error", err)
@@ -174,15 +189,17 @@ func (e *Engine) dropTaken() {
 // this one's delegations over at once rather than after the TTL.
 func (e *Engine) leave() {
 	e.memberMu.Lock()
-	m := e.joined
-	e.joined = nil
+	ms := []Member{e.joined, e.leaving}
+	e.joined, e.leaving = nil, nil
 	e.memberMu.Unlock()
-	if m == nil {
-		return
+	for _, m := range ms {
+		if m == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = m.Leave(ctx)
+		cancel()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = m.Leave(ctx)
 }
 
 // adoptOrphans carries on the delegations whose holder is gone, and

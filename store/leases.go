@@ -195,10 +195,11 @@ func (l *Leases) stale(e jetstream.KeyValueEntry) bool {
 // expecting the revision read, so its holder finds out at its next
 // renewal; a key renewed meanwhile is live after all.
 func (l *Leases) alive(ctx context.Context, st string) (bool, error) {
-	key, err := liveKey(ownerOf([]byte(st)))
-	if err != nil {
+	owner := ownerOf([]byte(st))
+	if owner == "" || len(owner) > maxOwnerLen {
 		return false, nil // no process has such a name
 	}
+	key, _ := liveKey(owner)
 	e, err := l.live.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
