@@ -188,7 +188,7 @@ func TestSelectRuns(t *testing.T) {
 	}{
 		{"^BenchmarkState", 5, false},
 		{"^BenchmarkHop$", 1, false},
-		{"^BenchmarkProcess", 4, false},
+		{"^BenchmarkProcess", 5, false},
 		{"ProcessLoad", 1, false},
 		{"^BenchmarkInFlight", 2, false},
 		{"TaskReply|GRPCHop|InFlightFollow", 3, false},
