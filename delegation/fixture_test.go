@@ -61,7 +61,8 @@ func newFixtureFull(t testing.TB, rcfg registry.Config, cfg Config, store Store,
 		t.Fatal(err)
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Transport: transport}
+		// As the daemon wires it: streams on connections of their own.
+		cfg.HTTPClient = &http.Client{Transport: OwnStreamConns(transport)}
 		t.Cleanup(transport.CloseIdleConnections)
 	}
 	if cfg.PollInterval == 0 {

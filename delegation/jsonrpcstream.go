@@ -92,7 +92,7 @@ func (t *jsonrpcStreams) stream(ctx context.Context, method string, params a2acl
 			yield(nil, fmt.Errorf("failed to marshal request: %w", err))
 			return
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(withOwnConn(ctx), http.MethodPost, t.url, bytes.NewReader(body))
 		if err != nil {
 			yield(nil, fmt.Errorf("failed to create HTTP request: %w", err))
 			return

@@ -138,7 +138,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	dcfg := st.delegationBounds(cfg.DelegationConfig())
 	dcfg.Self, dcfg.Name = self, cfg.Agent.Name
 	// GRPCBase: agents' gRPC interfaces are dialed through the same guard.
-	dcfg.HTTPClient = &http.Client{Transport: delegation.GRPCBase(tel.Transport(transport), transport)}
+	dcfg.HTTPClient = &http.Client{Transport: delegation.GRPCBase(tel.Transport(delegation.OwnStreamConns(transport)), transport)}
 	// Agents with credentials get their own transports over the same
 	// guarded one, traced the same way.
 	dcfg.Credentials = credentials.NewClients(credentials.ClientsConfig{Base: transport, Wrap: tel.Transport, Log: log.With("component", "credentials")})
