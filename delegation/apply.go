@@ -167,8 +167,11 @@ func (d *Delegation) setStatusLocked(st a2a.TaskStatus, metadata map[string]any)
 		return
 	}
 	if at := st.Timestamp; at != nil {
-		if st.State == a2a.TaskStateWorking && waiting(d.rec.State) && at.Before(d.statusAt) {
-			return // a WORKING the hop recorded before the wait now in force
+		if progress(st.State) && at.Before(d.statusAt) {
+			// A lagging stream's copy of a status older than one applied:
+			// a WORKING before the wait now in force, or progress a read
+			// of the task (a silent stream's probe) already showed.
+			return
 		}
 		if at.After(d.statusAt) {
 			d.statusAt = *at
@@ -205,6 +208,12 @@ func (d *Delegation) setStatusLocked(st a2a.TaskStatus, metadata map[string]any)
 		ev.Error = d.rec.Error
 	}
 	d.emitLocked(ev)
+}
+
+// progress reports whether s says the work is under way: a status a
+// later one makes stale, unlike a wait or an end.
+func progress(s a2a.TaskState) bool {
+	return s == a2a.TaskStateWorking || s == a2a.TaskStateSubmitted
 }
 
 // fitsLocked reports whether a message of the agent's fits in an event; one

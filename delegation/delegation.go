@@ -95,11 +95,13 @@ type Delegation struct {
 	// stream both carry it), and a late copy must not undo a resume. Its
 	// receipts answer a retried signal, which is passed on once.
 	prog Progress
-	// statusAt is the latest timestamp of a status applied. A WORKING the
-	// hop recorded before the INPUT_REQUIRED (or AUTH_REQUIRED) in force,
-	// arriving after it, as a lagging stream's does once an interrupt's
-	// acknowledgement was applied, must not undo the wait. Only that is
-	// dropped, so a hop whose clock moved back never loses an end.
+	// statusAt is the latest timestamp of a status applied. A WORKING (or
+	// SUBMITTED) stamped before it is a lagging stream's copy: of a status
+	// before the INPUT_REQUIRED (or AUTH_REQUIRED) in force, once an
+	// interrupt's acknowledgement was applied, which must not undo the
+	// wait; or of progress a read of the task already showed, which must
+	// not be logged twice. Only those are dropped, so a hop whose clock
+	// moved back never loses a wait or an end.
 	statusAt time.Time
 	// settledAtOnce is set when the agent's first answer settled the
 	// delegation, before Delegate returns (SettledAtOnce).

@@ -2,6 +2,7 @@ package delegation
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,5 +248,40 @@ func TestApply_EventsOfAnotherTaskAreDropped(t *testing.T) {
 	d.apply(a2a.NewStatusUpdateEvent(own, a2a.TaskStateCompleted, nil))
 	if got := d.Record().State; got != a2a.TaskStateCompleted {
 		t.Errorf("after its own task's end: %s", got)
+	}
+}
+
+// TestApply_LaggingStreamRepeatsNothing applies the agent's task, read
+// while the stream lagged (as a silent stream's probe reads it), and then
+// the stream's older statuses: the progress the task already showed is
+// not logged again, and a newer status still is.
+func TestApply_LaggingStreamRepeatsNothing(t *testing.T) {
+	t.Parallel()
+	d, rec := workingOnAHangingAgent(t)
+	info := a2a.TaskInfo{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID}
+	start := time.Now()
+	tick := func(n int) *a2a.TaskStatusUpdateEvent {
+		ev := a2a.NewStatusUpdateEvent(info, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, info, a2a.NewTextPart(fmt.Sprintf("tick %d", n))))
+		at := start.Add(time.Duration(n) * time.Second)
+		ev.Status.Timestamp = &at
+		return ev
+	}
+	ticks := []*a2a.TaskStatusUpdateEvent{tick(1), tick(2), tick(3), tick(4)}
+	d.apply(ticks[0])
+	// The task as the agent has it after tick 3: ticks 1 and 2 in its
+	// history, tick 3 its status.
+	task := &a2a.Task{ID: info.TaskID, ContextID: info.ContextID, Status: ticks[2].Status,
+		History: []*a2a.Message{ticks[0].Status.Message, ticks[1].Status.Message}}
+	d.apply(task)
+	before := d.Record().LastEvent
+	d.apply(ticks[1]) // the lagging stream catches up
+	d.apply(ticks[2])
+	if got := d.Record().LastEvent; got != before {
+		evs, _, _ := d.engine.Events(t.Context(), d.ID(), 0, 0)
+		t.Fatalf("the lagging stream's statuses were logged again: last event %d, was %d: %+v", got, before, evs)
+	}
+	d.apply(ticks[3])
+	if got := d.Record().LastEvent; got != before+1 {
+		t.Fatalf("a newer status was not logged: last event %d, want %d", got, before+1)
 	}
 }
