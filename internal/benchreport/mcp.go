@@ -623,18 +623,31 @@ func waitUntil(ctx context.Context, state func(context.Context) (string, error),
 
 // receiptAnswer is what the harness reads of a steer's receipt.
 type receiptAnswer struct {
-	Hops []struct {
-		Agent string `json:"agent"`
-		Seq   int64  `json:"seq"`
-	} `json:"hops"`
-	Duplicate bool `json:"duplicate"`
+	Hops      []receiptHop `json:"hops"`
+	Duplicate bool         `json:"duplicate"`
+}
+
+// receiptHop is one hop of a receipt: the agent that accepted the signal
+// and the number it gave it.
+type receiptHop struct {
+	Agent string `json:"agent"`
+	Seq   int64  `json:"seq"`
 }
 
 // check checks the receipt of the n-th steer of a task: it names orchd
 // and the agent, the steer numbered n at both, delivered once.
-func (r receiptAnswer) check(n int) error {
-	if len(r.Hops) != 2 || r.Duplicate || r.Hops[0].Seq != int64(n) || r.Hops[1].Seq != int64(n) {
-		return fmt.Errorf("receipt of steer %d: %+v, want two hops numbering it %d", n, r, n)
+func (r receiptAnswer) check(n int) error { return r.checkHops(n, 2) }
+
+// checkHops checks the receipt of the n-th signal to a task across hops
+// hops: it names each hop, the signal numbered n at every one (any
+// number when n is 0), delivered once.
+func (r receiptAnswer) checkHops(n, hops int) error {
+	ok := len(r.Hops) == hops && !r.Duplicate
+	for _, h := range r.Hops {
+		ok = ok && (n == 0 || h.Seq == int64(n))
+	}
+	if !ok {
+		return fmt.Errorf("receipt of signal %d: %+v, want %d hops numbering it %d", n, r, hops, n)
 	}
 	return nil
 }

@@ -20,11 +20,10 @@ import (
 	"time"
 )
 
-// The out-of-process runs (hops.go, load.go, hostile.go, mcp.go) measure
-// orchd as users run it: the client is this process, and the agents, a
-// reverse proxy, the floor hop and each orchd are processes of their own
-// on 127.0.0.1. The
-// helper processes are this binary again, told their role by roleEnv
+// The out-of-process runs (hops.go, load.go, hostile.go, mcp.go,
+// scale.go, steer.go) measure orchd as users run it: the client is this
+// process, and the agents, a reverse proxy, the floor hop and each orchd
+// are processes of their own on 127.0.0.1. The helper processes are this binary again, told their role by roleEnv
 // (roles.go); orchd is the real daemon, built from ./cmd/orchd and run as
 // `orchd serve --config`.
 
@@ -554,6 +553,8 @@ func processRun(bench string) func(context.Context, io.Writer, *slog.Logger) err
 		return runMCP
 	case scaleBench:
 		return runScale
+	case steerBench:
+		return runSteer
 	}
 	return func(context.Context, io.Writer, *slog.Logger) error {
 		return fmt.Errorf("no out-of-process run is named %s", bench)

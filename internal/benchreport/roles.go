@@ -223,8 +223,9 @@ func (x *agentExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.S
 // steerableHandler serves an a2a-go agent that takes steering signals
 // (orchd's steering package, as an agent built on it does), answering
 // JSON-RPC at /rpc: it streams a task that works until it is canceled,
-// acknowledging each steer it takes; an interrupt stops it waiting for
-// input.
+// acknowledging each steer it takes (and keeping it at steersPath); an
+// interrupt stops it waiting for input, and the next message to the task
+// has it work again.
 func steerableHandler(base string) http.Handler {
 	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "Bench steer", Tasks: store})
@@ -244,14 +245,16 @@ func steerableHandler(base string) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.signals.Load()})
 	})
+	mux.Handle("GET "+steersPath, &x.steers)
 	return mux
 }
 
 // steerExec is the steerable agent's work; it counts its executions and
-// the signals they took.
+// the signals they took, and keeps the steers taken per key.
 type steerExec struct {
 	st            *steering.Steering
 	runs, signals atomic.Int64
+	steers        steerLog
 }
 
 func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -280,6 +283,7 @@ func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 					yield(steering.Interrupted(ec, "interrupted"), nil)
 					return
 				}
+				x.steers.took(sig.Message)
 				if !yield(steering.Acknowledged(ec, sig), nil) {
 					return
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ import (
 // (longHandlers).
 const kindLong = "long"
 
-// steersPath is where the long agent lists the steers it took.
+// steersPath is where the long and steerable agents list the steers
+// they took (steerLog).
 const steersPath = "/steers"
 
 // tickPrefix starts the status message of each of the long agent's
@@ -35,9 +37,9 @@ const tickPrefix = "tick "
 // that each of the n ticks reached the log once.
 const donePrefix = "done after "
 
-// steerPrefix starts the text of each steer the scale run sends:
-// "steer <delegation id> <n>"; the agent keeps the n it took per
-// delegation, in the order it took them.
+// steerPrefix starts the text of each steer the scale and steering runs
+// send: "steer <key> <n>", the key naming the delegation or task; the
+// agent keeps the n it took per key, in the order it took them.
 const steerPrefix = "steer "
 
 // longHandlers serves the long agent, answering JSON-RPC at /rpc: a
@@ -61,7 +63,7 @@ func longHandlers(args []string) ([]func(string) http.Handler, error) {
 	return []func(string) http.Handler{func(base string) http.Handler {
 		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 		st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "Bench long", Tasks: store})
-		x := &longExec{st: st, work: work, tick: tick, steers: map[string][]int{}}
+		x := &longExec{st: st, work: work, tick: tick}
 		card := &a2a.AgentCard{Name: "Bench long", Description: "works a while, streaming ticks and taking steers", Version: "1",
 			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
 			Capabilities:        a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{st.Extension()}},
@@ -77,10 +79,7 @@ func longHandlers(args []string) ([]func(string) http.Handler, error) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.signals.Load()})
 		})
-		mux.HandleFunc("GET "+steersPath, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(x.steersTaken())
-		})
+		mux.Handle("GET "+steersPath, &x.steers)
 		return mux
 	}}, nil
 }
@@ -91,9 +90,7 @@ type longExec struct {
 	st            *steering.Steering
 	work, tick    time.Duration
 	runs, signals atomic.Int64
-
-	mu     sync.Mutex
-	steers map[string][]int // delegation id → the n of each steer taken, in order
+	steers        steerLog
 }
 
 func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -125,7 +122,7 @@ func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 						yield(steering.Interrupted(ec, "interrupted, what next?"), nil)
 						return
 					}
-					x.took(sig.Message)
+					x.steers.took(sig.Message)
 					if !yield(steering.Acknowledged(ec, sig), nil) {
 						return
 					}
@@ -155,8 +152,16 @@ func (x *longExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Se
 	}
 }
 
-// took keeps a steer the scale run sent ("steer <delegation> <n>").
-func (x *longExec) took(m *a2a.Message) {
+// steerLog keeps the steers an agent took ("steer <key> <n>", see
+// steerPrefix) per key, in order, and serves them as JSON (key → the n
+// of each); other messages it ignores. The zero value is ready.
+type steerLog struct {
+	mu     sync.Mutex
+	steers map[string][]int
+}
+
+// took keeps a steer.
+func (l *steerLog) took(m *a2a.Message) {
 	if m == nil || len(m.Parts) != 1 {
 		return
 	}
@@ -168,18 +173,21 @@ func (x *longExec) took(m *a2a.Message) {
 	if err != nil {
 		return
 	}
-	x.mu.Lock()
-	x.steers[f[0]] = append(x.steers[f[0]], n)
-	x.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.steers == nil {
+		l.steers = map[string][]int{}
+	}
+	l.steers[f[0]] = append(l.steers[f[0]], n)
 }
 
-// steersTaken is a copy of the steers taken per delegation.
-func (x *longExec) steersTaken() map[string][]int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := make(map[string][]int, len(x.steers))
-	for k, v := range x.steers {
-		out[k] = append([]int(nil), v...)
+func (l *steerLog) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	l.mu.Lock()
+	out := make(map[string][]int, len(l.steers))
+	for k, v := range l.steers {
+		out[k] = slices.Clone(v)
 	}
-	return out
+	l.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
