@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/orchd/orchd/steering"
 )
 
 // TestMain lets the test binary play the helper roles the out-of-process
@@ -35,10 +37,14 @@ var (
 	// followed, steered and interrupted.
 	tinyScale = scaleConfig{delegations: 60, followed: 10, callers: 8, work: 3 * time.Second, tick: 500 * time.Millisecond,
 		steered: 5, steersEach: 2, interrupts: 5, ended: 200, killAfter: time.Second, sample: 100 * time.Millisecond}
+	// tinySteer steers and interrupts a few tasks on each path, idle and
+	// while a few delegations are held through the chain.
+	tinySteer = steerConfig{steerTasks: 2, steersEach: 5, interruptTasks: 1, interruptsEach: 3, load: 20, callers: 8}
 )
 
 // TestProcessRuns_Tiny runs the hop matrix, the load run, the hostile
-// clients, the MCP run and the scale run against the real processes (the agents, the
+// clients, the MCP run, the scale run and the steering run against the
+// real processes (the agents, the
 // proxy, the floor hop, the steerable agent, the orchds built from
 // ./cmd/orchd), in their smallest form: every call of every path must
 // have been answered correctly, and the output must render the report's
@@ -62,6 +68,9 @@ func TestProcessRuns_Tiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := scaleRun(t.Context(), &out, log, tinyScale); err != nil {
+		t.Fatal(err)
+	}
+	if err := steerRun(t.Context(), &out, log, tinySteer); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(out.String())
@@ -111,6 +120,7 @@ func TestProcessRuns_Tiny(t *testing.T) {
 
 	checkMCPRun(t, res)
 	checkScaleRun(t, res)
+	checkSteerRun(t, res)
 
 	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
 	if err != nil {
@@ -132,8 +142,8 @@ func TestProcessRuns_Tiny(t *testing.T) {
 			t.Errorf("section %q lacks a figure:\n%s", heading(s), s)
 		}
 	}
-	if found != 5 {
-		t.Errorf("%d out-of-process sections rendered, want 5", found)
+	if found != 6 {
+		t.Errorf("%d out-of-process sections rendered, want 6", found)
 	}
 	for _, phase := range []string{"unauthenticated-http", "unauthenticated-grpc", "authenticated-http"} {
 		name := hostileBench + "/" + phase
@@ -219,5 +229,50 @@ func checkScaleRun(t *testing.T, res results) {
 	}
 	if v, err := res.Med(scaleBench+"/recovery", "ready-ms"); err != nil || v <= 0 {
 		t.Errorf("recovery: ready after %v ms (%v)", v, err)
+	}
+}
+
+// checkSteerRun checks the results of the steering run in its tiny form:
+// every signal on every path, idle and under load, was answered with its
+// receipt and delivered once, in order; the load was held throughout and
+// ended; and the agent took every signal answered.
+func checkSteerRun(t *testing.T, res results) {
+	t.Helper()
+	want := map[string]float64{
+		string(steering.Steer):     float64(tinySteer.steerTasks * tinySteer.steersEach),
+		string(steering.Interrupt): float64(tinySteer.interruptTasks * tinySteer.interruptsEach),
+	}
+	total := 0.0
+	for _, phase := range []string{phaseIdle, phaseLoad} {
+		for sig, n := range want {
+			for _, path := range steerPaths {
+				name := fmt.Sprintf("%s/%s/%s/%s", steerBench, phase, sig, path)
+				for unit, v := range map[string]float64{"signals": n, "failed": 0, "misdelivered": 0} {
+					if got, err := res.Med(name, unit); err != nil || got != v {
+						t.Errorf("%s: %v %s, want %v (%v)", name, got, unit, v, err)
+					}
+				}
+				if p50, err := res.Med(name, "p50-ms"); err != nil || p50 <= 0 {
+					t.Errorf("%s: p50 %v ms (%v)", name, p50, err)
+				}
+				total += n
+			}
+		}
+	}
+	for unit, v := range map[string]float64{"signals-sent": total, "signals-taken": total} {
+		if got, err := res.Med(steerBench+"/agent", unit); err != nil || got != v {
+			t.Errorf("steering run: %v %s, want %v (%v)", got, unit, v, err)
+		}
+	}
+	load := float64(tinySteer.load)
+	for unit, v := range map[string]float64{"delegations": load, "start-failed": 0, "working-after": load, "end-failed": 0} {
+		if got, err := res.Med(steerBench+"/load", unit); err != nil || got != v {
+			t.Errorf("steering run's load: %v %s, want %v (%v)", got, unit, v, err)
+		}
+	}
+	for _, d := range []string{"orchd-a", "orchd-b"} {
+		if got, err := res.Med(steerBench+"/logs/"+d, "error-lines"); err != nil || got != 0 {
+			t.Errorf("steering run: %s logged %v ERROR lines (%v)", d, got, err)
+		}
 	}
 }
