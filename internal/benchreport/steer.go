@@ -456,12 +456,13 @@ func misdelivered(keys []string, taken map[string][]int, each int) int {
 }
 
 // endLoad counts the load's delegations still WORKING and cancels them,
-// cfg.callers at a time.
+// cfg.callers at a time; ended counts those that could not be read or
+// canceled (not those that never started).
 func endLoad(ctx context.Context, cfg steerConfig, f *fronts, ids []string) (working int, ended startResult) {
 	states := make([]a2a.TaskState, len(ids))
 	ended = startAll(ctx, scaleConfig{delegations: len(ids), callers: cfg.callers}, func(ctx context.Context, i int) error {
 		if ids[i] == "" {
-			return errors.New("not started")
+			return nil // counted as start-failed
 		}
 		var rec apiRecord
 		if err := f.apiDo(ctx, "GET", "/v1/delegations/"+ids[i], "", http.StatusOK, &rec); err != nil {
