@@ -243,18 +243,18 @@ func steerableHandler(base string) http.Handler {
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.signals.Load()})
+		_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.taken.n.Load()})
 	})
-	mux.Handle("GET "+steersPath, &x.steers)
+	mux.Handle("GET "+steersPath, &x.taken.steers)
 	return mux
 }
 
 // steerExec is the steerable agent's work; it counts its executions and
 // the signals they took, and keeps the steers taken per key.
 type steerExec struct {
-	st            *steering.Steering
-	runs, signals atomic.Int64
-	steers        steerLog
+	st    *steering.Steering
+	runs  atomic.Int64
+	taken signalsTaken
 }
 
 func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -263,7 +263,7 @@ func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 		inbox := x.st.Open(ec)
 		// The signals queued but not taken when the work ends were
 		// acknowledged too: they count as taken.
-		defer func() { x.signals.Add(int64(len(inbox.Close()))) }()
+		defer func() { x.taken.add(inbox.Close()...) }()
 		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
 		}
@@ -276,17 +276,15 @@ func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 				return
 			case <-inbox.Ready():
 			}
-			for _, sig := range inbox.Take() {
-				x.signals.Add(1)
+			if !x.taken.handle(inbox.Take(), func(sig steering.Signal) bool {
 				if sig.Control == steering.Interrupt {
-					x.signals.Add(int64(len(inbox.Close())))
+					x.taken.add(inbox.Close()...)
 					yield(steering.Interrupted(ec, "interrupted"), nil)
-					return
+					return false
 				}
-				x.steers.took(sig.Message)
-				if !yield(steering.Acknowledged(ec, sig), nil) {
-					return
-				}
+				return yield(steering.Acknowledged(ec, sig), nil)
+			}) {
+				return
 			}
 		}
 	}

@@ -77,9 +77,9 @@ func longHandlers(args []string) ([]func(string) http.Handler, error) {
 		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 		mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.signals.Load()})
+			_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.taken.n.Load()})
 		})
-		mux.Handle("GET "+steersPath, &x.steers)
+		mux.Handle("GET "+steersPath, &x.taken.steers)
 		return mux
 	}}, nil
 }
@@ -87,17 +87,17 @@ func longHandlers(args []string) ([]func(string) http.Handler, error) {
 // longExec is the long agent's work. It counts its executions and the
 // signals they took, and keeps the steers taken per delegation.
 type longExec struct {
-	st            *steering.Steering
-	work, tick    time.Duration
-	runs, signals atomic.Int64
-	steers        steerLog
+	st         *steering.Steering
+	work, tick time.Duration
+	runs       atomic.Int64
+	taken      signalsTaken
 }
 
 func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	x.runs.Add(1)
 	return func(yield func(a2a.Event, error) bool) {
 		inbox := x.st.Open(ec)
-		defer inbox.Close()
+		defer func() { x.taken.add(inbox.Close()...) }()
 		if ec.StoredTask != nil { // the answer to an interrupt: finish
 			if yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(pong)), nil) {
 				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("done"))), nil)
@@ -116,16 +116,14 @@ func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			case <-ctx.Done():
 				return
 			case <-inbox.Ready():
-				for _, sig := range inbox.Take() {
-					x.signals.Add(1)
+				if !x.taken.handle(inbox.Take(), func(sig steering.Signal) bool {
 					if sig.Control == steering.Interrupt {
 						yield(steering.Interrupted(ec, "interrupted, what next?"), nil)
-						return
+						return false
 					}
-					x.steers.took(sig.Message)
-					if !yield(steering.Acknowledged(ec, sig), nil) {
-						return
-					}
+					return yield(steering.Acknowledged(ec, sig), nil)
+				}) {
+					return
 				}
 				continue
 			case now := <-t.C:
@@ -152,6 +150,41 @@ func (x *longExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Se
 	}
 }
 
+// signalsTaken counts the signals an agent's executions took and keeps
+// the steers among them (steerLog). A signal acknowledged to its sender
+// counts as taken once the executor takes it from its inbox, and so does
+// one the work ended with still queued (Inbox.Close returns it) or taken
+// in the same batch after the signal the work stopped on: each was
+// delivered, and the sender was told so.
+type signalsTaken struct {
+	n      atomic.Int64
+	steers steerLog
+}
+
+// add counts sigs as taken.
+func (t *signalsTaken) add(sigs ...steering.Signal) {
+	for _, sig := range sigs {
+		t.n.Add(1)
+		if sig.Control == steering.Steer {
+			t.steers.took(sig.Message)
+		}
+	}
+}
+
+// handle takes sigs in order, each counted before take handles it, until
+// take says the work stops; the ones after count too. It reports whether
+// the work goes on.
+func (t *signalsTaken) handle(sigs []steering.Signal, take func(steering.Signal) bool) bool {
+	for i, sig := range sigs {
+		t.add(sig)
+		if !take(sig) {
+			t.add(sigs[i+1:]...)
+			return false
+		}
+	}
+	return true
+}
+
 // steerLog keeps the steers an agent took ("steer <key> <n>", see
 // steerPrefix) per key, in order, and serves them as JSON (key → the n
 // of each); other messages it ignores. The zero value is ready.
@@ -165,8 +198,9 @@ func (l *steerLog) took(m *a2a.Message) {
 	if m == nil || len(m.Parts) != 1 {
 		return
 	}
-	f := strings.Fields(strings.TrimPrefix(m.Parts[0].Text(), steerPrefix))
-	if len(f) != 2 {
+	rest, ok := strings.CutPrefix(m.Parts[0].Text(), steerPrefix)
+	f := strings.Fields(rest)
+	if !ok || len(f) != 2 {
 		return
 	}
 	n, err := strconv.Atoi(f[1])

@@ -165,7 +165,11 @@ func steerRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg steerConfi
 	}{{phaseIdle, idle}, {phaseLoad, loaded}} {
 		for _, path := range steerPaths {
 			r := ph.rs[path]
-			r.steers.misdelivered += misdelivered(r.steered, taken, cfg.steersEach)
+			n, bad := misdelivered(r.steered, taken, cfg.steersEach)
+			r.steers.misdelivered += n
+			for _, k := range bad {
+				log.Warn("steering run: steers not taken once each in order", "phase", ph.name, "path", path, "task", k, "taken", taken[k])
+			}
 			for _, s := range []struct {
 				c steering.Control
 				r *signalTally
@@ -441,18 +445,21 @@ func interruptOnce(ctx context.Context, p signalPath, tally *signalTally, id str
 
 // misdelivered counts the steers the agent did not take once each, in
 // the order sent: for each task of keys, the numbers 1 to each it took
-// other than in their place, and those it lacks.
-func misdelivered(keys []string, taken map[string][]int, each int) int {
-	n := 0
+// other than in their place, and those it lacks; bad are the tasks with
+// any.
+func misdelivered(keys []string, taken map[string][]int, each int) (n int, bad []string) {
 	for _, k := range keys {
-		got := taken[k]
+		got, before := taken[k], n
 		for i := range max(len(got), each) {
 			if i >= len(got) || i >= each || got[i] != i+1 {
 				n++
 			}
 		}
+		if n > before {
+			bad = append(bad, k)
+		}
 	}
-	return n
+	return n, bad
 }
 
 // endLoad counts the load's delegations still WORKING and cancels them,
