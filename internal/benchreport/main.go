@@ -6,8 +6,10 @@
 // 1,000 delegations at once, 300 clients sending the largest bodies
 // with and without credentials, orchd's MCP endpoint against its HTTP
 // API (delegating, reading tasks, steering), 10,000 long delegations on
-// one node and across its kill -9, and steering across orchd → orchd →
-// agent, idle and while 2,000 delegations are held; then, in process, the cached registry lookup,
+// one node and across its kill -9, steering across orchd → orchd →
+// agent, idle and while 2,000 delegations are held, and three replicas
+// on a three-node NATS cluster, one killed with kill -9; then, in
+// process, the cached registry lookup,
 // profile building, policy evaluation, a hop through orchd against a
 // direct call and a reverse proxy (with tracing off and on), a hop to
 // agents that answer with a Task, a gRPC hop, steering across a chain,
@@ -102,6 +104,7 @@ var runs = []run{
 	{"", []string{"-bench", "^" + mcpBench + "$"}},
 	{"", []string{"-bench", "^" + scaleBench + "$"}},
 	{"", []string{"-bench", "^" + steerBench + "$"}},
+	{"", []string{"-bench", "^" + clusterBench + "$"}},
 	{"./registry", []string{"-bench", "^BenchmarkLookup$", "-benchmem", "-benchtime", "500ms"}},
 	{"./registry", []string{"-bench", "^BenchmarkMemory$", "-benchtime", "1x"}},
 	{"./capability", []string{"-bench", "^BenchmarkBuild$", "-benchmem", "-benchtime", "500ms", "-count", "5"}},

@@ -192,7 +192,7 @@ func TestSelectRuns(t *testing.T) {
 	}{
 		{"^BenchmarkState", 5, false},
 		{"^BenchmarkHop$", 1, false},
-		{"^BenchmarkProcess", 6, false},
+		{"^BenchmarkProcess", 7, false},
 		{"ProcessSteer", 1, false},
 		{"ProcessLoad", 1, false},
 		{"^BenchmarkInFlight", 2, false},

@@ -21,11 +21,12 @@ import (
 )
 
 // The out-of-process runs (hops.go, load.go, hostile.go, mcp.go,
-// scale.go, steer.go) measure orchd as users run it: the client is this
-// process, and the agents, a reverse proxy, the floor hop and each orchd
-// are processes of their own on 127.0.0.1. The helper processes are this binary again, told their role by roleEnv
-// (roles.go); orchd is the real daemon, built from ./cmd/orchd and run as
-// `orchd serve --config`.
+// scale.go, steer.go, cluster.go) measure orchd as users run it: the
+// client is this process, and the agents, a reverse proxy, the floor hop
+// and each orchd are processes of their own on 127.0.0.1. The helper
+// processes are this binary again, told their role by roleEnv (roles.go);
+// orchd is the real daemon, built from ./cmd/orchd and run as `orchd
+// serve --config`.
 
 const (
 	// readyWait bounds how long a process may take to get ready.
@@ -555,6 +556,8 @@ func processRun(bench string) func(context.Context, io.Writer, *slog.Logger) err
 		return runScale
 	case steerBench:
 		return runSteer
+	case clusterBench:
+		return runCluster
 	}
 	return func(context.Context, io.Writer, *slog.Logger) error {
 		return fmt.Errorf("no out-of-process run is named %s", bench)

@@ -40,11 +40,15 @@ var (
 	// tinySteer steers and interrupts a few tasks on each path, idle and
 	// while a few delegations are held through the chain.
 	tinySteer = steerConfig{steerTasks: 2, steersEach: 5, interruptTasks: 1, interruptsEach: 3, load: 20, callers: 8}
+	// tinyCluster holds a few delegations on each replica, with a short
+	// lease so the failover is over in seconds.
+	tinyCluster = clusterConfig{perReplica: 20, followed: 3, callers: 8, work: 20 * time.Second, silent: 5 * time.Second,
+		tick: 500 * time.Millisecond, quiet: 2 * time.Second, leaseTTL: 3 * time.Second}
 )
 
 // TestProcessRuns_Tiny runs the hop matrix, the load run, the hostile
-// clients, the MCP run, the scale run and the steering run against the
-// real processes (the agents, the
+// clients, the MCP run, the scale run, the steering run and the cluster
+// run against the real processes (the agents, the
 // proxy, the floor hop, the steerable agent, the orchds built from
 // ./cmd/orchd), in their smallest form: every call of every path must
 // have been answered correctly, and the output must render the report's
@@ -71,6 +75,9 @@ func TestProcessRuns_Tiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := steerRun(t.Context(), &out, log, tinySteer); err != nil {
+		t.Fatal(err)
+	}
+	if err := clusterRun(t.Context(), &out, log, tinyCluster); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(out.String())
@@ -121,6 +128,7 @@ func TestProcessRuns_Tiny(t *testing.T) {
 	checkMCPRun(t, res)
 	checkScaleRun(t, res)
 	checkSteerRun(t, res)
+	checkClusterRun(t, res)
 
 	tmpl, err := template.New("report").Funcs(funcs).Parse(reportTemplate)
 	if err != nil {
@@ -142,8 +150,8 @@ func TestProcessRuns_Tiny(t *testing.T) {
 			t.Errorf("section %q lacks a figure:\n%s", heading(s), s)
 		}
 	}
-	if found != 6 {
-		t.Errorf("%d out-of-process sections rendered, want 6", found)
+	if found != 7 {
+		t.Errorf("%d out-of-process sections rendered, want 7", found)
 	}
 	for _, phase := range []string{"unauthenticated-http", "unauthenticated-grpc", "authenticated-http"} {
 		name := hostileBench + "/" + phase
@@ -273,6 +281,32 @@ func checkSteerRun(t *testing.T, res results) {
 	for _, d := range []string{"orchd-a", "orchd-b"} {
 		if got, err := res.Med(steerBench+"/logs/"+d, "error-lines"); err != nil || got != 0 {
 			t.Errorf("steering run: %s logged %v ERROR lines (%v)", d, got, err)
+		}
+	}
+}
+
+// checkClusterRun checks the results of the cluster run in its tiny
+// form: every one of the killed replica's delegations was seen followed
+// by a survivor, and every delegation of every replica completed with
+// its whole log.
+func checkClusterRun(t *testing.T, res results) {
+	t.Helper()
+	name := clusterBench + "/failover"
+	n := float64(tinyCluster.perReplica)
+	for unit, want := range map[string]float64{"killed": n, "followed": n, "completed": n * clusterReplicas, "lost": 0,
+		"log-gaps": 0, "log-duplicates": 0, "follower-gaps": 0, "follower-duplicates": 0, "start-errors": 0,
+		"followers": float64(tinyCluster.followed * clusterReplicas)} {
+		if got, err := res.Med(name, unit); err != nil || got != want {
+			t.Errorf("%s: %v %s, want %v (%v)", name, got, unit, want, err)
+		}
+	}
+	// The takeover waits for the killed replica's liveness key to age out.
+	if v, err := res.Med(name, "failover-ms"); err != nil || v < ms(tinyCluster.leaseTTL)/2 {
+		t.Errorf("%s: failover after %v ms, leaseTTL %s (%v)", name, v, tinyCluster.leaseTTL, err)
+	}
+	for _, unit := range []string{"orchd-cpu-ms-per-s", "nats-msgs-per-s", "window-ms"} {
+		if v, err := res.Med(clusterBench+"/quiet", unit); err != nil || v <= 0 {
+			t.Errorf("quiet window: %v %s (%v)", v, unit, err)
 		}
 	}
 }

@@ -46,11 +46,12 @@ const steerPrefix = "steer "
 // steerable, interruptible a2a-go agent that streams a task which works
 // args[0] (a duration), sending a WORKING status every args[1] whose
 // message says when it was sent, then an artifact saying pong and
-// COMPLETED. A steer is acknowledged as it is taken; an interrupt stops
+// COMPLETED; an optional args[2] is how long it stays silent first (its
+// ticks then are not sent, and not counted). A steer is acknowledged as it is taken; an interrupt stops
 // the work INPUT_REQUIRED, and the next message to the task completes it.
 func longHandlers(args []string) ([]func(string) http.Handler, error) {
-	if len(args) != 2 {
-		return nil, fmt.Errorf("long: want the work and tick durations, got %q", args)
+	if len(args) != 2 && len(args) != 3 {
+		return nil, fmt.Errorf("long: want the work and tick durations, and maybe the silent one, got %q", args)
 	}
 	work, err := time.ParseDuration(args[0])
 	if err != nil {
@@ -60,10 +61,16 @@ func longHandlers(args []string) ([]func(string) http.Handler, error) {
 	if err != nil || tick <= 0 {
 		return nil, fmt.Errorf("long: tick %q is not a positive duration", args[1])
 	}
+	var silent time.Duration
+	if len(args) == 3 {
+		if silent, err = time.ParseDuration(args[2]); err != nil || silent < 0 {
+			return nil, fmt.Errorf("long: silent %q is not a duration", args[2])
+		}
+	}
 	return []func(string) http.Handler{func(base string) http.Handler {
 		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 		st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "Bench long", Tasks: store})
-		x := &longExec{st: st, work: work, tick: tick}
+		x := &longExec{st: st, work: work, tick: tick, silent: silent}
 		card := &a2a.AgentCard{Name: "Bench long", Description: "works a while, streaming ticks and taking steers", Version: "1",
 			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
 			Capabilities:        a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{st.Extension()}},
@@ -89,6 +96,7 @@ func longHandlers(args []string) ([]func(string) http.Handler, error) {
 type longExec struct {
 	st         *steering.Steering
 	work, tick time.Duration
+	silent     time.Duration // no tick is sent this long after the work starts
 	runs       atomic.Int64
 	taken      signalsTaken
 }
@@ -107,7 +115,8 @@ func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) || !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
 			return
 		}
-		end := time.Now().Add(x.work)
+		begun := time.Now()
+		end, quiet := begun.Add(x.work), begun.Add(x.silent)
 		t := time.NewTicker(x.tick)
 		defer t.Stop()
 		ticks := 0
@@ -127,6 +136,9 @@ func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 				}
 				continue
 			case now := <-t.C:
+				if now.Before(quiet) {
+					continue
+				}
 				if now.Before(end) {
 					ticks++
 					text := tickPrefix + strconv.Itoa(ticks) + " " + strconv.FormatInt(time.Now().UnixNano(), 10)

@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// clusterConfig sizes the cluster run.
+type clusterConfig struct {
+	perReplica int // long delegations started through each replica
+	followed   int // of each replica's, followed by server-sent events on a survivor the whole time
+	callers    int // concurrent callers starting them, over the three replicas
+	// The agent works work on each delegation, silent for the first
+	// silent (the quiet window falls there) and then ticking every tick.
+	work, silent, tick time.Duration
+	quiet              time.Duration // the window measured with nothing happening, at most
+	leaseTTL           time.Duration // the replicas' store.leaseTTL; 0 for the default
+}
+
+// fullCluster is the cluster run of the report: 3,000 delegations held by
+// each of three replicas, as the issue of scale asks.
+var fullCluster = clusterConfig{perReplica: 3_000, followed: 100, callers: 64,
+	work: 100 * time.Second, silent: 40 * time.Second, tick: 5 * time.Second, quiet: 10 * time.Second}
+
+// defaultLeaseTTL is orchd's default store.leaseTTL, which the full run
+// keeps.
+const defaultLeaseTTL = 10 * time.Second
+
+// clusterReplicas is how many NATS servers and orchd replicas the cluster
+// run starts; the first replica is the one killed.
+const clusterReplicas = 3
+
+// clusterBench names the cluster run's results.
+const clusterBench = "BenchmarkProcessCluster"
+
+// runCluster is the report's cluster run.
+func runCluster(ctx context.Context, w io.Writer, log *slog.Logger) error {
+	return clusterRun(ctx, w, log, fullCluster)
+}
+
+// clusterRun measures three orchd replicas (`orchd serve`, each with its
+// own state directory) sharing a JetStream cluster of three real
+// nats-server processes (store.replicas 3), each holding cfg.perReplica
+// long delegations to the long agent in its own process
+// (longHandlers), then one replica killed with kill -9. It writes:
+//
+//	BenchmarkProcessCluster/config   1 <n> delegations-per-replica <n> replicas <n> followed-per-replica <ms> work-ms <ms> silent-ms <ms> tick-ms <ms> lease-ttl-ms
+//	BenchmarkProcessCluster/quiet    1 <n> delegations-per-replica <ms> window-ms <ms> orchd-cpu-ms-per-s <ms> orchd-cpu-ms-per-s-max <n> nats-msgs-per-s <ms> nats-cpu-ms-per-s
+//	BenchmarkProcessCluster/failover 1 <n> delegations-per-replica <n> killed <ms> failover-ms <ms> first-follow-ms <ms> lease-ttl-ms <n> followed <n> completed <n> lost
+//	                                   <n> log-gaps <n> log-duplicates <n> followers <n> follower-gaps <n> follower-duplicates <ms> start-wall-ms <n> start-errors <n> warn-lines <n> error-lines
+//
+// The quiet window falls after every delegation started and before the
+// agent sends its first tick, so what the replicas do then is keeping
+// their running work followed: orchd-cpu-ms-per-s is a replica's CPU
+// time per second of it (the mean of the three, and the most of one),
+// from /proc; nats-msgs-per-s the messages the three servers received and
+// sent (/varz in_msgs + out_msgs: clients and routes, so JetStream's
+// replication too) per second, over the three replicas; nats-cpu-ms-per-s
+// the servers' CPU per second, together.
+//
+// The failover: the killed replica's delegations are each read on a
+// survivor right after the kill (GET /v1/delegations/{id}; the API does
+// not say which replica follows one), and then again until its log has
+// an event past the one it ended at, or it ended: only its new holder
+// writes its log, and, the agent ticking more often than the lease ages
+// out, its new holder writes the ticks it missed as soon as it takes it
+// over. failover-ms is the time from the kill until the last of them was
+// seen so; first-follow-ms until the first; followed how many were. The
+// polls read each one every few hundred milliseconds, so the figures are
+// late by at most that, and by a tick should a delegation have had none
+// between the kill and its takeover. Every delegation of every replica
+// is then read to its end on a survivor, and completed when its log ends
+// COMPLETED after the agent's artifact with every tick the agent says it
+// sent, once and in order (eventLog.check); lost otherwise. The followers
+// follow the first followed-per-replica delegations of each replica on a
+// survivor from their start to their end, across the kill.
+func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterConfig) error {
+	ttl := cfg.leaseTTL
+	if ttl == 0 {
+		ttl = defaultLeaseTTL
+	}
+	h, err := newHarness(log)
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	if err := h.buildOrchd(ctx); err != nil {
+		return err
+	}
+	servers, urls, err := h.natsCluster(ctx)
+	if err != nil {
+		return err
+	}
+	_, longURLs, err := h.role(ctx, "long", cfg.work.String(), cfg.tick.String(), cfg.silent.String())
+	if err != nil {
+		return err
+	}
+	extra := fmt.Sprintf("store:\n  url: %s\n  replicas: %d\n", strings.Join(urls.client, ","), clusterReplicas)
+	if cfg.leaseTTL > 0 {
+		extra += fmt.Sprintf("  leaseTTL: %s\n", cfg.leaseTTL)
+	}
+	replicas := make([]*proc, clusterReplicas)
+	apis := make([]*scaleAPI, clusterReplicas)
+	for i := range replicas {
+		spec := orchdSpec{name: "replica-" + strconv.Itoa(i), skills: []string{kindLong},
+			agents: [][2]string{{kindLong, longURLs[0]}}, extra: extra}
+		p, base, err := h.daemon(ctx, spec)
+		if err != nil {
+			return err
+		}
+		replicas[i], apis[i] = p, newScaleAPI(base)
+		defer apis[i].hc.CloseIdleConnections()
+	}
+	fmt.Fprintf(w, "%s/config\t1\t%d delegations-per-replica\t%d replicas\t%d followed-per-replica\t%.0f work-ms\t%.0f silent-ms\t%.0f tick-ms\t%.0f lease-ttl-ms\n",
+		clusterBench, cfg.perReplica, clusterReplicas, cfg.followed, ms(cfg.work), ms(cfg.silent), ms(cfg.tick), ms(ttl))
+
+	// Start every delegation, cfg.perReplica through each replica.
+	total := cfg.perReplica * clusterReplicas
+	ids := make([]string, total) // delegation i was started on replica i % clusterReplicas
+	survivor := func(i int) *scaleAPI { return apis[1+i%(clusterReplicas-1)] }
+	followers := make([]*follower, total)
+	followErrs := make([]error, total)
+	var following sync.WaitGroup
+	first := time.Now()
+	start := startAll(ctx, scaleConfig{delegations: total, callers: cfg.callers}, func(ctx context.Context, i int) error {
+		id, err := apis[i%clusterReplicas].delegate(ctx)
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+		if i/clusterReplicas < cfg.followed {
+			f := newFollower(id, false)
+			followers[i] = f
+			following.Go(func() { followErrs[i] = f.run(ctx, survivor(i)) })
+		}
+		return nil
+	})
+	log.Info("cluster run: delegations started", "started", len(start.lat), "errors", start.errs, "took", start.wall.Round(time.Millisecond))
+	if start.errs > 0 {
+		log.Warn("cluster run: starts failed", "errors", start.errs, "first", start.first)
+	}
+
+	// The quiet window: every delegation running, no tick sent yet.
+	if err := sleepCtx(ctx, time.Second); err != nil {
+		return err
+	}
+	window := min(cfg.quiet, time.Until(first.Add(cfg.silent))-time.Second)
+	if window < time.Second {
+		return fmt.Errorf("the starts took %s: no quiet window is left before the agent's first tick at %s; start fewer or stay silent longer",
+			start.wall.Round(time.Millisecond), cfg.silent)
+	}
+	q0, err := clusterSnapshot(ctx, replicas, servers, urls.monitor)
+	if err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, window); err != nil {
+		return err
+	}
+	q1, err := clusterSnapshot(ctx, replicas, servers, urls.monitor)
+	if err != nil {
+		return err
+	}
+	secs := q1.at.Sub(q0.at).Seconds()
+	var cpuSum, cpuMax float64
+	for i := range replicas {
+		c := ms(q1.orchdCPU[i]-q0.orchdCPU[i]) / secs
+		cpuSum += c
+		cpuMax = max(cpuMax, c)
+	}
+	fmt.Fprintf(w, "%s/quiet\t1\t%d delegations-per-replica\t%.0f window-ms\t%.2f orchd-cpu-ms-per-s\t%.2f orchd-cpu-ms-per-s-max\t%.1f nats-msgs-per-s\t%.2f nats-cpu-ms-per-s\n",
+		clusterBench, cfg.perReplica, ms(q1.at.Sub(q0.at)), cpuSum/clusterReplicas, cpuMax,
+		float64(q1.natsMsgs-q0.natsMsgs)/secs/clusterReplicas, ms(q1.natsCPU-q0.natsCPU)/secs)
+
+	// Kill the first replica once every delegation's agent ticks.
+	killAt := first.Add(start.wall + cfg.silent + time.Second)
+	if finish := first.Add(cfg.work); killAt.Add(ttl + 5*time.Second).After(finish) {
+		return fmt.Errorf("the work (%s) ends before the failover is over (the kill at %s, leaseTTL %s): work longer",
+			cfg.work, killAt.Sub(first).Round(time.Millisecond), ttl)
+	}
+	if err := sleepCtx(ctx, time.Until(killAt)); err != nil {
+		return err
+	}
+	replicas[0].kill()
+	killed := time.Now()
+	w0, e0, _ := replicas[0].logCounts()
+	var orphans []string
+	for i := 0; i < total; i += clusterReplicas {
+		if ids[i] != "" {
+			orphans = append(orphans, ids[i])
+		}
+	}
+	follow := watchFailover(ctx, apis[1], orphans, cfg.callers, killed, 2*time.Minute)
+	if follow.err != nil {
+		return follow.err
+	}
+	log.Info("cluster run: the killed replica's delegations are followed", "delegations", follow.followed, "of", len(orphans),
+		"last after", follow.last.Round(time.Millisecond))
+
+	// Every delegation's log, read to its end on a survivor.
+	following.Wait()
+	completed, lost, gaps, dups := 0, 0, 0, 0
+	var firstErr error
+	var mu sync.Mutex
+	var next atomic.Int64
+	var reading sync.WaitGroup
+	for range cfg.callers {
+		reading.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				err := errors.New("not started")
+				var f *follower
+				if ids[i] != "" {
+					f = newFollower(ids[i], false)
+					err = f.run(ctx, survivor(i))
+				}
+				mu.Lock()
+				if err != nil {
+					lost++
+					firstErr = cmpOr(firstErr, err)
+				} else {
+					completed++
+				}
+				if f != nil {
+					gaps += f.gaps
+					dups += f.dups
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	reading.Wait()
+	if firstErr != nil {
+		log.Warn("cluster run: delegations lost", "lost", lost, "first", firstErr)
+	}
+	nf, fgaps, fdups := 0, 0, 0
+	for i, f := range followers {
+		if f == nil {
+			continue
+		}
+		nf++
+		fgaps += f.gaps
+		fdups += f.dups
+		if followErrs[i] != nil {
+			log.Warn("cluster run: a follower failed", "error", followErrs[i])
+		}
+	}
+	warns, errs := w0, e0
+	for _, p := range replicas[1:] {
+		wn, en, lines := p.logCounts()
+		warns, errs = warns+wn, errs+en
+		for _, l := range lines {
+			log.Warn("orchd logged", "replica", p.name, "line", l)
+		}
+	}
+	fmt.Fprintf(w, "%s/failover\t1\t%d delegations-per-replica\t%d killed\t%.0f failover-ms\t%.0f first-follow-ms\t%.0f lease-ttl-ms\t%d followed\t%d completed\t%d lost",
+		clusterBench, cfg.perReplica, len(orphans), ms(follow.last), ms(follow.first), ms(ttl), follow.followed, completed, lost)
+	fmt.Fprintf(w, "\t%d log-gaps\t%d log-duplicates\t%d followers\t%d follower-gaps\t%d follower-duplicates\t%.0f start-wall-ms\t%d start-errors\t%d warn-lines\t%d error-lines\n",
+		gaps, dups, nf, fgaps, fdups, ms(start.wall), start.errs, warns, errs)
+	return nil
+}
+
+// sleepCtx waits d, or less when ctx is done first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// natsURLs are the addresses of the cluster's servers: the client URLs
+// orchd connects to, and the monitoring ones that serve /varz.
+type natsURLs struct {
+	client, monitor []string
+}
+
+// natsCluster builds nats-server from the module's dependency and starts
+// clusterReplicas of it on free loopback ports as one JetStream cluster,
+// as docs/state.md shows, each with a monitoring port; it returns once
+// every one reports JetStream healthy.
+func (h *harness) natsCluster(ctx context.Context) ([]*proc, natsURLs, error) {
+	bin := filepath.Join(h.dir, "nats-server")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, natsURLs{}, fmt.Errorf("go build nats-server: %w: %s", err, bounded(out))
+	}
+	var client, route, monitor []string
+	for range clusterReplicas {
+		for _, list := range []*[]string{&client, &route, &monitor} {
+			addr, err := freeAddr()
+			if err != nil {
+				return nil, natsURLs{}, err
+			}
+			*list = append(*list, addr)
+		}
+	}
+	var routes []string
+	for _, r := range route {
+		routes = append(routes, "nats://"+r)
+	}
+	var urls natsURLs
+	var ps []*proc
+	for i := range clusterReplicas {
+		name := "n" + strconv.Itoa(i+1)
+		_, port, _ := strings.Cut(client[i], ":")
+		_, mport, _ := strings.Cut(monitor[i], ":")
+		p, err := h.start("nats-"+name, exec.Command(bin, "-n", name, "-a", "127.0.0.1", "-p", port, "-m", mport,
+			"-js", "-sd", filepath.Join(h.dir, name), "--cluster_name", "orchd", "--cluster", "nats://"+route[i],
+			"--routes", strings.Join(routes, ",")))
+		if err != nil {
+			return nil, natsURLs{}, err
+		}
+		ps = append(ps, p)
+		urls.client = append(urls.client, "nats://"+client[i])
+		urls.monitor = append(urls.monitor, "http://"+monitor[i])
+	}
+	deadline := time.Now().Add(readyWait)
+	for i, m := range urls.monitor {
+		for getJSON(ctx, m+"/healthz", nil) != nil {
+			select {
+			case <-ps[i].exited:
+				return nil, natsURLs{}, fmt.Errorf("%s exited: %s", ps[i].name, ps[i].tail())
+			case <-ctx.Done():
+				return nil, natsURLs{}, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return nil, natsURLs{}, fmt.Errorf("%s not healthy in %s: %s", ps[i].name, readyWait, ps[i].tail())
+			}
+		}
+	}
+	return ps, urls, nil
+}
+
+// clusterCounts is what the cluster run reads at each end of its quiet
+// window.
+type clusterCounts struct {
+	at       time.Time
+	orchdCPU []time.Duration // each replica's
+	natsCPU  time.Duration   // the servers', together
+	natsMsgs int64           // the servers' in_msgs + out_msgs, together
+}
+
+// clusterSnapshot reads the replicas' and the servers' CPU times and the
+// servers' message counts.
+func clusterSnapshot(ctx context.Context, replicas, servers []*proc, monitors []string) (clusterCounts, error) {
+	c := clusterCounts{at: time.Now()}
+	for _, p := range replicas {
+		d, err := cpuTime(p.pid())
+		if err != nil {
+			return c, err
+		}
+		c.orchdCPU = append(c.orchdCPU, d)
+	}
+	var err error
+	if c.natsCPU, err = cpuOf(servers); err != nil {
+		return c, err
+	}
+	for _, m := range monitors {
+		var v struct {
+			InMsgs  int64 `json:"in_msgs"`
+			OutMsgs int64 `json:"out_msgs"`
+		}
+		if err := getJSON(ctx, m+"/varz", &v); err != nil {
+			return c, err
+		}
+		c.natsMsgs += v.InMsgs + v.OutMsgs
+	}
+	return c, nil
+}
+
+// failoverResult is when a killed replica's delegations were seen
+// followed by a survivor, from the kill.
+type failoverResult struct {
+	first, last time.Duration
+	followed    int
+	err         error
+}
+
+// failoverPoll is how long the failover watch waits between two reads
+// of the delegations not yet followed.
+const failoverPoll = 200 * time.Millisecond
+
+// watchFailover reads each of ids through api at once, then again until
+// its log has an event past the one it had then, or it ended, or within
+// is over; callers reads at a time.
+func watchFailover(ctx context.Context, api *scaleAPI, ids []string, callers int, killed time.Time, within time.Duration) failoverResult {
+	type rec struct {
+		State     a2a.TaskState `json:"state"`
+		LastEvent int64         `json:"lastEvent"`
+	}
+	read := func(pending []int, each func(i int, r rec)) error {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var first error
+		for range min(callers, len(pending)) {
+			wg.Go(func() {
+				for {
+					k := int(next.Add(1)) - 1
+					if k >= len(pending) {
+						return
+					}
+					var r rec
+					if err := getJSON(ctx, api.url("/v1/delegations/"+ids[pending[k]]), &r); err != nil {
+						mu.Lock()
+						first = cmpOr(first, err)
+						mu.Unlock()
+						continue
+					}
+					mu.Lock()
+					each(pending[k], r)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return first
+	}
+	base := make([]int64, len(ids))
+	pending := seq(len(ids))
+	if err := read(pending, func(i int, r rec) { base[i] = r.LastEvent }); err != nil {
+		return failoverResult{err: fmt.Errorf("read the killed replica's delegations: %w", err)}
+	}
+	var res failoverResult
+	for len(pending) > 0 {
+		if time.Since(killed) > within {
+			return failoverResult{err: fmt.Errorf("%d of the killed replica's %d delegations not followed within %s", len(pending), len(ids), within)}
+		}
+		if err := sleepCtx(ctx, failoverPoll); err != nil {
+			return failoverResult{err: err}
+		}
+		done := map[int]bool{}
+		_ = read(pending, func(i int, r rec) { // a failed read is read again next time
+			if r.LastEvent > base[i] || r.State.Terminal() {
+				done[i] = true
+				at := time.Since(killed)
+				if res.followed == 0 {
+					res.first = at
+				}
+				res.followed++
+				res.last = at
+			}
+		})
+		var left []int
+		for _, i := range pending {
+			if !done[i] {
+				left = append(left, i)
+			}
+		}
+		pending = left
+	}
+	return res
+}
