@@ -432,6 +432,7 @@ var funcs = template.FuncMap{
 	"f1":    func(v float64) string { return fixed(v, 1) },
 	"f2":    func(v float64) string { return fixed(v, 2) },
 	"div":   func(a, b float64) float64 { return a / b },
+	"add":   func(a, b float64) float64 { return a + b },
 	"sub":   func(a, b float64) float64 { return a - b },
 	"mul":   func(a, b float64) float64 { return a * b },
 	"pct": func(v float64) string {
