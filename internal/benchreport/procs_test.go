@@ -42,7 +42,7 @@ var (
 	tinySteer = steerConfig{steerTasks: 2, steersEach: 5, interruptTasks: 1, interruptsEach: 3, load: 20, callers: 8}
 	// tinyCluster holds a few delegations on each replica, with a short
 	// lease so the failover is over in seconds.
-	tinyCluster = clusterConfig{perReplica: 20, followed: 3, callers: 8, work: 20 * time.Second, silent: 5 * time.Second,
+	tinyCluster = clusterConfig{perReplica: 20, followed: 3, callers: 8, work: 24 * time.Second, silent: 6 * time.Second,
 		tick: 500 * time.Millisecond, quiet: 2 * time.Second, leaseTTL: 3 * time.Second}
 )
 
