@@ -38,6 +38,7 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"Targets: ready ≤ 3 s after start: **met**;",
 		"| 3,000 | 3,000 | 8.1 s | 11.8 s | 3,000 | 9,000 | 0 | 0 | 0 | 0 | 0 |",
 		"`leaseTTL` + 2 s (12.0 s):\n  11.8 s **met**.",
+		"(the longest round took\n620 ms)",
 		"each replica used\n6.40 ms of CPU a second (the busiest\n7.99 ms)",
 		"| floor hop | 1 | 1,113 | 770 | 4,586 | 0.56 | 1.00 | 1.00 | 413 | 1.00 |",
 		"| orchd, state in memory | 1 | 605 | 1,358 | 7,673 | 0.31 | 0.54 | 1.76 | 1,037 | 2.51 |",
