@@ -60,8 +60,8 @@ func runCluster(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //
 //	BenchmarkProcessCluster/config   1 <n> delegations-per-replica <n> replicas <n> followed-per-replica <ms> work-ms <ms> silent-ms <ms> tick-ms <ms> lease-ttl-ms
 //	BenchmarkProcessCluster/quiet    1 <n> delegations-per-replica <ms> window-ms <ms> orchd-cpu-ms-per-s <ms> orchd-cpu-ms-per-s-max <n> nats-msgs-per-s <ms> nats-cpu-ms-per-s
-//	BenchmarkProcessCluster/failover 1 <n> delegations-per-replica <n> killed <ms> failover-ms <ms> first-follow-ms <ms> lease-ttl-ms <n> followed <ms> poll-round-ms <n> completed <n> lost
-//	                                   <n> log-gaps <n> log-duplicates <n> followers <n> follower-gaps <n> follower-duplicates <ms> start-wall-ms <n> start-errors <n> warn-lines <n> error-lines
+//	BenchmarkProcessCluster/failover 1 <n> delegations-per-replica <n> killed <ms> failover-ms <ms> first-follow-ms <ms> lease-ttl-ms <n> followed <ms> poll-round-ms <n> completed <n> lost <n> lost-of-killed
+//	                                   <n> log-gaps <n> log-duplicates <n> followers <n> followers-failed <n> follower-gaps <n> follower-duplicates <ms> start-wall-ms <n> start-errors <n> warn-lines <n> error-lines
 //
 // The quiet window falls after every delegation started and before the
 // agent sends its first tick, so what the replicas do then is keeping
@@ -86,9 +86,11 @@ func runCluster(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // delegation have had none between the kill and its takeover. Every delegation of every replica
 // is then read to its end on a survivor, and completed when its log ends
 // COMPLETED after the agent's artifact with every tick the agent says it
-// sent, once and in order (eventLog.check); lost otherwise. The followers
-// follow the first followed-per-replica delegations of each replica on a
-// survivor from their start to their end, across the kill.
+// sent, once and in order (eventLog.check); lost otherwise (lost-of-killed:
+// those the killed replica held). The followers follow the first
+// followed-per-replica delegations of each replica on a survivor from
+// their start to their end, across the kill; followers-failed did not
+// see the end within the work and scaleCallTimeout more.
 func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterConfig) error {
 	ttl := cfg.leaseTTL
 	if ttl == 0 {
@@ -145,6 +147,7 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 		ids[i] = id
 		if i/clusterReplicas < cfg.followed {
 			f := newFollower(id, false)
+			f.within = cfg.work + scaleCallTimeout // from before the work starts to well after it ends
 			followers[i] = f
 			following.Go(func() { followErrs[i] = f.run(ctx, survivor(i)) })
 		}
@@ -213,7 +216,7 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 
 	// Every delegation's log, read to its end on a survivor.
 	following.Wait()
-	completed, lost, gaps, dups := 0, 0, 0, 0
+	completed, lost, lostKilled, gaps, dups := 0, 0, 0, 0, 0
 	var firstErr error
 	var mu sync.Mutex
 	var next atomic.Int64
@@ -234,6 +237,9 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 				mu.Lock()
 				if err != nil {
 					lost++
+					if i%clusterReplicas == 0 {
+						lostKilled++
+					}
 					firstErr = cmpOr(firstErr, err)
 				} else {
 					completed++
@@ -250,7 +256,7 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 	if firstErr != nil {
 		log.Warn("cluster run: delegations lost", "lost", lost, "first", firstErr)
 	}
-	nf, fgaps, fdups := 0, 0, 0
+	nf, ffailed, fgaps, fdups := 0, 0, 0, 0
 	for i, f := range followers {
 		if f == nil {
 			continue
@@ -259,6 +265,7 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 		fgaps += f.gaps
 		fdups += f.dups
 		if followErrs[i] != nil {
+			ffailed++
 			log.Warn("cluster run: a follower failed", "error", followErrs[i])
 		}
 	}
@@ -270,10 +277,10 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 			log.Warn("orchd logged", "replica", p.name, "line", l)
 		}
 	}
-	fmt.Fprintf(w, "%s/failover\t1\t%d delegations-per-replica\t%d killed\t%.0f failover-ms\t%.0f first-follow-ms\t%.0f lease-ttl-ms\t%d followed\t%.0f poll-round-ms\t%d completed\t%d lost",
-		clusterBench, cfg.perReplica, len(orphans), ms(follow.last), ms(follow.first), ms(ttl), follow.followed, ms(follow.round), completed, lost)
-	fmt.Fprintf(w, "\t%d log-gaps\t%d log-duplicates\t%d followers\t%d follower-gaps\t%d follower-duplicates\t%.0f start-wall-ms\t%d start-errors\t%d warn-lines\t%d error-lines\n",
-		gaps, dups, nf, fgaps, fdups, ms(start.wall), start.errs, warns, errs)
+	fmt.Fprintf(w, "%s/failover\t1\t%d delegations-per-replica\t%d killed\t%.0f failover-ms\t%.0f first-follow-ms\t%.0f lease-ttl-ms\t%d followed\t%.0f poll-round-ms\t%d completed\t%d lost\t%d lost-of-killed",
+		clusterBench, cfg.perReplica, len(orphans), ms(follow.last), ms(follow.first), ms(ttl), follow.followed, ms(follow.round), completed, lost, lostKilled)
+	fmt.Fprintf(w, "\t%d log-gaps\t%d log-duplicates\t%d followers\t%d followers-failed\t%d follower-gaps\t%d follower-duplicates\t%.0f start-wall-ms\t%d start-errors\t%d warn-lines\t%d error-lines\n",
+		gaps, dups, nf, ffailed, fgaps, fdups, ms(start.wall), start.errs, warns, errs)
 	return nil
 }
 

@@ -36,7 +36,7 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"per event in the logs (starting the work, storing each event, sending it\nto its followers, reading the logs back), against the agent's\n436 µs",
 		"| 100,000 | 10,000 | 2,650 | 10,000 | 0 | 0 | 0 | 1,000 of 1,000 | 0 | 0 | 640 MiB |",
 		"Targets: ready ≤ 3 s after start: **met**;",
-		"| 3,000 | 3,000 | 8.1 s | 11.8 s | 3,000 | 9,000 | 0 | 0 | 0 | 0 | 0 |",
+		"| 3,000 | 3,000 | 8.1 s | 11.8 s | 3,000 | 9,000 | 0 (0) | 0 | 0 | 0 | 0 | 0 |",
 		"`leaseTTL` + 2 s (12.0 s):\n  11.8 s **met**.",
 		"(the longest round took\n620 ms)",
 		"each replica used\n6.40 ms of CPU a second (the busiest\n7.99 ms)",

@@ -294,7 +294,7 @@ func checkClusterRun(t *testing.T, res results) {
 	name := clusterBench + "/failover"
 	n := float64(tinyCluster.perReplica)
 	for unit, want := range map[string]float64{"killed": n, "followed": n, "completed": n * clusterReplicas, "lost": 0,
-		"log-gaps": 0, "log-duplicates": 0, "follower-gaps": 0, "follower-duplicates": 0, "start-errors": 0,
+		"lost-of-killed": 0, "log-gaps": 0, "log-duplicates": 0, "followers-failed": 0, "follower-gaps": 0, "follower-duplicates": 0, "start-errors": 0,
 		"followers": float64(tinyCluster.followed * clusterReplicas)} {
 		if got, err := res.Med(name, unit); err != nil || got != want {
 			t.Errorf("%s: %v %s, want %v (%v)", name, got, unit, want, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -397,7 +398,8 @@ func (a *scaleAPI) delegate(ctx context.Context) (string, error) {
 // Last-Event-ID.
 type follower struct {
 	id      string
-	keep    bool // the ticks' latencies are kept
+	keep    bool          // the ticks' latencies are kept
+	within  time.Duration // how long run follows at most; scaleCallTimeout when 0
 	last    int64
 	gaps    int // events missing between two read
 	dups    int // events read again
@@ -413,7 +415,7 @@ func newFollower(id string, keep bool) *follower {
 
 // run follows the delegation until its log ends or ctx is done.
 func (f *follower) run(ctx context.Context, a *scaleAPI) error {
-	ctx, cancel := context.WithTimeout(ctx, scaleCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(f.within, scaleCallTimeout))
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
