@@ -84,6 +84,7 @@ func TestReport_RendersFromSampleOutput(t *testing.T) {
 		"| push | 10,000 | 5.1 KiB | 0.00 | 0.05× |",
 		"| stream | 2,000 | 106.9 KiB | 4.00 | 1.00× |",
 		"Target ≤ 8 KiB per in-flight delegation followed by push: **met**\n(5.1 KiB",
+		"the floor hop's CPU per call: 2.63 **not met**,",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
