@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -216,45 +215,15 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 
 	// Every delegation's log, read to its end on a survivor.
 	following.Wait()
-	completed, lost, lostKilled, gaps, dups := 0, 0, 0, 0, 0
-	var firstErr error
-	var mu sync.Mutex
-	var next atomic.Int64
-	var reading sync.WaitGroup
-	for range cfg.callers {
-		reading.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= total {
-					return
-				}
-				err := errors.New("not started")
-				var f *follower
-				if ids[i] != "" {
-					f = newFollower(ids[i], false)
-					err = f.run(ctx, survivor(i))
-				}
-				mu.Lock()
-				if err != nil {
-					lost++
-					if i%clusterReplicas == 0 {
-						lostKilled++
-					}
-					firstErr = cmpOr(firstErr, err)
-				} else {
-					completed++
-				}
-				if f != nil {
-					gaps += f.gaps
-					dups += f.dups
-				}
-				mu.Unlock()
-			}
-		})
+	logs := readLogs(ctx, ids, cfg.callers, survivor)
+	lostKilled := 0
+	for _, i := range logs.lostAt {
+		if i%clusterReplicas == 0 {
+			lostKilled++
+		}
 	}
-	reading.Wait()
-	if firstErr != nil {
-		log.Warn("cluster run: delegations lost", "lost", lost, "first", firstErr)
+	if logs.first != nil {
+		log.Warn("cluster run: delegations lost", "lost", logs.lost, "first", logs.first)
 	}
 	nf, ffailed, fgaps, fdups := 0, 0, 0, 0
 	for i, f := range followers {
@@ -278,9 +247,9 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 		}
 	}
 	fmt.Fprintf(w, "%s/failover\t1\t%d delegations-per-replica\t%d killed\t%.0f failover-ms\t%.0f first-follow-ms\t%.0f lease-ttl-ms\t%d followed\t%.0f poll-round-ms\t%d completed\t%d lost\t%d lost-of-killed",
-		clusterBench, cfg.perReplica, len(orphans), ms(follow.last), ms(follow.first), ms(ttl), follow.followed, ms(follow.round), completed, lost, lostKilled)
+		clusterBench, cfg.perReplica, len(orphans), ms(follow.last), ms(follow.first), ms(ttl), follow.followed, ms(follow.round), logs.completed, logs.lost, lostKilled)
 	fmt.Fprintf(w, "\t%d log-gaps\t%d log-duplicates\t%d followers\t%d followers-failed\t%d follower-gaps\t%d follower-duplicates\t%.0f start-wall-ms\t%d start-errors\t%d warn-lines\t%d error-lines\n",
-		gaps, dups, nf, ffailed, fgaps, fdups, ms(start.wall), start.errs, warns, errs)
+		logs.gaps, logs.dups, nf, ffailed, fgaps, fdups, ms(start.wall), start.errs, warns, errs)
 	return nil
 }
 

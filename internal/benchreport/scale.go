@@ -506,6 +506,89 @@ type signalResult struct {
 	first  error
 }
 
+// startedFollowed is the run's delegations once started: their ids (""
+// for one that did not start), the followers of the first cfg.followed,
+// and each follower's outcome once following is done.
+type startedFollowed struct {
+	start     startResult
+	ids       []string
+	followers []*follower
+	errs      []error
+	following sync.WaitGroup
+}
+
+// startFollowed starts cfg.delegations long delegations through api,
+// cfg.callers at a time, and follows each of the first cfg.followed as
+// soon as it started, keeping its ticks' latencies when keep is set.
+func startFollowed(ctx context.Context, cfg scaleConfig, api *scaleAPI, keep bool) *startedFollowed {
+	sf := &startedFollowed{ids: make([]string, cfg.delegations), followers: make([]*follower, cfg.followed), errs: make([]error, cfg.followed)}
+	sf.start = startAll(ctx, cfg, func(ctx context.Context, i int) error {
+		id, err := api.delegate(ctx)
+		if err != nil {
+			return err
+		}
+		sf.ids[i] = id
+		if i < cfg.followed {
+			f := newFollower(id, keep)
+			sf.followers[i] = f
+			sf.following.Go(func() { sf.errs[i] = f.run(ctx, api) })
+		}
+		return nil
+	})
+	return sf
+}
+
+// logsRead is what reading every delegation's log to its end found.
+type logsRead struct {
+	completed, lost int
+	events          int // events in the logs read
+	gaps, dups      int
+	first           error
+	lostAt          []int // the indexes of the delegations lost
+}
+
+// readLogs reads the log of each delegation of ids to its end, callers at
+// a time, each through the API apiFor gives for its index; a delegation
+// never started ("" in ids) is lost.
+func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *scaleAPI) logsRead {
+	var r logsRead
+	var mu sync.Mutex
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(ids) {
+					return
+				}
+				err := errors.New("not started")
+				var f *follower
+				if ids[i] != "" {
+					f = newFollower(ids[i], false)
+					err = f.run(ctx, apiFor(i))
+				}
+				mu.Lock()
+				if err != nil {
+					r.lost++
+					r.lostAt = append(r.lostAt, i)
+					r.first = cmpOr(r.first, err)
+				} else {
+					r.completed++
+				}
+				if f != nil {
+					r.events += int(f.last)
+					r.gaps += f.gaps
+					r.dups += f.dups
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return r
+}
+
 // scaleOrchd sends the scale load through orchd's API and writes its
 // result line.
 func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, cfg scaleConfig, spec orchdSpec, agentProc *proc, longURL string) error {
@@ -533,48 +616,13 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 		return err
 	}
 	smp := startSampler(ctx, d.pid(), base, true, cfg.sample)
-	ids := make([]string, cfg.delegations)
-	followers := make([]*follower, cfg.followed)
-	var following sync.WaitGroup
-	followErrs := make([]error, cfg.followed)
-	start := startAll(ctx, cfg, func(ctx context.Context, i int) error {
-		id, err := api.delegate(ctx)
-		if err != nil {
-			return err
-		}
-		ids[i] = id
-		if i < cfg.followed {
-			f := newFollower(id, true)
-			followers[i] = f
-			following.Go(func() { followErrs[i] = f.run(ctx, api) })
-		}
-		return nil
-	})
+	sf := startFollowed(ctx, cfg, api, true)
+	start, ids, followers, followErrs := sf.start, sf.ids, sf.followers, sf.errs
 	log.Info("scale run: delegations started", "started", len(start.lat), "errors", start.errs, "took", start.wall.Round(time.Millisecond))
 	steers, interrupts := scaleSignals(ctx, cfg, api, ids)
-	following.Wait()
+	sf.following.Wait()
 	// Every delegation's log, read to its end once the work is over.
-	logs := make([]*follower, cfg.delegations)
-	var next atomic.Int64
-	var reading sync.WaitGroup
-	readErrs := make([]error, cfg.delegations)
-	for range cfg.callers {
-		reading.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= cfg.delegations {
-					return
-				}
-				if ids[i] == "" {
-					readErrs[i] = errors.New("not started")
-					continue
-				}
-				logs[i] = newFollower(ids[i], false)
-				readErrs[i] = logs[i].run(ctx, api)
-			}
-		})
-	}
-	reading.Wait()
+	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api })
 	peaks := smp.stop()
 	orchdCPU1, err := cpuTime(d.pid())
 	if err != nil {
@@ -613,23 +661,8 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 		}
 	}
 	slices.Sort(lat)
-	completed, lost, events, gaps, dups := 0, 0, 0, 0, 0
-	var first error
-	for i, f := range logs {
-		if readErrs[i] != nil {
-			lost++
-			first = cmpOr(first, readErrs[i])
-		} else {
-			completed++
-		}
-		if f != nil {
-			events += int(f.last)
-			gaps += f.gaps
-			dups += f.dups
-		}
-	}
-	if first != nil || start.errs > 0 {
-		log.Warn("scale run, through orchd: delegations lost", "lost", lost, "start errors", start.errs, "first", cmpOr(first, start.first))
+	if logs.first != nil || start.errs > 0 {
+		log.Warn("scale run, through orchd: delegations lost", "lost", logs.lost, "start errors", start.errs, "first", cmpOr(logs.first, start.first))
 	}
 	warns, errs, firstLines := d.logCounts()
 	for _, l := range firstLines {
@@ -637,13 +670,13 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 	}
 	fmt.Fprintf(w, "%s/orchd\t1\t%d delegations\t%.0f start-wall-ms\t%.1f start-p50-ms\t%.1f start-p99-ms\t%.1f event-p50-ms\t%.1f event-p99-ms\t%d completed\t%d lost\t%d agent-events\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms",
 		scaleBench, cfg.delegations, ms(start.wall), ms(start.pct(50)), ms(start.pct(99)), ms(pctOf(lat, 50)), ms(pctOf(lat, 99)),
-		completed, lost, events, mib(agentSt.hwmKiB), ms(agentCPU1-agentCPU0))
+		logs.completed, logs.lost, logs.events, mib(agentSt.hwmKiB), ms(agentCPU1-agentCPU0))
 	fmt.Fprintf(w, "\t%.1f peak-rss-MiB\t%.1f rss-before-MiB\t%d peak-threads\t%d peak-goroutines\t%.0f orchd-cpu-ms",
 		mib(st.hwmKiB), mib(before.rssKiB), max(peaks.threads, st.threads), peaks.goroutines, ms(orchdCPU1-orchdCPU0))
 	fmt.Fprintf(w, "\t%d steers\t%d steers-failed\t%d steers-misdelivered\t%.2f steer-p50-ms\t%.2f steer-p99-ms",
 		len(steers.lat)+steers.failed, steers.failed, misdelivered, ms(pctOf(steers.lat, 50)), ms(pctOf(steers.lat, 99)))
 	fmt.Fprintf(w, "\t%d interrupts\t%d interrupts-failed\t%.2f interrupt-p50-ms\t%.2f interrupt-p99-ms\t%d log-gaps\t%d log-duplicates\t%d warn-lines\t%d error-lines\n",
-		len(interrupts.lat)+interrupts.failed, interrupts.failed, ms(pctOf(interrupts.lat, 50)), ms(pctOf(interrupts.lat, 99)), gaps, dups, warns, errs)
+		len(interrupts.lat)+interrupts.failed, interrupts.failed, ms(pctOf(interrupts.lat, 50)), ms(pctOf(interrupts.lat, 99)), logs.gaps, logs.dups, warns, errs)
 	return d.stop()
 }
 
@@ -747,23 +780,8 @@ func scaleRecovery(ctx context.Context, w io.Writer, log *slog.Logger, h *harnes
 	log.Info("store filled", "delegations", cfg.ended, "took", time.Since(t0).Round(time.Millisecond))
 	api := newScaleAPI(base)
 	defer api.hc.CloseIdleConnections()
-	ids := make([]string, cfg.delegations)
-	followers := make([]*follower, cfg.followed)
-	followErrs := make([]error, cfg.followed)
-	var following sync.WaitGroup
-	start := startAll(ctx, cfg, func(ctx context.Context, i int) error {
-		id, err := api.delegate(ctx)
-		if err != nil {
-			return err
-		}
-		ids[i] = id
-		if i < cfg.followed {
-			f := newFollower(id, false)
-			followers[i] = f
-			following.Go(func() { followErrs[i] = f.run(ctx, api) })
-		}
-		return nil
-	})
+	sf := startFollowed(ctx, cfg, api, false)
+	start, ids, followers, followErrs := sf.start, sf.ids, sf.followers, sf.errs
 	if start.errs > 0 {
 		log.Warn("scale recovery run: starts failed", "errors", start.errs, "first", start.first)
 	}
@@ -781,45 +799,10 @@ func scaleRecovery(ctx context.Context, w io.Writer, log *slog.Logger, h *harnes
 	if err := resetPeak(d.pid()); err != nil {
 		return err
 	}
-	following.Wait()
-	completed, lost, gaps, dups := 0, 0, 0, 0
-	var first error
-	var next atomic.Int64
-	var reading sync.WaitGroup
-	var mu sync.Mutex
-	for range cfg.callers {
-		reading.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= cfg.delegations {
-					return
-				}
-				var err error
-				var f *follower
-				if ids[i] == "" {
-					err = errors.New("not started")
-				} else {
-					f = newFollower(ids[i], false)
-					err = f.run(ctx, api)
-				}
-				mu.Lock()
-				if err != nil {
-					lost++
-					first = cmpOr(first, err)
-				} else {
-					completed++
-				}
-				if f != nil {
-					gaps += f.gaps
-					dups += f.dups
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	reading.Wait()
-	if first != nil {
-		log.Warn("scale recovery run: delegations lost", "lost", lost, "first", first)
+	sf.following.Wait()
+	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api })
+	if logs.first != nil {
+		log.Warn("scale recovery run: delegations lost", "lost", logs.lost, "first", logs.first)
 	}
 	fgaps, fdups, resumed := 0, 0, 0
 	for i, f := range followers {
@@ -844,6 +827,6 @@ func scaleRecovery(ctx context.Context, w io.Writer, log *slog.Logger, h *harnes
 		log.Warn("orchd logged", "line", l)
 	}
 	fmt.Fprintf(w, "%s/recovery\t1\t%d delegations\t%d ended-before\t%.0f ready-ms\t%d completed\t%d lost\t%d log-gaps\t%d log-duplicates\t%d followers\t%d follower-gaps\t%d follower-duplicates\t%d followers-resumed\t%.1f peak-rss-MiB\t%d warn-lines\t%d error-lines\t%d warn-lines-before-kill\t%d error-lines-before-kill\n",
-		scaleBench, cfg.delegations, cfg.ended, ms(ready), completed, lost, gaps, dups, len(followers), fgaps, fdups, resumed, mib(st.hwmKiB), warns, errs, w0, e0)
+		scaleBench, cfg.delegations, cfg.ended, ms(ready), logs.completed, logs.lost, logs.gaps, logs.dups, len(followers), fgaps, fdups, resumed, mib(st.hwmKiB), warns, errs, w0, e0)
 	return d.stop()
 }
