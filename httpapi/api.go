@@ -39,9 +39,9 @@ type Deps struct {
 	Authz httpgate.Authorizer
 	// Limits bounds the request bodies.
 	Limits *httpgate.BodyLimits
-	// Stopping is closed when the daemon begins to stop: event streams
-	// end then, and their clients resume elsewhere or later.
-	Stopping <-chan struct{}
+	// Stopping is done when the daemon begins to stop: event streams end
+	// then, and their clients resume elsewhere or later. nil: never.
+	Stopping context.Context
 	// Ready lists what keeps the daemon from being ready (GET /readyz);
 	// none means ready.
 	Ready func() []string
@@ -58,9 +58,9 @@ type API struct {
 	policies    *policies.Engine
 	delegations *delegation.Engine
 	log         *slog.Logger
-	// stopping is closed when the daemon begins to stop: event streams end
+	// stopping is done when the daemon begins to stop: event streams end
 	// then, and their clients resume elsewhere or later.
-	stopping <-chan struct{}
+	stopping context.Context
 	// ready lists what keeps the daemon from being ready (readiness).
 	ready func() []string
 	// authz decides what each caller may do.
@@ -78,8 +78,12 @@ func New(d Deps) *API {
 	if ready == nil {
 		ready = func() []string { return nil }
 	}
+	stopping := d.Stopping
+	if stopping == nil {
+		stopping = context.Background()
+	}
 	return &API{reg: d.Registry, policies: d.Policies, delegations: d.Delegations, authz: d.Authz, limits: d.Limits,
-		stopping: d.Stopping, ready: ready, log: log}
+		stopping: stopping, ready: ready, log: log}
 }
 
 // Handler returns the API's handler: its routes, behind the check that

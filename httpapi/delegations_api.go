@@ -261,15 +261,11 @@ func (a *API) delegationEvents(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 	heartbeat := time.NewTicker(sseHeartbeat)
 	defer heartbeat.Stop()
+	// The stream ends when orchd begins to stop. No goroutine waits for
+	// that: a stream held for hours would hold one all that time.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() { // ends with the handler
-		select {
-		case <-a.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	defer context.AfterFunc(a.stopping, cancel)()
 	for {
 		for _, ev := range evs {
 			b, err := json.Marshal(ev)

@@ -189,7 +189,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		mux.Handle("GET /metrics", g.Wrap(httpgate.GroupMetrics, authz.Metrics(h)))
 	}
 	api := httpapi.New(httpapi.Deps{Registry: reg, Policies: engine, Delegations: delegations, Authz: authz, Limits: limits,
-		Stopping: d.stopping, Ready: d.notReady, Log: log.With("component", "api")})
+		Stopping: stopCtx, Ready: d.notReady, Log: log.With("component", "api")})
 	apiHandler := tel.Handler(api.Handler(), "orchd")
 	for _, route := range []string{"GET /healthz", "GET /readyz"} {
 		mux.Handle(route, g.Wrap(httpgate.GroupHealth, apiHandler))
