@@ -22,7 +22,7 @@
 // cost.
 // Every ratio in the report compares figures measured in the same run.
 //
-//	go run ./internal/benchreport                 # about ten minutes on 2 cores
+//	go run ./internal/benchreport                 # about twenty minutes on 2 cores
 //	go run ./internal/benchreport -o report.md    # somewhere else
 //	go run ./internal/benchreport -raw run.txt    # keep the raw output too
 //	go run ./internal/benchreport -from run.txt   # render a saved run again
