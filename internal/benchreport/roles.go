@@ -227,14 +227,32 @@ func (x *agentExec) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.S
 // interrupt stops it waiting for input, and the next message to the task
 // has it work again.
 func steerableHandler(base string) http.Handler {
+	return steeringHandler(base, "Bench steer", "works until canceled, taking steers", kindSteer,
+		func(st *steering.Steering) steeringWork { return &steerExec{st: st} })
+}
+
+// steeringWork is the work of an agent serving steering signals
+// (steeringHandler): its executions and the signals they took are
+// counted.
+type steeringWork interface {
+	a2asrv.AgentExecutor
+	counted() (runs *atomic.Int64, taken *signalsTaken)
+}
+
+// steeringHandler serves an a2a-go agent named name, with one skill,
+// that takes steering signals with orchd's steering package (steerable
+// and interruptible), doing the work work makes: JSON-RPC at /rpc, its
+// card, its counts at statsPath and the steers it took at steersPath.
+func steeringHandler(base, name, description, skill string, work func(*steering.Steering) steeringWork) http.Handler {
 	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
-	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "Bench steer", Tasks: store})
-	x := &steerExec{st: st}
-	card := &a2a.AgentCard{Name: "Bench steer", Description: "works until canceled, taking steers", Version: "1",
+	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: name, Tasks: store})
+	x := work(st)
+	runs, taken := x.counted()
+	card := &a2a.AgentCard{Name: name, Description: description, Version: "1",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
 		Capabilities:        a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{st.Extension()}},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: kindSteer, Name: kindSteer, Tags: []string{kindSteer}}}}
+		Skills: []a2a.AgentSkill{{ID: skill, Name: skill, Tags: []string{skill}}}}
 	counts := &methodCounts{n: map[string]int64{}}
 	handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts),
 		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
@@ -243,9 +261,9 @@ func steerableHandler(base string) http.Handler {
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.taken.n.Load()})
+		_ = json.NewEncoder(w).Encode(agentStats{Executions: runs.Load(), Requests: counts.snapshot(), Signals: taken.n.Load()})
 	})
-	mux.Handle("GET "+steersPath, &x.taken.steers)
+	mux.Handle("GET "+steersPath, &taken.steers)
 	return mux
 }
 
@@ -256,6 +274,8 @@ type steerExec struct {
 	runs  atomic.Int64
 	taken signalsTaken
 }
+
+func (x *steerExec) counted() (*atomic.Int64, *signalsTaken) { return &x.runs, &x.taken }
 
 func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	x.runs.Add(1)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/steering"
 )
@@ -47,8 +46,9 @@ const steerPrefix = "steer "
 // args[0] (a duration), sending a WORKING status every args[1] whose
 // message says when it was sent, then an artifact saying pong and
 // COMPLETED; an optional args[2] is how long it stays silent first (its
-// ticks then are not sent, and not counted). A steer is acknowledged as it is taken; an interrupt stops
-// the work INPUT_REQUIRED, and the next message to the task completes it.
+// ticks then are not sent, and not counted). A steer is acknowledged as
+// it is taken; an interrupt stops the work INPUT_REQUIRED, and the next
+// message to the task completes it.
 func longHandlers(args []string) ([]func(string) http.Handler, error) {
 	if len(args) != 2 && len(args) != 3 {
 		return nil, fmt.Errorf("long: want the work and tick durations, and maybe the silent one, got %q", args)
@@ -68,26 +68,10 @@ func longHandlers(args []string) ([]func(string) http.Handler, error) {
 		}
 	}
 	return []func(string) http.Handler{func(base string) http.Handler {
-		store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
-		st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: "Bench long", Tasks: store})
-		x := &longExec{st: st, work: work, tick: tick, silent: silent}
-		card := &a2a.AgentCard{Name: "Bench long", Description: "works a while, streaming ticks and taking steers", Version: "1",
-			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
-			Capabilities:        a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{st.Extension()}},
-			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-			Skills: []a2a.AgentSkill{{ID: kindLong, Name: kindLong, Tags: []string{kindLong}}}}
-		counts := &methodCounts{n: map[string]int64{}}
-		handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts),
-			a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
-		mux := http.NewServeMux()
-		mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
-		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-		mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(agentStats{Executions: x.runs.Load(), Requests: counts.snapshot(), Signals: x.taken.n.Load()})
-		})
-		mux.Handle("GET "+steersPath, &x.taken.steers)
-		return mux
+		return steeringHandler(base, "Bench long", "works a while, streaming ticks and taking steers", kindLong,
+			func(st *steering.Steering) steeringWork {
+				return &longExec{st: st, work: work, tick: tick, silent: silent}
+			})
 	}}, nil
 }
 
@@ -100,6 +84,8 @@ type longExec struct {
 	runs       atomic.Int64
 	taken      signalsTaken
 }
+
+func (x *longExec) counted() (*atomic.Int64, *signalsTaken) { return &x.runs, &x.taken }
 
 func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	x.runs.Add(1)
