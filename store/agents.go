@@ -216,26 +216,24 @@ func (a *Agents) Load(ctx context.Context) ([]registry.SavedAgent, error) {
 	if err != nil {
 		return nil, agentStoreErr("load agents", err)
 	}
-	defer stopAgentWatcher(w)
+	defer stopWatch(w, agentStopWait)
 	var out []registry.SavedAgent
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, agentStoreErr("load agents", context.Cause(ctx))
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return nil, fmt.Errorf("load agents: %w", errAgentWatcherClosed)
-			case e == nil: // the initial values are all in
-				return out, nil
-			case len(out) >= a.maxAgents:
-				return nil, fmt.Errorf("load agents: more than %d stored (AgentsConfig.MaxAgents)", a.maxAgents)
-			}
-			if ag, ok := a.decode(e); ok {
-				out = append(out, ag)
-			}
+	err = readInitial(ctx, w, func(e jetstream.KeyValueEntry) error {
+		if len(out) >= a.maxAgents {
+			return fmt.Errorf("more than %d stored (AgentsConfig.MaxAgents)", a.maxAgents)
 		}
+		if ag, ok := a.decode(e); ok {
+			out = append(out, ag)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errWatchClosed):
+		return nil, fmt.Errorf("load agents: %w", errAgentWatcherClosed)
+	case err != nil:
+		return nil, agentStoreErr("load agents", err)
 	}
+	return out, nil
 }
 
 // Watch calls fn for every change to an agent key after revision after,
@@ -267,7 +265,7 @@ func (a *Agents) watch(ctx context.Context, after *uint64, fn func(ag registry.S
 		}
 		return false, agentStoreErr("watch agents", err)
 	}
-	defer stopAgentWatcher(w)
+	defer stopWatch(w, agentStopWait)
 	check := time.NewTicker(agentReconnectCheck)
 	defer check.Stop()
 	for {
@@ -342,29 +340,6 @@ func encodeAgent(ag registry.SavedAgent) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// stopAgentWatcher unsubscribes w and drains its updates until they are
-// closed, so its delivery goroutine, which may be blocked handing over an
-// update, ends; it waits at most agentStopWait. The unsubscribe closes the
-// updates at once and then deletes the watcher's consumer, a request that
-// waits out the JetStream timeout while the server is unreachable, so it
-// runs on its own (the server drops the consumer anyway once nothing
-// listens).
-func stopAgentWatcher(w jetstream.KeyWatcher) {
-	go func() { _ = w.Stop() }()
-	t := time.NewTimer(agentStopWait)
-	defer t.Stop()
-	for {
-		select {
-		case _, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-		case <-t.C:
-			return
-		}
-	}
-}
-
 // agentKey maps a registry id to its key. Ids hold letters, digits, '.',
 // '_' and '-'; '.' separates subject tokens, so it is written as '=',
 // which no id holds, and the id stays one token.
@@ -395,4 +370,4 @@ func agentStoreErr(what string, err error) error {
 
 // errAgentWatcherClosed is the cause when a watcher's updates end before
 // its caller stops it: its connection closed.
-var errAgentWatcherClosed = fmt.Errorf("%w: watcher closed", registry.ErrUnavailable)
+var errAgentWatcherClosed = fmt.Errorf("%w: %w", registry.ErrUnavailable, errWatchClosed)

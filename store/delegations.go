@@ -362,18 +362,12 @@ func (d *Delegations) Running(ctx context.Context) ([]string, error) {
 }
 
 func (d *Delegations) running(ctx context.Context) ([]string, error) {
-	l, err := d.kv.ListKeysFiltered(ctx, delegationRunningPrefix+">")
+	keys, err := listKeys(ctx, d.s.js, d.kv, delegationRunningPrefix+">")
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
-	for k := range l.Keys() {
-		keys = append(keys, strings.TrimPrefix(k, delegationRunningPrefix))
-	}
-	if err := ctx.Err(); err != nil {
-		// The lister ends quietly when its context does: the list may be
-		// short.
-		return nil, err
+	for i, k := range keys {
+		keys[i] = strings.TrimPrefix(k, delegationRunningPrefix)
 	}
 	ids := make([]string, 0, len(keys))
 	var mu sync.Mutex

@@ -508,16 +508,9 @@ func (m *member) Orphans(ctx context.Context, running []string) ([]string, error
 
 func (m *member) orphansOnce(ctx context.Context, running []string) ([]string, error) {
 	live := map[string]bool{}
-	keys, err := m.l.live.ListKeysFiltered(ctx, livePrefix+">")
+	names, err := listKeys(ctx, m.l.s.js, m.l.live, livePrefix+">")
 	if err != nil {
 		return nil, err
-	}
-	var names []string
-	for k := range keys.Keys() {
-		names = append(names, k)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err // the lister ends quietly when its context does
 	}
 	for _, k := range names {
 		e, err := m.l.live.Get(ctx, k)
@@ -539,26 +532,22 @@ func (m *member) orphansOnce(ctx context.Context, running []string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w, listDrainWait)
 	owned := map[string]bool{}
 	orphans := map[string]uint64{}
 	var ids []string
-	for e := range w.Updates() {
-		if e == nil {
-			break // every record read
-		}
+	err = readInitial(ctx, w, func(e jetstream.KeyValueEntry) error {
 		owned[e.Key()] = true
 		if live[string(e.Value())] {
-			continue
+			return nil
 		}
-		id, err := delegationID(e.Key())
-		if err != nil {
-			continue
+		if id, err := delegationID(e.Key()); err == nil {
+			orphans[e.Key()] = e.Revision()
+			ids = append(ids, id)
 		}
-		orphans[e.Key()] = e.Revision()
-		ids = append(ids, id)
-	}
-	if err := ctx.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	for _, id := range running {

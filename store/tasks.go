@@ -54,9 +54,6 @@ const (
 	// taskOwnersCached bounds the (task, revision, owner) triples an
 	// Update trusts instead of reading the task first.
 	taskOwnersCached = 4096
-	// listDrainWait bounds how long a finished List waits for its watch
-	// to close.
-	listDrainWait = time.Second
 	// taskRecordVersion is the version of the stored record's layout.
 	taskRecordVersion = 1
 )
@@ -636,48 +633,24 @@ func (t *Tasks) readIndex(ctx context.Context, user string) ([]*taskIndexEntry, 
 	if err != nil {
 		return nil, fmt.Errorf("read index: %w", err)
 	}
-	defer stopTaskWatch(w)
+	defer stopWatch(w, listDrainWait)
 	var entries []*taskIndexEntry
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read index: %w", context.Cause(ctx))
-		case kve, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("read index: watch closed")
-			}
-			if kve == nil { // all current entries delivered
-				return entries, nil
-			}
-			if len(entries) == t.cfg.MaxListEntries {
-				return nil, fmt.Errorf("more than %d stored tasks of this user: %w", t.cfg.MaxListEntries, ErrTooManyTasks)
-			}
-			e := &taskIndexEntry{key: kve.Key(), rev: kve.Revision()}
-			if err := json.Unmarshal(kve.Value(), e); err != nil {
-				t.cfg.Logger.Warn("skip undecodable index entry", "key", kve.Key(), "error", err)
-				continue
-			}
-			entries = append(entries, e)
+	err = readInitial(ctx, w, func(kve jetstream.KeyValueEntry) error {
+		if len(entries) == t.cfg.MaxListEntries {
+			return fmt.Errorf("more than %d stored tasks of this user: %w", t.cfg.MaxListEntries, ErrTooManyTasks)
 		}
-	}
-}
-
-// stopTaskWatch stops w and drains what it still delivers, so its
-// delivery goroutine is not left blocked on a full channel.
-func stopTaskWatch(w jetstream.KeyWatcher) {
-	_ = w.Stop()
-	timer := time.NewTimer(listDrainWait)
-	defer timer.Stop()
-	for {
-		select {
-		case _, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-		case <-timer.C:
-			return
+		e := &taskIndexEntry{key: kve.Key(), rev: kve.Revision()}
+		if err := json.Unmarshal(kve.Value(), e); err != nil {
+			t.cfg.Logger.Warn("skip undecodable index entry", "key", kve.Key(), "error", err)
+			return nil
 		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
 	}
+	return entries, nil
 }
 
 // owner reads the stored version of the task at key and checks that user
