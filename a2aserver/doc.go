@@ -35,6 +35,7 @@
 //	historyLimit       cuts the history of the tasks it answers with (history.go)
 //	messageFit         refuses a message its task could not keep (agent.go)
 //	steerRoute         passes steering signals to the delegation (steer.go)
+//	terminalSend       refuses a message to a task that has ended (terminal.go)
 //	earlyDelegation    delegates a new message at once (executor.go)
 //
 // A message reaches delegation.Engine.Delegate by one of two routes:

@@ -89,8 +89,7 @@ func (h *subscribeHandler) SubscribeToTask(ctx context.Context, req *a2a.Subscri
 			return
 		}
 		if s := st.Task.Status.State; s.Terminal() {
-			yield(nil, a2a.NewError(a2a.ErrUnsupportedOperation,
-				fmt.Sprintf("task %s is %s: a task in a terminal state has no updates to subscribe to; GetTask reads it", req.ID, s)))
+			yield(nil, terminalRefusal(req.ID, s, "subscriptions"))
 			return
 		}
 		if !yield(st.Task, nil) {

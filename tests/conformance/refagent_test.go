@@ -116,7 +116,7 @@ func startRefAgent(t testing.TB) *refAgent {
 		// Its webhooks are on loopback in these tests: orchd's among them.
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: time.Second, AllowPrivateNetworks: true})),
 		a2asrv.WithExtendedAgentCard(&extended),
-		a2asrv.WithCallInterceptors(refVersionCheck{}, refErrors{}, refHistory{}, refSubscribe{tasks: store}))
+		a2asrv.WithCallInterceptors(refVersionCheck{}, refErrors{}, refHistory{}, refSubscribe{tasks: store}, refSendTerminal{tasks: store}))
 
 	// A JSON-RPC interface answers at its URL with or without a trailing
 	// slash: clients send both.
@@ -459,6 +459,25 @@ func (s refSubscribe) Before(ctx context.Context, cc *a2asrv.CallContext, req *a
 	}
 	if st, err := s.tasks.Get(ctx, sub.ID); err == nil && st.Task.Status.State.Terminal() {
 		return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "task "+string(sub.ID)+" is "+string(st.Task.Status.State)+": there is nothing to subscribe to")
+	}
+	return ctx, nil, nil
+}
+
+// refSendTerminal answers a message to a task in a terminal state with
+// UnsupportedOperationError, as the specification asks (§3.1.1) and
+// a2a-go does from v2.6.0; v2.4.0 answers InvalidParamsError (-32602).
+type refSendTerminal struct {
+	a2asrv.PassthroughCallInterceptor
+	tasks taskstore.Store
+}
+
+func (s refSendTerminal) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	smr, ok := req.Payload.(*a2a.SendMessageRequest)
+	if m := cc.Method(); m != "SendMessage" && m != "SendStreamingMessage" || !ok || smr.Message == nil || smr.Message.TaskID == "" {
+		return ctx, nil, nil
+	}
+	if st, err := s.tasks.Get(ctx, smr.Message.TaskID); err == nil && st.Task.Status.State.Terminal() {
+		return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "task "+string(smr.Message.TaskID)+" is "+string(st.Task.Status.State)+": it takes no more messages")
 	}
 	return ctx, nil, nil
 }
