@@ -431,8 +431,13 @@ func served(v string, supported []string, next http.Handler) http.Handler {
 }
 
 // versionCheck refuses a request whose A2A-Version the endpoint does not
-// serve with VersionNotSupportedError (-32009). An empty A2A-Version means
-// 0.3, as the specification says.
+// serve with VersionNotSupportedError (-32009). A request that names no
+// version (no A2A-Version, or an empty one) is served in the version of
+// the endpoint it reached: at a 0.3 endpoint that is 0.3, as the
+// specification reads an empty version; at a 1.0 endpoint the request's
+// method, path or gRPC service exists only in 1.0, so it cannot be a 0.3
+// request, and the draft conformance suite expects it served (VER-NEG-002,
+// a SHOULD), as a2a-go serves it (docs/a2a.md, "Versions").
 type versionCheck struct {
 	a2asrv.PassthroughCallInterceptor
 }
@@ -442,11 +447,11 @@ func (versionCheck) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asr
 	if served == "" {
 		return ctx, nil, nil
 	}
-	asked := "0.3"
-	if vals, ok := cc.ServiceParams().Get(a2a.SvcParamVersion); ok && len(vals) > 0 && strings.TrimSpace(vals[0]) != "" {
+	var asked string
+	if vals, ok := cc.ServiceParams().Get(a2a.SvcParamVersion); ok && len(vals) > 0 {
 		asked = strings.TrimSpace(vals[0])
 	}
-	if !sameVersion(asked, served) {
+	if asked != "" && !sameVersion(asked, served) {
 		return ctx, nil, a2a.NewError(a2a.ErrVersionNotSupported,
 			fmt.Sprintf("A2A-Version %s is not served at this interface, which speaks %s; the agent card lists an interface per version", asked, served))
 	}

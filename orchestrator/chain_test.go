@@ -190,7 +190,8 @@ func TestA2AEndpoint_CardVersionAndExtensions(t *testing.T) {
 	}{
 		{"1.0 on the 1.0 interface", pathJSONRPC, "GetTask", "1.0", -32001},
 		{"9.9 on the 1.0 interface", pathJSONRPC, "GetTask", "9.9", -32009},
-		{"no version means 0.3", pathJSONRPC, "GetTask", "", -32009},
+		{"no version is served as the interface's", pathJSONRPC, "GetTask", "", -32001},
+		{"0.3 on the 1.0 interface", pathJSONRPC, "GetTask", "0.3", -32009},
 		{"0.3 client on the 0.3 interface", pathJSONRPC03, "tasks/get", "", -32001},
 		{"1.0 on the 0.3 interface", pathJSONRPC03, "tasks/get", "1.0", -32009},
 	}

@@ -846,7 +846,7 @@ func diffClient(t *testing.T, ctx context.Context, r diffRow, w world) (*a2aclie
 }
 
 // headerOverride sets service parameters on every call, replacing what
-// the client would send.
+// the client would send; an empty value removes the parameter.
 type headerOverride map[string]string
 
 func (h headerOverride) Before(ctx context.Context, req *a2aclient.Request) (context.Context, any, error) {
@@ -856,7 +856,9 @@ func (h headerOverride) Before(ctx context.Context, req *a2aclient.Request) (con
 				delete(req.ServiceParams, have)
 			}
 		}
-		req.ServiceParams[k] = []string{v}
+		if v != "" {
+			req.ServiceParams[k] = []string{v}
+		}
 	}
 	return ctx, nil, nil
 }
@@ -996,7 +998,11 @@ func rawJSONRPC(t *testing.T, ctx context.Context, r diffRow, w world) observati
 		req.Header.Set("A2A-Version", "1.0")
 	}
 	for k, v := range r.Input.Header {
-		req.Header.Set(k, v)
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -360,8 +360,10 @@ func grpcVersion(method string) string {
 }
 
 // refVersionCheck answers a request whose A2A-Version the endpoint does
-// not serve with VersionNotSupportedError, as the specification asks (an
-// empty version is 0.3); a2a-go does not check it.
+// not serve with VersionNotSupportedError, as the specification asks;
+// a2a-go does not check it. A request that names no version is served in
+// the endpoint's version, as a2a-go serves it and the draft conformance
+// suite expects (VER-NEG-002).
 type refVersionCheck struct {
 	a2asrv.PassthroughCallInterceptor
 }
@@ -371,11 +373,11 @@ func (refVersionCheck) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2
 	if served == "" {
 		return ctx, nil, nil
 	}
-	asked := "0.3"
-	if vals, ok := cc.ServiceParams().Get(a2a.SvcParamVersion); ok && len(vals) > 0 && strings.TrimSpace(vals[0]) != "" {
+	asked := ""
+	if vals, ok := cc.ServiceParams().Get(a2a.SvcParamVersion); ok && len(vals) > 0 {
 		asked = strings.TrimSpace(vals[0])
 	}
-	if majorMinor(asked) != majorMinor(served) {
+	if asked != "" && majorMinor(asked) != majorMinor(served) {
 		return ctx, nil, a2a.NewError(a2a.ErrVersionNotSupported, fmt.Sprintf("A2A-Version %s is not served here (%s)", asked, served))
 	}
 	return ctx, nil, nil
