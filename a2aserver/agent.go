@@ -358,8 +358,10 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	handle := func(path, version string, h http.Handler) {
 		mux.Handle(path, tel.Handler(g.Admit(httpgate.GroupA2A, served(version, ext, h)), "A2A"))
 	}
-	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, g.Wrap(httpgate.GroupCard, http.HandlerFunc(s.serveCard)))
+	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, g.Wrap(httpgate.GroupCard, s.cardHandler(false)))
 	mux.Handle("OPTIONS "+a2asrv.WellKnownAgentCardPath, http.HandlerFunc(cardOptions))
+	mux.Handle("GET "+LegacyCardPath, g.Wrap(httpgate.GroupCard, s.cardHandler(true)))
+	mux.Handle("OPTIONS "+LegacyCardPath, http.HandlerFunc(cardOptions))
 	jsonRPC := boundJSONRPC(limits, jsonRPCMediaType(a2asrv.NewJSONRPCHandler(s.handler)))
 	handle(pathJSONRPC, "1.0", jsonRPC)
 	handle(pathJSONRPC+"/{$}", "1.0", jsonRPC)
@@ -375,11 +377,17 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	s.webhook.route(mux, func(h http.Handler) http.Handler { return tel.Handler(h, "orchd.push") })
 }
 
-// serveCard serves the card variant the caller's A2A-Version asks for
-// (cardvariants.go) with Cache-Control, Vary, an ETag per variant and
-// Last-Modified, answering a matching If-None-Match, or else an
-// If-Modified-Since not older than the card, with 304.
-func (s *Server) serveCard(w http.ResponseWriter, r *http.Request) {
+// cardHandler serves the card at the well-known path, or at the 0.2-era
+// path when legacy (cardvariants.go).
+func (s *Server) cardHandler(legacy bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveCard(w, r, legacy) })
+}
+
+// serveCard serves the card variant the caller's A2A-Version asks for,
+// or the path's default (cardvariants.go), with Cache-Control, Vary, an
+// ETag per variant and Last-Modified, answering a matching If-None-Match,
+// or else an If-Modified-Since not older than the card, with 304.
+func (s *Server) serveCard(w http.ResponseWriter, r *http.Request, legacy bool) {
 	c, err := s.currentCard(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -389,7 +397,7 @@ func (s *Server) serveCard(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "agent card not ready", http.StatusServiceUnavailable)
 		return
 	}
-	v := c.variant(r)
+	v := c.variant(r, legacy)
 	h := w.Header()
 	cardCORS(h, r)
 	h.Add("Vary", a2a.SvcParamVersion)

@@ -10,20 +10,31 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/hashicorp/go-version"
 )
 
-// orchd serves its card in two variants at the well-known path:
+// orchd serves its card in two variants:
 //
+//   - a strict A2A 1.0 card with only the fields of the 1.0 AgentCard
+//     message, which validates against the 1.0 JSON schema (whose objects
+//     allow no other properties); and
 //   - the dual 0.3/1.0 card a2a-go's a2av0 producer writes (1.0
 //     supportedInterfaces next to 0.3 url, preferredTransport,
 //     protocolVersion and additionalInterfaces, security schemes in both
-//     shapes), which every client generation reads; and
-//   - a strict A2A 1.0 card with only the fields of the 1.0 AgentCard
-//     message, which validates against the 1.0 JSON schema (whose objects
-//     allow no other properties), for callers that ask for 1.0.
+//     shapes), which 0.3 clients need.
 //
-// The A2A-Version request header chooses (docs/a2a.md, "Card per
-// version"); answers carry Vary: A2A-Version and an ETag per variant.
+// The request's A2A-Version chooses: 1.x the 1.0 card, 0.x the dual one.
+// A request that names neither gets its path's default: the 1.0 card at
+// the well-known path /.well-known/agent-card.json, the dual card at the
+// 0.2-era path /.well-known/agent.json, where 0.3 clients that cannot
+// send A2A-Version are pointed (docs/a2a.md, "Card per version"). Answers
+// carry Vary: A2A-Version and an ETag per variant.
+
+// LegacyCardPath is the well-known path of A2A 0.1 to 0.2, before 0.3
+// named agent-card.json; orchd serves the dual card there, for 0.3
+// clients that send no A2A-Version. It is as public as the card's own
+// path.
+const LegacyCardPath = "/.well-known/agent.json"
 
 // cardVariant is one variant's served bytes and its ETag.
 type cardVariant struct {
@@ -36,19 +47,31 @@ func newCardVariant(b []byte) cardVariant {
 	return cardVariant{json: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 }
 
-// variant returns the variant r asks for: the 1.0 card when its
-// A2A-Version header (or, failing that, its A2A-Version query parameter,
-// which the specification allows for service parameters) names a 1.x
-// version, else the dual card, also to callers that name none.
-func (c *servedCard) variant(r *http.Request) cardVariant {
+// variant returns the variant r asks for by its A2A-Version header (or,
+// failing that, its A2A-Version query parameter, which the specification
+// allows for service parameters): the dual card for a 0.x version, the 1.0
+// card for a 1.x one. Any other value, or none, gets the 1.0 card, or the
+// dual card when legacy (r asked at LegacyCardPath).
+func (c *servedCard) variant(r *http.Request, legacy bool) cardVariant {
 	asked := strings.TrimSpace(r.Header.Get(a2a.SvcParamVersion))
 	if asked == "" {
 		asked = strings.TrimSpace(r.URL.Query().Get(a2a.SvcParamVersion))
 	}
-	if asked != "" && sameVersion(asked, "1.0") {
+	dual := cardVariant{json: c.json, etag: c.etag}
+	switch {
+	case asked != "" && sameVersion(asked, "1.0"):
 		return c.v1
+	case asked != "" && majorZero(asked), legacy:
+		return dual
 	}
-	return cardVariant{json: c.json, etag: c.etag}
+	return c.v1
+}
+
+// majorZero reports whether v is an A2A version before 1.0 (0.2, 0.3,
+// 0.3.0).
+func majorZero(v string) bool {
+	parsed, err := version.NewVersion(v)
+	return err == nil && parsed.Segments()[0] == 0
 }
 
 // cardDigest identifies the unsigned content of both variants, so a
@@ -68,8 +91,9 @@ func cardDigest(dual, v1 []byte) [sha256.Size]byte {
 // a2a-go's encoding of the card, except that each security requirement's
 // scopes become a StringList ({"list": [...]}), as the 1.0 schema and
 // proto define them, where a2a-go writes a bare array. orchd's registry
-// reads both; a2a-go's card parser reads only the bare array, but its
-// resolver sends no A2A-Version and so gets the dual card.
+// and the Python and JS SDKs read both; a2a-go v2.4.0's card parser reads
+// only the bare array (a2a-go issue #430), so an a2a-go client of an orchd
+// that declares security reads the dual card (docs/a2a.md).
 func v1CardJSON(card *a2a.AgentCard) ([]byte, error) {
 	b, err := json.Marshal(card)
 	if err != nil {

@@ -102,10 +102,53 @@ func TestCard_RebuildKeepsUnchangedCard(t *testing.T) {
 	}
 }
 
+// TestCard_VariantPerVersionAndPath checks which variant each
+// A2A-Version gets at the well-known path and at the 0.2-era path: a 1.x
+// version the 1.0 card and a 0.x one the dual card at both; no version, or
+// one that is neither, the path's default.
+func TestCard_VariantPerVersionAndPath(t *testing.T) {
+	t.Parallel()
+	c := &servedCard{json: []byte(`{"dual":true}`), etag: `"dual"`, v1: cardVariant{json: []byte(`{}`), etag: `"v1"`}}
+	for _, tc := range []struct {
+		header, query string
+		wellKnown     string // the variant's ETag at /.well-known/agent-card.json
+		legacy        string // at /.well-known/agent.json
+	}{
+		{"", "", `"v1"`, `"dual"`},
+		{"  ", "", `"v1"`, `"dual"`},
+		{"1.0", "", `"v1"`, `"v1"`},
+		{"1", "", `"v1"`, `"v1"`},
+		{" 1.2 ", "", `"v1"`, `"v1"`},
+		{"0.3", "", `"dual"`, `"dual"`},
+		{"0.3.0", "", `"dual"`, `"dual"`},
+		{"0.2", "", `"dual"`, `"dual"`},
+		{"2.0", "", `"v1"`, `"dual"`},
+		{"banana", "", `"v1"`, `"dual"`},
+		{"", "0.3", `"dual"`, `"dual"`},
+		{"", "1.0", `"v1"`, `"v1"`},
+		{"1.0", "0.3", `"v1"`, `"v1"`}, // the header decides
+	} {
+		target := "/.well-known/agent-card.json"
+		if tc.query != "" {
+			target += "?A2A-Version=" + tc.query
+		}
+		r := httptest.NewRequest("GET", target, nil)
+		if tc.header != "" {
+			r.Header.Set("A2A-Version", tc.header)
+		}
+		if got := c.variant(r, false).etag; got != tc.wellKnown {
+			t.Errorf("A2A-Version %q, query %q, well-known path: %s, want %s", tc.header, tc.query, got, tc.wellKnown)
+		}
+		if got := c.variant(r, true).etag; got != tc.legacy {
+			t.Errorf("A2A-Version %q, query %q, agent.json: %s, want %s", tc.header, tc.query, got, tc.legacy)
+		}
+	}
+}
+
 // FuzzCardConditionalHeaders feeds the card's request headers to the
-// variant choice and the conditional check: neither panics, the choice is
-// one of the two variants, a matching ETag is always fresh, and
-// If-None-Match decides alone when present.
+// variant choice, at both paths, and the conditional check: neither
+// panics, the choice is one of the two variants, a matching ETag is always
+// fresh, and If-None-Match decides alone when present.
 func FuzzCardConditionalHeaders(f *testing.F) {
 	f.Add("1.0", `"abc"`, "")
 	f.Add("", `W/"abc", "def"`, "Mon, 02 Jan 2006 15:04:05 GMT")
@@ -114,24 +157,26 @@ func FuzzCardConditionalHeaders(f *testing.F) {
 	c := &servedCard{json: []byte(`{}`), etag: `"abc"`, v1: cardVariant{json: []byte(`{"v":1}`), etag: `"def"`},
 		modified: time.Date(2006, 1, 2, 15, 4, 5, 0, time.UTC)}
 	f.Fuzz(func(t *testing.T, version, inm, ims string) {
-		r := httptest.NewRequest("GET", "/.well-known/agent-card.json", nil)
-		r.Header.Set("A2A-Version", version)
-		r.Header.Set("If-None-Match", inm)
-		r.Header.Set("If-Modified-Since", ims)
-		v := c.variant(r)
-		if v.etag != c.etag && v.etag != c.v1.etag {
-			t.Fatalf("variant %q is neither", v.etag)
-		}
-		got := notModified(r, v.etag, c.modified)
-		if strings.TrimSpace(inm) != "" {
-			r.Header.Del("If-Modified-Since")
-			if alone := notModified(r, v.etag, c.modified); alone != got {
-				t.Fatalf("If-None-Match %q: %v with If-Modified-Since %q, %v without", inm, got, ims, alone)
+		for _, legacy := range []bool{false, true} {
+			r := httptest.NewRequest("GET", "/.well-known/agent-card.json", nil)
+			r.Header.Set("A2A-Version", version)
+			r.Header.Set("If-None-Match", inm)
+			r.Header.Set("If-Modified-Since", ims)
+			v := c.variant(r, legacy)
+			if v.etag != c.etag && v.etag != c.v1.etag {
+				t.Fatalf("variant %q is neither", v.etag)
 			}
-		}
-		r.Header.Set("If-None-Match", inm+", "+v.etag)
-		if !notModified(r, v.etag, c.modified) {
-			t.Fatalf("If-None-Match %q naming the ETag is not fresh", inm+", "+v.etag)
+			got := notModified(r, v.etag, c.modified)
+			if strings.TrimSpace(inm) != "" {
+				r.Header.Del("If-Modified-Since")
+				if alone := notModified(r, v.etag, c.modified); alone != got {
+					t.Fatalf("If-None-Match %q: %v with If-Modified-Since %q, %v without", inm, got, ims, alone)
+				}
+			}
+			r.Header.Set("If-None-Match", inm+", "+v.etag)
+			if !notModified(r, v.etag, c.modified) {
+				t.Fatalf("If-None-Match %q naming the ETag is not fresh", inm+", "+v.etag)
+			}
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -179,7 +180,23 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func a2aAs(t *testing.T, base, token string) *a2aclient.Client {
 	t.Helper()
 	hc := &http.Client{Transport: bearer{token}}
-	return testagent.Client(t, base, a2aclient.WithJSONRPCTransport(hc))
+	return securedClient(t, base, a2aclient.WithJSONRPCTransport(hc))
+}
+
+// securedClient is an a2a-go client of an orchd that declares security,
+// built from the card at the 0.2-era path: a2a-go v2.4.0 cannot read the
+// 1.0 card's security requirements (docs/a2a.md, "Card per version").
+func securedClient(t *testing.T, base string, opts ...a2aclient.FactoryOption) *a2aclient.Client {
+	t.Helper()
+	card, err := agentcard.DefaultResolver.Resolve(t.Context(), base, agentcard.WithPath("/.well-known/agent.json"))
+	if err != nil {
+		t.Fatalf("resolve card at %s: %v", base, err)
+	}
+	c, err := a2aclient.NewFromCard(t.Context(), card, opts...)
+	if err != nil {
+		t.Fatalf("client for %s: %v", base, err)
+	}
+	return c
 }
 
 // taskIDs lists the tasks' ids, in order.
@@ -235,7 +252,7 @@ func TestAuth_A2ATasksBelongToTheirCallers(t *testing.T) {
 	}
 
 	// No credentials, or bad ones: A2A's unauthenticated error.
-	anon := testagent.Client(t, base)
+	anon := securedClient(t, base)
 	if _, err := anon.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("x"))}); !errors.Is(err, a2a.ErrUnauthenticated) {
 		t.Errorf("anonymous SendMessage = %v, want unauthenticated", err)
 	}

@@ -97,7 +97,7 @@ func benchClient(b *testing.B, base string, h http.Header) *a2aclient.Client {
 	if len(h) > 0 {
 		hc.Transport = withHeaders{h: h, next: transport}
 	}
-	card, err := (&agentcard.Resolver{Client: hc, CardParser: a2av0.NewAgentCardParser()}).Resolve(b.Context(), base)
+	card, err := (&agentcard.Resolver{Client: hc, CardParser: a2av0.NewAgentCardParser()}).Resolve(b.Context(), base, askDual())
 	if err != nil {
 		b.Fatal(err)
 	}

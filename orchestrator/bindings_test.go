@@ -44,12 +44,18 @@ var orchdBindings = []a2aBinding{
 // b, built from the agent's card (read with the 0.3-aware parser), with
 // hc as its HTTP client (nil for one without a timeout, for streams), and
 // any extra options.
+// askDual asks orchd for its dual 0.3/1.0 card, which a2a-go v2.4.0's
+// card parsers read whether or not orchd declares security; they cannot
+// read the security requirements of its 1.0 card (docs/a2a.md, "Card per
+// version").
+func askDual() agentcard.ResolveOption { return agentcard.WithRequestHeader("A2A-Version", "0.3") }
+
 func bindingClient(t testing.TB, base string, b a2aBinding, hc *http.Client, extra ...a2aclient.FactoryOption) *a2aclient.Client {
 	t.Helper()
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 	if err != nil {
 		t.Fatalf("resolve card at %s: %v", base, err)
 	}

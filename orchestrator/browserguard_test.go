@@ -194,6 +194,7 @@ func TestBrowserGuard_DevelopmentDaemon(t *testing.T) {
 		{browserRequest{name: "agent.url's host", method: "GET", path: "/v1/agents", host: "orchd.example.com"}, 200},
 		{browserRequest{name: "http.allowedHosts, any case", method: "GET", path: "/v1/agents", host: "orchd.internal" + port}, 200},
 		{browserRequest{name: "the card, whatever the Host", method: "GET", path: "/.well-known/agent-card.json", host: rebound}, 200},
+		{browserRequest{name: "the card at the 0.2-era path, whatever the Host", method: "GET", path: "/.well-known/agent.json", host: rebound}, 200},
 		{browserRequest{name: "the push webhook, whatever the Host (its token decides)", method: "POST", path: pathPush + "/" + rec.ID,
 			host: rebound, contentType: "application/json", body: `{}`}, 404},
 		{browserRequest{name: "the console's own page", method: "POST", path: "/ui/policies", origin: base, site: "same-origin",

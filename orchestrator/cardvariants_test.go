@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -27,39 +26,15 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/orchd/orchd/capability"
+	"github.com/orchd/orchd/internal/a2aschema"
 	"github.com/orchd/orchd/internal/testcmp"
 )
-
-// schemaBase is where the A2A 1.0.0 schema bundle's definitions are
-// registered, each under the file name its $refs use.
-const schemaBase = "https://a2a-protocol.org/v1.0.0/spec/"
 
 // agentCardSchema compiles the A2A 1.0.0 AgentCard definition from
 // testdata/a2a-schema (see its README).
 func agentCardSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	f, err := os.Open("testdata/a2a-schema/a2a-v1.0.0-agentcard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defs, _ := doc.(map[string]any)["definitions"].(map[string]any)
-	c := jsonschema.NewCompiler()
-	for title, def := range defs {
-		name := strings.ReplaceAll(title, " ", "")
-		pkg := "lf.a2a.v1."
-		if name == "Struct" {
-			pkg = "google.protobuf."
-		}
-		if err := c.AddResource(schemaBase+pkg+name+".jsonschema.json", def); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := c.Compile(schemaBase + "lf.a2a.v1.AgentCard.jsonschema.json")
+	s, err := a2aschema.AgentCard("testdata/a2a-schema/a2a-v1.0.0-agentcard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +101,17 @@ func cardHeadersOf(h http.Header) cardHeaders {
 		VaryVersion: slices.Contains(h.Values("Vary"), "A2A-Version"), CacheControl: h.Get("Cache-Control") != ""}
 }
 
-// getCard fetches base's card with the given request headers.
+// getCard fetches base's card at the well-known path with the given
+// request headers.
 func getCard(t *testing.T, base string, headers map[string]string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/.well-known/agent-card.json", nil)
+	return getCardAt(t, base, "/.well-known/agent-card.json", headers)
+}
+
+// getCardAt fetches base's card at path with the given request headers.
+func getCardAt(t *testing.T, base, path string, headers map[string]string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +167,8 @@ func TestCard_VariantsAgainstTheA2A1Schema(t *testing.T) {
 		config func(*Config)
 		// dualFails is what the 1.0 schema finds wrong with the dual card.
 		dualFails []string
+		// secured is whether the card declares security.
+		secured bool
 	}{
 		{name: "no auth", config: func(*Config) {}, dualFails: []string{dual03Fields}},
 		{name: "tokens, API key and signing key", config: func(c *Config) {
@@ -199,7 +183,7 @@ func TestCard_VariantsAgainstTheA2A1Schema(t *testing.T) {
 			// Each scheme in its 0.3 shape and a2av0's, beside the 1.0 one.
 			"/securitySchemes/apiKey: unexpected apiKey,in,name,type",
 			"/securitySchemes/bearer: unexpected description,http,scheme,type",
-		}},
+		}, secured: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -208,7 +192,9 @@ func TestCard_VariantsAgainstTheA2A1Schema(t *testing.T) {
 			tc.config(&cfg)
 			base := startDaemon(t, cfg)
 
-			for _, v := range []string{"1.0", "1", "1.2", " 1.0 "} {
+			// A 1.x client, and one that names no version or one orchd does
+			// not know, gets the 1.0 card.
+			for _, v := range []string{"1.0", "1", "1.2", " 1.0 ", "", "2.0", "banana"} {
 				code, h, v1 := getCard(t, base, map[string]string{"A2A-Version": v})
 				if code != 200 {
 					t.Fatalf("A2A-Version %q: %d %s", v, code, v1)
@@ -221,19 +207,33 @@ func TestCard_VariantsAgainstTheA2A1Schema(t *testing.T) {
 				}
 			}
 			_, _, v1 := getCard(t, base, map[string]string{"A2A-Version": "1.0"})
-			for _, v := range []string{"", "0.3", "0.3.0", "2.0", "banana"} {
-				_, _, dual := getCard(t, base, map[string]string{"A2A-Version": v})
+			if _, _, none := getCard(t, base, nil); !bytes.Equal(none, v1) {
+				t.Errorf("a request without A2A-Version did not get the 1.0 card:\n%s", none)
+			}
+			// A 0.x client gets the dual card, and so does every client at
+			// the 0.2-era path but one that asks for 1.x.
+			for _, v := range []string{"0.3", "0.3.0", "0.2", "legacy path", "legacy path 2.0"} {
+				path, hdr := "/.well-known/agent-card.json", map[string]string{"A2A-Version": v}
+				if rest, ok := strings.CutPrefix(v, "legacy path"); ok {
+					path, hdr = "/.well-known/agent.json", map[string]string{"A2A-Version": strings.TrimSpace(rest)}
+				}
+				_, h, dual := getCardAt(t, base, path, hdr)
 				if bytes.Equal(dual, v1) {
 					t.Errorf("A2A-Version %q got the 1.0 card", v)
 				}
 				if got := schemaFailures(t, schema, dual); !slices.Equal(got, tc.dualFails) {
 					t.Errorf("A2A-Version %q: the dual card fails the 1.0 schema with\n%q, want\n%q", v, got, tc.dualFails)
 				}
+				if !slices.Contains(h.Values("Vary"), "A2A-Version") {
+					t.Errorf("A2A-Version %q: Vary = %q, want A2A-Version", v, h.Values("Vary"))
+				}
 			}
-			_, _, dual := getCard(t, base, nil)
+			if _, _, b := getCardAt(t, base, "/.well-known/agent.json", map[string]string{"A2A-Version": "1.0"}); !bytes.Equal(b, v1) {
+				t.Errorf("A2A-Version 1.0 at /.well-known/agent.json did not get the 1.0 card:\n%s", b)
+			}
+			_, _, dual := getCard(t, base, map[string]string{"A2A-Version": "0.3"})
 
-			// orchd's registry reads both; a2a-go's resolver (which sends no
-			// A2A-Version) gets the dual card and reads it with either parser.
+			// orchd's registry reads both.
 			for name, b := range map[string][]byte{"1.0": v1, "dual": dual} {
 				p, err := capability.Build(b, capability.Options{})
 				if err != nil {
@@ -249,9 +249,22 @@ func TestCard_VariantsAgainstTheA2A1Schema(t *testing.T) {
 					t.Errorf("%s card is signed with no signing key", name)
 				}
 			}
+			// a2a-go's resolver sends no A2A-Version. It reads the 1.0 card
+			// at the well-known path with either parser when the card
+			// declares no security; a2a-go v2.4.0 cannot read the 1.0
+			// shape of security requirements (StringList scopes, a2a-go
+			// issue #430), so a client of an orchd that declares security
+			// reads the dual card at the 0.2-era path.
+			var opts []agentcard.ResolveOption
+			if tc.secured {
+				opts = append(opts, agentcard.WithPath("/.well-known/agent.json"))
+				if _, err := agentcard.DefaultResolver.Resolve(t.Context(), base); err == nil {
+					t.Errorf("a2a-go v2.4.0 read StringList scopes at the well-known path: drop the 0.2-era path here and in docs/a2a.md")
+				}
+			}
 			for name, parser := range map[string]agentcard.Parser{"default": agentcard.DefaultCardParser, "a2av0": a2av0.NewAgentCardParser()} {
 				r := &agentcard.Resolver{Client: http.DefaultClient, CardParser: parser}
-				card, err := r.Resolve(t.Context(), base)
+				card, err := r.Resolve(t.Context(), base, opts...)
 				if err != nil {
 					t.Errorf("a2a-go resolver with the %s parser: %v", name, err)
 					continue
@@ -282,7 +295,10 @@ func TestCard_ConditionalRequestsPerVariant(t *testing.T) {
 	t.Parallel()
 	base := startDaemon(t, loadDefaults(t))
 	v1Hdr := map[string]string{"A2A-Version": "1.0"}
-	_, hDual, dual := getCard(t, base, nil)
+	// The dual card is a 0.x client's; one that names no version gets the
+	// 1.0 card, as one naming 1.0 does.
+	dualHdr := map[string]string{"A2A-Version": "0.3"}
+	_, hDual, dual := getCard(t, base, dualHdr)
 	_, hV1, v1 := getCard(t, base, v1Hdr)
 	etagDual, etagV1, lm := hDual.Get("ETag"), hV1.Get("ETag"), hDual.Get("Last-Modified")
 	if etagDual == "" || etagV1 == "" {
@@ -298,7 +314,7 @@ func TestCard_ConditionalRequestsPerVariant(t *testing.T) {
 	if modified.After(time.Now()) || time.Since(modified) > time.Minute {
 		t.Errorf("Last-Modified %s is not when the card was built", lm)
 	}
-	_, h, again := getCard(t, base, nil)
+	_, h, again := getCard(t, base, dualHdr)
 	if diff := cmp.Diff(cardHeaders{LastModified: lm, ETag: etagDual}, cardHeadersOf(h), testcmp.Only[cardHeaders]("LastModified", "ETag")); diff != "" {
 		t.Errorf("second fetch (-want +got):\n%s", diff)
 	}
@@ -313,19 +329,21 @@ func TestCard_ConditionalRequestsPerVariant(t *testing.T) {
 		status  int
 		etag    string
 	}{
-		{"dual, its ETag", map[string]string{"If-None-Match": etagDual}, 304, etagDual},
-		{"dual, weak form of its ETag in a list", map[string]string{"If-None-Match": `"x", W/` + etagDual}, 304, etagDual},
-		{"dual, any", map[string]string{"If-None-Match": "*"}, 304, etagDual},
-		{"dual, the 1.0 ETag", map[string]string{"If-None-Match": etagV1}, 200, etagDual},
+		{"dual, its ETag", map[string]string{"A2A-Version": "0.3", "If-None-Match": etagDual}, 304, etagDual},
+		{"dual, weak form of its ETag in a list", map[string]string{"A2A-Version": "0.3", "If-None-Match": `"x", W/` + etagDual}, 304, etagDual},
+		{"dual, any", map[string]string{"A2A-Version": "0.3", "If-None-Match": "*"}, 304, etagDual},
+		{"dual, the 1.0 ETag", map[string]string{"A2A-Version": "0.3", "If-None-Match": etagV1}, 200, etagDual},
 		{"1.0, its ETag", map[string]string{"A2A-Version": "1.0", "If-None-Match": etagV1}, 304, etagV1},
+		{"no version, the 1.0 ETag", map[string]string{"If-None-Match": etagV1}, 304, etagV1},
+		{"no version, the dual ETag", map[string]string{"If-None-Match": etagDual}, 200, etagV1},
 		{"1.0, the dual ETag", map[string]string{"A2A-Version": "1.0", "If-None-Match": etagDual}, 200, etagV1},
-		{"since Last-Modified", map[string]string{"If-Modified-Since": lm}, 304, etagDual},
-		{"since later", map[string]string{"If-Modified-Since": after}, 304, etagDual},
-		{"since earlier", map[string]string{"If-Modified-Since": before}, 200, etagDual},
-		{"since garbage", map[string]string{"If-Modified-Since": "yesterday"}, 200, etagDual},
+		{"since Last-Modified", map[string]string{"A2A-Version": "0.3", "If-Modified-Since": lm}, 304, etagDual},
+		{"since later", map[string]string{"A2A-Version": "0.3", "If-Modified-Since": after}, 304, etagDual},
+		{"since earlier", map[string]string{"A2A-Version": "0.3", "If-Modified-Since": before}, 200, etagDual},
+		{"since garbage", map[string]string{"A2A-Version": "0.3", "If-Modified-Since": "yesterday"}, 200, etagDual},
 		{"1.0 since Last-Modified", map[string]string{"A2A-Version": "1.0", "If-Modified-Since": lm}, 304, etagV1},
-		{"If-None-Match wins over a matching date", map[string]string{"If-None-Match": `"other"`, "If-Modified-Since": after}, 200, etagDual},
-		{"If-None-Match wins over an old date", map[string]string{"If-None-Match": etagDual, "If-Modified-Since": before}, 304, etagDual},
+		{"If-None-Match wins over a matching date", map[string]string{"A2A-Version": "0.3", "If-None-Match": `"other"`, "If-Modified-Since": after}, 200, etagDual},
+		{"If-None-Match wins over an old date", map[string]string{"A2A-Version": "0.3", "If-None-Match": etagDual, "If-Modified-Since": before}, 304, etagDual},
 	} {
 		code, h, body := getCard(t, base, tc.headers)
 		got := cardHeadersOf(h)

@@ -260,7 +260,7 @@ func TestA2AEndpoint_MessageAnswersStayMessages(t *testing.T) {
 	echo := testagent.Start(t, testagent.Options{Name: "Echo", Skill: "echo"}, testagent.Reply("pong"))
 	base := orchdNode(t, "solo", "echo", registry.Spec{ID: "echo", URL: echo.URL})
 	for _, v := range []string{"1.0", "0.3"} {
-		card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+		card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +366,7 @@ func TestA2AEndpoint_RESTv03ErrorsForEveryClient(t *testing.T) {
 	}
 
 	// a2a-go's own 0.3 client still reads the error.
-	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,7 +237,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 func newBrowserGuard(cfg Config, authenticates bool, log *slog.Logger) (*httpgate.BrowserGuard, error) {
 	gc := httpgate.GuardConfig{Hosts: cfg.HTTP.AllowedHosts, Authenticates: authenticates, APIKeyHeader: cfg.Auth.APIKeyHeader,
 		Sites:  []httpgate.Site{{Setting: "agent.url", URL: cfg.Agent.URL}, {Setting: "delegation.pushURL", URL: cfg.Delegation.PushURL}},
-		Open:   []string{a2asrv.WellKnownAgentCardPath, a2aserver.PathPush + "/"},
+		Open:   []string{a2asrv.WellKnownAgentCardPath, a2aserver.LegacyCardPath, a2aserver.PathPush + "/"},
 		Forbid: a2aserver.Forbid, Log: log}
 	if host, _, err := net.SplitHostPort(cfg.Listen); err == nil && !unspecifiedHost(host) {
 		gc.Hosts = append([]string{host}, gc.Hosts...)

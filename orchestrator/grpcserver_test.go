@@ -40,7 +40,7 @@ func grpcDaemon(t testing.TB, cfg Config, agents ...registry.Spec) (string, stri
 	cfg.Delegation.PollInterval = Duration(20 * time.Millisecond)
 	cfg.Agents = agents
 	base := startDaemon(t, cfg)
-	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func grpcDaemon(t testing.TB, cfg Config, agents ...registry.Spec) (string, stri
 // gRPC at version ("1.0" or "0.3"), with dial options opts.
 func grpcClient(t testing.TB, base, version string, opts ...grpc.DialOption) *a2aclient.Client {
 	t.Helper()
-	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestGRPC_MutualTLS(t *testing.T) {
 	roots.AddCert(serverCA.Cert)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	t.Cleanup(hc.CloseIdleConnections)
-	card, err := (&agentcard.Resolver{Client: hc, CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	card, err := (&agentcard.Resolver{Client: hc, CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 	if err != nil {
 		t.Fatal(err)
 	}

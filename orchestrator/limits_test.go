@@ -327,7 +327,7 @@ func checkRefusal(t *testing.T, shape refusalShape, resp *http.Response, b []byt
 func TestBodyLimits_A2AClientsReadTheRefusal(t *testing.T) {
 	t.Parallel()
 	base, echo := startLimited(t, HTTPConfig{MaxBodyBytes: testMaxBody, MaxJSONDepth: testMaxDepth})
-	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +619,7 @@ func TestBodyLimits_A2AClientsReadTheUnreadRefusal(t *testing.T) {
 	cfg := loadDefaults(t)
 	cfg.Auth = authTokens()
 	base := startDaemon(t, cfg)
-	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+	full, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func viaAPI(t *testing.T, base string, h http.Header) {
 // (streaming: reading the stream to its end).
 func viaA2A(version string, binding a2a.TransportProtocol, streaming bool) delegateVia {
 	return func(t *testing.T, base string, h http.Header) {
-		card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base)
+		card, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(t.Context(), base, askDual())
 		if err != nil {
 			t.Fatal(err)
 		}

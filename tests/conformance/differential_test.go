@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/a2aschema"
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
@@ -870,9 +871,20 @@ func (headerOverride) After(context.Context, *a2aclient.Response) error { return
 // capabilities.
 func getCard(t *testing.T, ctx context.Context, r diffRow, w world) observation {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.base+"/.well-known/agent-card.json", nil)
+	path := "/.well-known/agent-card.json"
+	if r.Input.Path != "" {
+		path = r.Input.Path
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.base+path, nil)
 	if r.Version == "1.0" {
 		req.Header.Set("A2A-Version", "1.0")
+	}
+	for k, v := range r.Input.Header {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -904,9 +916,7 @@ func getCard(t *testing.T, ctx context.Context, r diffRow, w world) observation 
 	}
 	o["interfaces"] = interfaces(card)
 	o["capabilities"] = fmt.Sprintf("streaming=%v push=%v extended=%v", card.Capabilities.Streaming, card.Capabilities.PushNotifications, card.Capabilities.ExtendedAgentCard)
-	if r.Version == "1.0" {
-		o["schema"] = validateCard(t, body)
-	}
+	o["schema"] = validateCard(t, body)
 	return o
 }
 
@@ -920,56 +930,27 @@ func interfaces(card *a2a.AgentCard) string {
 	return strings.Join(slices.Compact(out), " ")
 }
 
-// cardSchemaDir holds the A2A 1.0 JSON schema orchd's tests validate
+// cardSchema is the A2A 1.0.0 JSON schema bundle orchd's tests validate
 // cards against.
-const cardSchemaDir = "../../orchestrator/testdata/a2a-schema"
+const cardSchema = "../../orchestrator/testdata/a2a-schema/a2a-v1.0.0-agentcard.json"
 
 // validateCard says whether body validates against the A2A 1.0 schema's
-// AgentCard: "valid", "invalid" (the reason is logged) or "no schema"
-// when the schema is not in the repository.
+// AgentCard definition: "valid" or "invalid" (the reason is logged).
 func validateCard(t *testing.T, body []byte) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(cardSchemaDir, "*.json"))
-	if len(files) == 0 {
-		return "no schema"
-	}
-	c := jsonschema.NewCompiler()
-	var main string
-	for _, f := range files {
-		doc, err := readJSON(f)
-		if err != nil {
-			t.Fatalf("schema %s: %v", f, err)
-		}
-		abs, _ := filepath.Abs(f)
-		if err := c.AddResource(abs, doc); err != nil {
-			t.Fatalf("schema %s: %v", f, err)
-		}
-		if main == "" || strings.Contains(strings.ToLower(filepath.Base(f)), "card") {
-			main = abs
-		}
-	}
-	sch, err := c.Compile(main)
+	sch, err := a2aschema.AgentCard(cardSchema)
 	if err != nil {
-		t.Fatalf("compile %s: %v", main, err)
+		t.Fatal(err)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
 	if err != nil {
 		return "invalid"
 	}
 	if err := sch.Validate(v); err != nil {
-		t.Logf("card against %s: %v", filepath.Base(main), err)
+		t.Logf("card against the AgentCard schema: %#v", err)
 		return "invalid"
 	}
 	return "valid"
-}
-
-func readJSON(path string) (any, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return jsonschema.UnmarshalJSON(f)
 }
 
 // rawJSONRPC posts the row's body to the JSON-RPC interface of the

@@ -131,17 +131,27 @@ func startRefAgent(t testing.TB) *refAgent {
 	started := time.Now().UTC().Format(http.TimeFormat)
 	card10 := a2asrv.NewStaticAgentCardHandler(card)
 	dual := a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		// A 1.0 client gets the 1.0 card, valid against the 1.0 schema;
-		// the others the dual 0.3/1.0 card.
-		w.Header().Add("Vary", a2a.SvcParamVersion)
-		w.Header().Set("Last-Modified", started)
-		if strings.HasPrefix(strings.TrimSpace(req.Header.Get(a2a.SvcParamVersion)), "1") {
+	// The card a2a-go serves, valid against the 1.0 schema, to every
+	// client but one that asks for 0.x; the dual 0.3/1.0 card to that one
+	// and at the 0.2-era path /.well-known/agent.json, as orchd serves
+	// them.
+	cardFor := func(legacy bool) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Add("Vary", a2a.SvcParamVersion)
+			w.Header().Set("Last-Modified", started)
+			asked := strings.TrimSpace(req.Header.Get(a2a.SvcParamVersion))
+			if asked == "" {
+				asked = strings.TrimSpace(req.URL.Query().Get(a2a.SvcParamVersion))
+			}
+			if strings.HasPrefix(asked, "0.") || legacy && !strings.HasPrefix(asked, "1") {
+				dual.ServeHTTP(w, req)
+				return
+			}
 			card10.ServeHTTP(w, req)
-			return
-		}
-		dual.ServeHTTP(w, req)
-	}))
+		})
+	}
+	mux.Handle(a2asrv.WellKnownAgentCardPath, cardFor(false))
+	mux.Handle("/.well-known/agent.json", cardFor(true))
 
 	gs := grpc.NewServer(grpc.UnaryInterceptor(refGRPCVersionUnary), grpc.StreamInterceptor(refGRPCVersionStream))
 	grpcv1.NewHandler(handler).RegisterWith(gs)

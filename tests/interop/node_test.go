@@ -502,6 +502,12 @@ func nodeClient(t *testing.T, sdk nodeSDK, binding, base string) {
 		if rest := (nodeClientInterface{URL: base + "/a2a/v0.3/rest", Binding: "HTTP+JSON"}); !slices.Contains(c.Interfaces, rest) {
 			t.Errorf("0.3 view of the card: additionalInterfaces %+v, want %+v among them", c.Interfaces, rest)
 		}
+		// The 1.0 card at the well-known path, which a client sending no
+		// A2A-Version gets, has no 0.3 url: the SDK finds no transport in
+		// it, and reads /.well-known/agent.json (docs/a2a.md).
+		if !strings.Contains(out.WellKnown, "No compatible transport") {
+			t.Errorf("the 0.3 client at the well-known path: %q, want no compatible transport", out.WellKnown)
+		}
 	}
 	if len(out.Calls) < 10 {
 		t.Errorf("the client made %d calls: %+v", len(out.Calls), out.Calls)
@@ -600,6 +606,9 @@ type nodeClientOutput struct {
 		Extensions         []string              `json:"extensions"`
 		Skills             []string              `json:"skills"`
 	} `json:"card"`
+	// WellKnown is what the 0.3.x client made of the card at the
+	// well-known path: "usable", or the SDK's error.
+	WellKnown string `json:"wellKnown"`
 	Transport struct {
 		Protocol string `json:"protocol"`
 		Version  string `json:"version"`

@@ -73,7 +73,18 @@ const transport = binding === 'HTTP+JSON'
   ? new RestTransportFactory({ fetchImpl })
   : new JsonRpcTransportFactory({ fetchImpl });
 const factory = new ClientFactory({ transports: [transport] });
-const client = await factory.createFromUrl(base);
+// At the well-known path orchd serves the A2A 1.0 card to a client that
+// sends no A2A-Version, as this SDK's card resolver does; the 1.0 card has
+// no 0.3 url, so the SDK finds no transport in it. wellKnown records what
+// the SDK made of it; the client then reads the dual 0.3/1.0 card at the
+// 0.2-era path, /.well-known/agent.json.
+try {
+  await factory.createFromUrl(base);
+  out.wellKnown = 'usable';
+} catch (err) {
+  out.wellKnown = String(err?.message ?? err);
+}
+const client = await factory.createFromUrl(base, '.well-known/agent.json');
 const card = await client.getAgentCard();
 out.card = {
   name: card.name,
