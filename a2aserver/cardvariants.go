@@ -91,7 +91,7 @@ func cardDigest(dual, v1 []byte) [sha256.Size]byte {
 // a2a-go's encoding of the card, except that each security requirement's
 // scopes become a StringList ({"list": [...]}), as the 1.0 schema and
 // proto define them, where a2a-go writes a bare array. orchd's registry
-// and the Python and JS SDKs read both; a2a-go v2.4.0's card parser reads
+// and a2a-python 1.3.0 read both; a2a-go v2.4.0's card parsers read
 // only the bare array (a2a-go issue #430), so an a2a-go client of an orchd
 // that declares security reads the dual card (docs/a2a.md).
 func v1CardJSON(card *a2a.AgentCard) ([]byte, error) {
