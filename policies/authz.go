@@ -23,6 +23,9 @@ const (
 	ActionAgentsDelete = "agents.delete"
 	// ActionAgentsRefresh refetches an agent's card now.
 	ActionAgentsRefresh = "agents.refresh"
+	// ActionAgentsContain contains an agent or releases it
+	// (POST /v1/agents/{id}:contain and :release).
+	ActionAgentsContain = "agents.contain"
 	// ActionDelegationsCreate starts a delegation: POST /v1/delegations and
 	// A2A SendMessage or SendStreamingMessage that starts a new task.
 	ActionDelegationsCreate = "delegations.create"
@@ -51,7 +54,7 @@ const (
 
 // actions is every action, in documentation order.
 var actions = []string{
-	ActionAgentsList, ActionAgentsRead, ActionAgentsRegister, ActionAgentsDelete, ActionAgentsRefresh,
+	ActionAgentsList, ActionAgentsRead, ActionAgentsRegister, ActionAgentsDelete, ActionAgentsRefresh, ActionAgentsContain,
 	ActionDelegationsCreate, ActionDelegationsList, ActionDelegationsRead, ActionDelegationsCancel, ActionDelegationsSteer,
 	ActionPoliciesRead, ActionPoliciesReload, ActionPoliciesEvaluate,
 	ActionMetricsRead,

@@ -50,5 +50,5 @@ rules:
 	fmt.Println(err)
 	// Output:
 	// authz.yaml:5:30: allow: undefined field 'role'
-	// authz.yaml:7:21: deny: unknown action "delegation.cancel" (want one of agents.list, agents.read, agents.register, agents.delete, agents.refresh, delegations.create, delegations.list, delegations.read, delegations.cancel, delegations.steer, policies.read, policies.reload, policies.evaluate, metrics.read)
+	// authz.yaml:7:21: deny: unknown action "delegation.cancel" (want one of agents.list, agents.read, agents.register, agents.delete, agents.refresh, agents.contain, delegations.create, delegations.list, delegations.read, delegations.cancel, delegations.steer, policies.read, policies.reload, policies.evaluate, metrics.read)
 }

@@ -522,7 +522,7 @@ func TestA2AAction(t *testing.T) {
 			t.Errorf("A2AAction(%q) = %q, which is not in Actions", tc.method, got)
 		}
 	}
-	if got := Actions(); len(got) != 14 || got[0] != ActionAgentsList {
+	if got := Actions(); len(got) != 15 || got[0] != ActionAgentsList {
 		t.Errorf("Actions() = %v", got)
 	}
 }

@@ -99,6 +99,9 @@ type CaseAgent struct {
 	Failures int `yaml:"failures"`
 	// Drift lists recent card changes.
 	Drift []CaseDrift `yaml:"drift"`
+	// Contained, when not empty, is the reason the agent is held
+	// contained (registry.Containment), by "case".
+	Contained string `yaml:"contained"`
 }
 
 // CaseDrift is a recorded card change, at a time or a duration before the
@@ -275,6 +278,9 @@ func (ca CaseAgent) agent(dir string, now time.Time) (*registry.Agent, error) {
 		return nil, fmt.Errorf("agent %s: %w", ca.ID, err)
 	}
 	a := &registry.Agent{Profile: p, Healthy: ca.Healthy == nil || *ca.Healthy, Failures: ca.Failures, FetchedAt: now}
+	if ca.Contained != "" {
+		a.Contained, a.Containment = true, &registry.Containment{Agent: ca.ID, Reason: ca.Contained, By: "case", At: now}
+	}
 	for _, d := range ca.Drift {
 		at := d.At
 		if at.IsZero() {

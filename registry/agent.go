@@ -43,6 +43,10 @@ type Agent struct {
 	// (A2A 1.0 §8.4), with the agent's pinned keys and the allowed jku
 	// key sets.
 	Signature capability.Signature `json:"signature"`
+	// Contained is true while an operator holds the agent contained:
+	// no new work is sent to it. Containment says by whom, when and why.
+	Contained   bool         `json:"contained"`
+	Containment *Containment `json:"containment,omitempty"`
 
 	// creds are the agent's configured credentials (CredentialConfig).
 	creds     *credentials.Config

@@ -82,6 +82,8 @@ type Registry struct {
 
 	// creds holds the configured agents' credentials by base URL.
 	creds credentialSet
+	// contained holds the containments by agent id (contain.go), under mu.
+	contained map[string]*Containment
 
 	// With a Store, storeMu serializes store writes and every change to
 	// the set of agents, so stored tracks the store's revisions exactly.
@@ -139,8 +141,8 @@ func New(cfg Config, log *slog.Logger) (*Registry, error) {
 		byID: map[string]*Agent{}, byURL: map[string]*Agent{},
 		bySkill: map[string][]*Agent{}, byCap: map[string][]*Agent{}, byExt: map[string][]*Agent{},
 		pending: map[string]*pendingAgent{}, inflight: map[string]bool{},
-		stored: map[string]storedAgent{},
-		ctx:    ctx, cancel: cancel,
+		stored: map[string]storedAgent{}, contained: map[string]*Containment{},
+		ctx: ctx, cancel: cancel,
 	}, nil
 }
 
@@ -580,6 +582,7 @@ func (r *Registry) indexKeys(a *Agent, fn func(m map[string][]*Agent, key string
 // are copied on write, so slices handed to readers never change.
 func (r *Registry) index(a *Agent) {
 	r.creds.attach(a) // a is not published yet: every indexed agent passes here
+	r.contain(a)
 	r.gen.Add(1)
 	r.byID[a.ID] = a
 	r.byURL[a.base] = a
