@@ -498,7 +498,9 @@ func inputFrom(m *a2a.Message) *a2a.Message {
 // nil for one it does not see: an artifact event for a produced artifact,
 // a status update for the rest. The caller's own input, passed on, brings
 // only the state it leads to (WORKING again); steering signals are
-// acknowledged to the caller by steerRoute, not mirrored.
+// acknowledged to the caller by steerRoute, not mirrored, and a contained
+// event is orchd's own note (the interrupt or cancel after it is
+// mirrored).
 func upstreamEvent(task a2a.TaskInfoProvider, ev delegation.Event) a2a.Event {
 	info := task.TaskInfo()
 	switch {
@@ -507,7 +509,7 @@ func upstreamEvent(task a2a.TaskInfoProvider, ev delegation.Event) a2a.Event {
 		return &a2a.TaskArtifactUpdateEvent{TaskID: info.TaskID, ContextID: info.ContextID, Artifact: &art, Append: ev.Append, LastChunk: ev.LastChunk}
 	case callerInput(ev):
 		return a2a.NewStatusUpdateEvent(task, ev.State, nil)
-	case ev.Kind == "steer" || ev.Kind == "interrupt":
+	case ev.Kind == "steer" || ev.Kind == "interrupt" || ev.Kind == delegation.KindContained:
 		return nil
 	}
 	status := a2a.NewStatusUpdateEvent(task, ev.State, upstreamMessage(task, ev))

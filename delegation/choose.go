@@ -50,6 +50,9 @@ func (e *Engine) choose(ctx context.Context, req *Request, in, out Chain) (*Deci
 			return nil, nil, err
 		}
 		reasons, why = e.unhealthy(a, reasons, why)
+		if a.Contained && a.Containment != nil {
+			reasons, why = append(reasons, containedReason(a.Containment)), append(why, refusedContained)
+		}
 		if !a.Credentials.Satisfied {
 			reasons, why = append(reasons, "credentials: "+a.Credentials.Reason), append(why, refusedCredentials)
 		}

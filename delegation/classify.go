@@ -63,6 +63,7 @@ func retryable(err error) bool {
 		errors.Is(err, a2a.ErrUnauthenticated) || errors.Is(err, a2a.ErrUnauthorized) ||
 		errors.Is(err, credentials.ErrUnavailable) ||
 		errors.Is(err, registry.ErrBreakerOpen) ||
+		errors.Is(err, ErrContained) ||
 		errors.Is(err, a2a.ErrInternalError) ||
 		errors.Is(err, a2a.ErrServerError) ||
 		unreachable(err) ||

@@ -98,6 +98,10 @@ type Config struct {
 	// follows each running delegation (resume.go). nil means this
 	// process owns every delegation in its store.
 	Leases Leases
+	// Containments keeps the agents' containments (contain.go) where
+	// every process sharing the store sees them. nil keeps them in this
+	// process only, until it stops.
+	Containments Containments
 	// Relay passes operations on delegations followed by another process
 	// to it (relay.go); used with Leases.
 	Relay Relay

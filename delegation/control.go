@@ -26,7 +26,8 @@ var (
 
 // Send gives the caller's message to a delegation waiting for input; the
 // same downstream task receives it. Once the engine is closed it fails
-// with ErrClosed and sends nothing.
+// with ErrClosed and sends nothing; while an agent the work reaches is
+// contained, with ErrContained.
 func (e *Engine) Send(ctx context.Context, id string, msg *a2a.Message) (Record, error) {
 	if e.ctx.Err() != nil {
 		return Record{}, ErrClosed // nothing would follow the task after the input
@@ -56,6 +57,9 @@ func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message)
 	}
 	if !waiting(state) {
 		return Record{}, fmt.Errorf("%w: %q is %s", ErrNotWaiting, id, state)
+	}
+	if err := e.containedFor(d); err != nil {
+		return Record{}, fmt.Errorf("input to delegation %q not sent: %w", id, err)
 	}
 	if done != nil {
 		// The follower saw the task settle and is returning.

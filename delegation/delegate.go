@@ -230,6 +230,9 @@ func (d *Delegation) open(ctx context.Context, a *registry.Agent, msg *a2a.Messa
 	}
 	d.client = c
 	d.chooseFollow(a, card)
+	if err := e.refuseContained(a.ID); err != nil {
+		return nil, err // contained since it was chosen: nothing is sent
+	}
 	if err := e.reg.Admit(a.ID); err != nil {
 		return nil, err
 	}
@@ -334,6 +337,7 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 	}
 	d.arm()
 	e.register(d)
+	e.checkContained(d)
 	d.follow(s)
 	return nil
 }

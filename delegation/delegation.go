@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 	"github.com/orchd/orchd/telemetry"
 )
@@ -24,8 +25,9 @@ type Event struct {
 	// At is when orchd saw the event.
 	At time.Time `json:"at"`
 	// Kind is state (the state changed), message (the agent or the caller
-	// said something), artifact (the agent produced output), or steer or
-	// interrupt (the caller's signal was passed on).
+	// said something), artifact (the agent produced output), steer or
+	// interrupt (the caller's signal was passed on), or contained (an
+	// agent the work reaches was contained: KindContained).
 	Kind string `json:"kind"`
 	// State is the delegation's state after the event.
 	State a2a.TaskState `json:"state"`
@@ -52,7 +54,14 @@ type Event struct {
 	// Receipt is set on steer and interrupt events: which hops accepted the
 	// signal, and at which sequence number.
 	Receipt *steering.Receipt `json:"receipt,omitempty"`
+	// Containment is set on contained events: who contained which agent
+	// the work reaches, when and why.
+	Containment *registry.Containment `json:"containment,omitempty"`
 }
+
+// KindContained is the kind of the event logged when an agent the work
+// reaches is contained, before the work is interrupted or canceled.
+const KindContained = "contained"
 
 // Delegation is one piece of work handed to an agent. Its methods are safe
 // for concurrent use, except those named …Locked, whose callers hold mu.

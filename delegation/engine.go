@@ -70,6 +70,10 @@ type Engine struct {
 	// early bounds the polls all delegations make before PollInterval
 	// (poll.go).
 	early pollBudget
+	// containments keeps the agents' containments (contain.go); holding
+	// bounds the delegations being stopped for one at once.
+	containments Containments
+	holding      chan struct{}
 	// running counts the delegations that have not ended, against
 	// MaxRunning and MaxRunningPerCaller (limits.go).
 	running running
@@ -106,6 +110,11 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		live:        map[string]*Delegation{},
 		clients:     clients,
 		reopening:   make(chan struct{}, reopenLimit),
+		holding:     make(chan struct{}, holdBackLimit),
+	}
+	e.containments = e.cfg.Containments
+	if e.containments == nil {
+		e.containments = &memoryContainments{}
 	}
 	e.running.max, e.running.perCaller = max(e.cfg.MaxRunning, 0), max(e.cfg.MaxRunningPerCaller, 0)
 	e.instruments.observe = e.observe // every call's outcome feeds the agent's breaker

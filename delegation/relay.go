@@ -67,7 +67,7 @@ var errorCodes = []struct {
 }{
 	{"not_found", ErrNotFound}, {"ended", ErrEnded}, {"not_waiting", ErrNotWaiting},
 	{"not_steerable", ErrNotSteerable}, {"bad_request", ErrBadRequest}, {"deadline", ErrDeadline},
-	{"unavailable", ErrUnavailable}, {"closed", ErrClosed}, {"moved", errMoved},
+	{"unavailable", ErrUnavailable}, {"closed", ErrClosed}, {"moved", errMoved}, {"contained", ErrContained},
 }
 
 // errMoved is a relayed operation that reached a process no longer

@@ -28,7 +28,8 @@ import (
 // that took it, while its liveness lease lasts (lease.go); Start takes
 // those nobody holds, and those of processes that depart later.
 
-// Start carries on the running delegations in the store that this engine
+// Start reads the agents' containments (contain.go) and watches them from
+// then on, and carries on the running delegations in the store that this engine
 // owns: with no Config.Leases every one of them, before it returns. With
 // Leases, it joins (takes this process's liveness lease) and carries on
 // those nobody follows; then a goroutine the engine owns renews the
@@ -39,6 +40,9 @@ import (
 // or orchd stopped before the agent created a task) ends FAILED with the
 // reason.
 func (e *Engine) Start(ctx context.Context) error {
+	if err := e.watchContainments(ctx); err != nil {
+		return err
+	}
 	if err := e.serveRelayed(); err != nil {
 		return err
 	}
@@ -253,6 +257,7 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow fu
 		e.log.Warn("the agent's card changed since the delegation started; following its task with the new card",
 			"delegation", rec.ID, "agent", a.ID, "pinned", rec.Downstream.CardDigest, "now", a.Digest)
 	}
+	e.checkContained(d)
 	if waiting(d.rec.State) {
 		d.settled() // the task waits for the caller's input: nothing to follow
 		return nil, nil

@@ -106,6 +106,9 @@ type Progress struct {
 	// MaxReceipts), so a retried message id is answered with its first
 	// receipt by any process, after any restart.
 	Receipts []steering.Receipt `json:"receipts,omitempty"`
+	// ContainedAt is when the latest containment this delegation was
+	// stopped for was made, so it is stopped once for each.
+	ContainedAt time.Time `json:"containedAt,omitzero"`
 	// ArtifactsFrom is the Seq of the event from which folding the log's
 	// artifact events gives the delegation's artifacts, which the stored
 	// record does not hold (artifacts.go); 0 while it has none.

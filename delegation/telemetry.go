@@ -46,6 +46,10 @@ type instruments struct {
 	signals     metric.Int64Counter
 	inflight    metric.Int64UpDownCounter
 	downstream  metric.Float64Histogram
+	// containments counts agents contained and released; heldBack the
+	// delegations stopped for a containment, by outcome.
+	containments metric.Int64Counter
+	heldBack     metric.Int64Counter
 	// observe, when set, is also told of every call's outcome (see
 	// Engine.observe).
 	observe func(ctx context.Context, agent string, err error)
@@ -145,7 +149,7 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 	ins.ended, _ = m.Int64Counter("orchd.delegations.ended",
 		metric.WithDescription("Accepted delegations that ended, by final state."))
 	ins.refusals, _ = m.Int64Counter("orchd.delegation.refusals",
-		metric.WithDescription("Refusals by reason: cycle, protocol, capability, unhealthy, policy, depth, deadline, unknown_agent, no_candidates, one per refused candidate; max_running, max_running_per_caller, open_files, one per request over a limit (nothing was sent)."))
+		metric.WithDescription("Refusals by reason: cycle, protocol, capability, unhealthy, contained, policy, depth, deadline, unknown_agent, no_candidates, one per refused candidate; max_running, max_running_per_caller, open_files, one per request over a limit (nothing was sent)."))
 	ins.decisions, _ = m.Int64Counter("orchd.policy.decisions",
 		metric.WithDescription("Policy rules that had a say in a candidate's decision (an allow or deny that matched, a rank rule that moved the rank, a default that decided), by policy, rule and kind."))
 	ins.signals, _ = m.Int64Counter("orchd.steering.signals",
@@ -154,6 +158,10 @@ func newInstruments(tp trace.TracerProvider, mp metric.MeterProvider) *instrumen
 		metric.WithDescription("Accepted delegations that have not ended."))
 	ins.downstream, _ = m.Float64Histogram("orchd.downstream.duration", metric.WithUnit("s"),
 		metric.WithDescription("A2A calls to agents by agent, method and outcome: the whole call, or until the first event of a stream."))
+	ins.containments, _ = m.Int64Counter("orchd.agent.containments",
+		metric.WithDescription("Agents contained or released, by action (contain, release), counted by the process that kept the change."))
+	ins.heldBack, _ = m.Int64Counter("orchd.delegations.contained",
+		metric.WithDescription("Running delegations stopped because an agent they reach was contained, by outcome: interrupted, canceled, waiting (left waiting for input), failed (the cancel failed)."))
 	return ins
 }
 

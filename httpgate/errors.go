@@ -100,7 +100,8 @@ func Classify(err error) (int, string) {
 	case errors.Is(err, delegation.ErrUnknownAgent), errors.Is(err, delegation.ErrNotFound):
 		return http.StatusNotFound, "not_found"
 	case errors.Is(err, delegation.ErrNotWaiting), errors.Is(err, delegation.ErrEnded),
-		errors.Is(err, delegation.ErrNotSteerable), errors.Is(err, a2a.ErrUnsupportedOperation):
+		errors.Is(err, delegation.ErrNotSteerable), errors.Is(err, a2a.ErrUnsupportedOperation),
+		errors.Is(err, delegation.ErrContained):
 		return http.StatusConflict, "failed_precondition"
 	case errors.Is(err, delegation.ErrCycle), errors.Is(err, delegation.ErrTooDeep), errors.Is(err, delegation.ErrDeadline):
 		return http.StatusUnprocessableEntity, "refused"

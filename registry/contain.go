@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -82,4 +84,19 @@ func (r *Registry) Containment(id string) *Containment {
 func (r *Registry) contain(a *Agent) {
 	a.Containment = r.contained[a.ID]
 	a.Contained = a.Containment != nil
+}
+
+// Containments returns the containments recorded now, sorted by agent id.
+func (r *Registry) Containments() []Containment {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.contained) == 0 {
+		return nil
+	}
+	out := make([]Containment, 0, len(r.contained))
+	for _, c := range r.contained {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Containment) int { return strings.Compare(a.Agent, b.Agent) })
+	return out
 }

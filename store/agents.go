@@ -243,65 +243,26 @@ func (a *Agents) Load(ctx context.Context) ([]registry.SavedAgent, error) {
 // last revision it delivered: the server may have lost its consumer, and
 // the client would notice only after missing its heartbeats.
 func (a *Agents) Watch(ctx context.Context, after uint64, fn func(ag registry.SavedAgent, removed bool)) error {
-	for {
-		again, err := a.watch(ctx, &after, fn)
-		if !again {
-			return err
+	err := watchKeys(ctx, a.js, a.kv, agentKeys, after, a.log, "agent store", func(e jetstream.KeyValueEntry) {
+		switch {
+		case e == nil: // caught up
+		case e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge:
+			id, ok := agentIDFromKey(e.Key())
+			if !ok {
+				a.log.Warn("agent store: key is not an agent's; ignored", "key", e.Key(), "revision", e.Revision())
+				return
+			}
+			fn(registry.SavedAgent{ID: id, Revision: e.Revision()}, true)
+		default:
+			if ag, ok := a.decode(e); ok {
+				fn(ag, false)
+			}
 		}
-		a.log.Info("agent store: connection reconnected; watching again", "after", after)
-	}
-}
-
-// watch is one watcher's run of Watch, from *after, which it moves past
-// every entry it sees. It reports again when the connection reconnected
-// since the watcher started.
-func (a *Agents) watch(ctx context.Context, after *uint64, fn func(ag registry.SavedAgent, removed bool)) (again bool, err error) {
-	nc := a.js.Conn()
-	reconnects := nc.Stats().Reconnects
-	w, err := a.kv.Watch(ctx, agentKeys, jetstream.ResumeFromRevision(*after+1))
+	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, nil
-		}
-		return false, agentStoreErr("watch agents", err)
+		return agentStoreErr("watch agents", err)
 	}
-	defer stopWatch(w, agentStopWait)
-	check := time.NewTicker(agentReconnectCheck)
-	defer check.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case <-check.C:
-			if nc.Stats().Reconnects != reconnects && nc.IsConnected() {
-				return true, nil
-			}
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				if ctx.Err() != nil {
-					return false, nil
-				}
-				return false, fmt.Errorf("watch agents: %w", errAgentWatcherClosed)
-			case e == nil: // caught up
-				continue
-			}
-			*after = e.Revision()
-			switch {
-			case e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge:
-				id, ok := agentIDFromKey(e.Key())
-				if !ok {
-					a.log.Warn("agent store: key is not an agent's; ignored", "key", e.Key(), "revision", e.Revision())
-					continue
-				}
-				fn(registry.SavedAgent{ID: id, Revision: e.Revision()}, true)
-			default:
-				if ag, ok := a.decode(e); ok {
-					fn(ag, false)
-				}
-			}
-		}
-	}
+	return nil
 }
 
 // decode reads one stored agent, logging why when it cannot.
