@@ -96,6 +96,8 @@ func New(d Deps) *API {
 //	GET    /v1/agents/{id}
 //	DELETE /v1/agents/{id}
 //	POST   /v1/agents/{id}:refresh
+//	POST   /v1/agents/{id}:contain  {"reason": "...", "cancel": false}
+//	POST   /v1/agents/{id}:release
 //	GET    /v1/policies
 //	POST   /v1/policies:reload
 //	POST   /v1/policy:evaluate
@@ -150,7 +152,7 @@ var apiMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http
 // actionVerbs are the verbs POST takes after an id, as in
 // /v1/agents/{id}:refresh; the mux routes them as "{action}", since a
 // pattern cannot end within a path segment.
-var actionVerbs = map[string][]string{"/v1/agents/": {"refresh"}, "/v1/delegations/": {"cancel", "steer", "interrupt"}}
+var actionVerbs = map[string][]string{"/v1/agents/": {"refresh", "contain", "release"}, "/v1/delegations/": {"cancel", "steer", "interrupt"}}
 
 // isAction reports whether path is an id followed by one of actionVerbs.
 func isAction(path string) bool {
@@ -326,8 +328,15 @@ func (a *API) removeAgent(w http.ResponseWriter, r *http.Request) {
 // agentAction serves POST /v1/agents/{id}:{verb}; ids cannot hold ':'.
 func (a *API) agentAction(w http.ResponseWriter, r *http.Request) {
 	id, verb, ok := strings.Cut(r.PathValue("action"), ":")
-	if !ok || verb != "refresh" {
-		a.fail(w, r, &httpgate.Error{Status: http.StatusNotFound, Code: "not_found", Msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/agents/{id}:refresh?)"})
+	switch {
+	case ok && verb == "contain":
+		a.contain(w, r, id)
+		return
+	case ok && verb == "release":
+		a.release(w, r, id)
+		return
+	case !ok || verb != "refresh":
+		a.fail(w, r, &httpgate.Error{Status: http.StatusNotFound, Code: "not_found", Msg: "no such endpoint: POST " + r.URL.Path + " (did you mean POST /v1/agents/{id}:refresh, :contain or :release?)"})
 		return
 	}
 	if !a.allow(w, r, policies.ActionAgentsRefresh, policies.Resource{Kind: policies.ResourceAgent, ID: id}) {

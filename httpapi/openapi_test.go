@@ -66,7 +66,9 @@ func TestOpenAPI_MatchesRoutes(t *testing.T) {
 	for _, m := range regexp.MustCompile(`mux\.HandleFunc\("([A-Z]+) (/[^"]*)"`).FindAllStringSubmatch(string(src), -1) {
 		switch m[2] {
 		case "/v1/agents/{action}":
-			routed = append(routed, m[1]+" /v1/agents/{id}:refresh")
+			for _, verb := range []string{"refresh", "contain", "release"} {
+				routed = append(routed, m[1]+" /v1/agents/{id}:"+verb)
+			}
 		case "/v1/delegations/{action}":
 			for _, verb := range []string{"cancel", "steer", "interrupt"} {
 				routed = append(routed, m[1]+" /v1/delegations/{id}:"+verb)

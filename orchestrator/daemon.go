@@ -143,7 +143,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	// guarded one, traced the same way.
 	dcfg.Credentials = credentials.NewClients(credentials.ClientsConfig{Base: transport, Wrap: tel.Transport, Log: log.With("component", "credentials")})
 	dcfg.TracerProvider, dcfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
-	dcfg.Leases, dcfg.Relay = st.leases, st.relay
+	dcfg.Leases, dcfg.Relay, dcfg.Containments = st.leases, st.relay, st.containments
 	authn, err := newAuthenticator(cfg.Auth, log.With("component", "auth"))
 	if err != nil {
 		return nil, err

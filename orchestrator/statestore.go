@@ -162,6 +162,9 @@ type state struct {
 	leases delegation.Leases
 	relay  delegation.Relay
 	agents registry.AgentStore // nil in memory mode
+	// containments keeps the agents' containments, beside the agents;
+	// nil in memory mode, where the engine keeps them itself.
+	containments delegation.Containments
 	tasks  *closingTasks
 	// pushConfigs keeps the A2A push notification configs of the tasks.
 	pushConfigs *store.PushConfigs
@@ -232,9 +235,11 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		return nil, err
 	}
 	storeLog := log.With("component", "store")
-	if s.agents, err = s.st.Agents(ctx, store.AgentsConfig{Log: storeLog}); err != nil {
+	agents, err := s.st.Agents(ctx, store.AgentsConfig{Log: storeLog})
+	if err != nil {
 		return nil, err
 	}
+	s.agents, s.containments = agents, agents
 	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog, LegacyUser: a2aserver.LegacyTaskUser})
 	if err != nil {
 		return nil, err
