@@ -165,7 +165,7 @@ type state struct {
 	// containments keeps the agents' containments, beside the agents;
 	// nil in memory mode, where the engine keeps them itself.
 	containments delegation.Containments
-	tasks  *closingTasks
+	tasks        *closingTasks
 	// pushConfigs keeps the A2A push notification configs of the tasks.
 	pushConfigs *store.PushConfigs
 	// self is the daemon's identity in chains (identity).
