@@ -22,15 +22,16 @@ func newAgentsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agents",
 		Short: "Register, list and inspect A2A agents",
-		Long: `Register agents with a running orchd, list them, show one, refresh its card
-or remove it (--server, default http://127.0.0.1:8080; the bearer token in
+		Long: `Register agents with a running orchd, list them, show one, refresh its card,
+contain or release it, or remove it (--server, default http://127.0.0.1:8080; the bearer token in
 $ORCHD_TOKEN when the daemon authenticates its callers). 'agents inspect'
 reads a card directly, without a daemon.`,
 		Example: `  orchd agents add http://127.0.0.1:9001 --id reporter
   orchd agents list
   orchd agents inspect http://127.0.0.1:9001`,
 	}
-	cmd.AddCommand(newAgentsAddCmd(), newAgentsListCmd(), newAgentsGetCmd(), newAgentsRefreshCmd(), newAgentsRemoveCmd(), newInspectCmd(g))
+	cmd.AddCommand(newAgentsAddCmd(), newAgentsListCmd(), newAgentsGetCmd(), newAgentsRefreshCmd(), newAgentsRemoveCmd(),
+		newAgentsContainCmd(), newAgentsReleaseCmd(), newInspectCmd(g))
 	return cmd
 }
 
@@ -101,6 +102,8 @@ modes, then the configured agents whose cards could not be read yet.`,
 // health says in a word or two how an agent is doing.
 func health(a *registry.Agent) string {
 	switch {
+	case a.Contained:
+		return "contained"
 	case a.Breaker.State == registry.BreakerOpen || a.Breaker.State == registry.BreakerHalfOpen:
 		return "breaker " + string(a.Breaker.State)
 	case !a.Healthy:
@@ -329,6 +332,9 @@ func printProfile(w io.Writer, a *registry.Agent) error {
 	rows("cache", cache)
 	if b := a.Breaker; b.State == registry.BreakerOpen || b.State == registry.BreakerHalfOpen {
 		rows("breaker", fmt.Sprintf("%s: %d calls failed in a row, last: %s; retry at %s", b.State, b.Failures, b.LastError, b.RetryAt.Format(time.RFC3339)))
+	}
+	if a.Contained && a.Containment != nil {
+		rows("contained", describeContainment(a.Containment))
 	}
 	return tw.Flush()
 }

@@ -201,6 +201,8 @@ func printEvent(w io.Writer, ev delegation.Event) {
 			line += ": " + partsText(ev.Message.Parts)
 		}
 		line += " (accepted by " + receiptHops(*ev.Receipt) + ")"
+	case ev.Containment != nil:
+		line = fmt.Sprintf("[%d] %s: agent %s %s", ev.Seq, ev.Kind, ev.Containment.Agent, describeContainment(ev.Containment))
 	case ev.Kind == "artifact" && ev.Artifact != nil && ev.Append:
 		line = fmt.Sprintf("[%d] artifact %s (continued): %s", ev.Seq, ev.Artifact.ID, partsText(ev.Artifact.Parts))
 	case ev.Kind == "artifact" && ev.Artifact != nil:

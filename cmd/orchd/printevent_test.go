@@ -3,10 +3,12 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -29,6 +31,9 @@ func TestPrintEvent(t *testing.T) {
 		{"interrupt without text", delegation.Event{Seq: 4, Kind: "interrupt", State: a2a.TaskStateWorking, Receipt: receipt},
 			"[4] interrupt (accepted by orchd-a #1 → steerable #1)"},
 		{"failed", delegation.Event{Seq: 5, Kind: "state", State: a2a.TaskStateFailed, Error: "agent a: gone"}, "[5] failed (agent a: gone)"},
+		{"contained", delegation.Event{Seq: 6, Kind: delegation.KindContained, State: a2a.TaskStateWorking,
+			Containment: &registry.Containment{Agent: "a", Reason: "leaks data", By: "ops", At: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}},
+			"[6] contained: agent a contained by ops at 2026-12-06T12:00:00Z (running work interrupted): leaks data"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var b strings.Builder
