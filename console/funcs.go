@@ -8,6 +8,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/registry"
 )
 
 // funcs are the helpers the templates use.
@@ -20,6 +21,7 @@ var funcs = template.FuncMap{
 	"join":       strings.Join,
 	"short":      short,
 	"evtext":     eventText,
+	"contained":  containmentText,
 }
 
 // stateName is a task state as people read it: "working", "input
@@ -62,8 +64,16 @@ func eventText(ev delegation.Event) string {
 		return ev.Error
 	case ev.Artifact != nil:
 		return partsText(ev.Artifact.Parts)
+	case ev.Containment != nil:
+		return containmentText(ev.Containment)
 	}
 	return messageText(ev.Message)
+}
+
+// containmentText says which agent was contained, by whom, when, why and
+// what happens to its running work.
+func containmentText(c *registry.Containment) string {
+	return "agent " + c.Agent + " " + c.String()
 }
 
 // when formats a time as RFC 3339 with milliseconds, UTC; "" for zero.

@@ -223,3 +223,29 @@ func TestContain_EveryReplicaWithinASecond(t *testing.T) {
 		t.Errorf("input after the release = %d", code)
 	}
 }
+
+// TestConsole_ShowsAContainedAgent checks that the console's agent pages
+// show who contained an agent and why, and a delegation's page the
+// contained event.
+func TestConsole_ShowsAContainedAgent(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	cfg := loadDefaults(t)
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+	var rec delegation.Record
+	if code := call(t, "POST", base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateWorking)
+	if code := call(t, "POST", base+"/v1/agents/worker:contain", `{"reason": "leaks <data>"}`, nil); code != 200 {
+		t.Fatalf("contain = %d", code)
+	}
+	waitFor(t, base, rec.ID, a2a.TaskStateInputRequired)
+	_, _, page := browse(t, "GET", base+"/ui/agents", "", nil)
+	wantIn(t, "agents page", page, `<span class="bad">contained</span> by anonymous: leaks &lt;data&gt;`)
+	_, _, page = browse(t, "GET", base+"/ui/agents/worker", "", nil)
+	wantIn(t, "agent page", page, "<dt>Contained</dt>", "contained by anonymous at ", "(running work interrupted): leaks &lt;data&gt;", "orchd agents release worker")
+	_, _, page = browse(t, "GET", base+"/ui/delegations/"+rec.ID, "", nil)
+	wantIn(t, "delegation page", page, "<td>contained</td>", "agent worker contained by anonymous at ")
+}

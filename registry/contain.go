@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,17 @@ type Containment struct {
 	At time.Time `json:"at"`
 	// Cancel is set when running work is canceled rather than interrupted.
 	Cancel bool `json:"cancel,omitempty"`
+}
+
+// String says who contained the agent, when, why, and what happens to
+// its running work: "contained by ops at 2026-12-06T12:00:00Z (running
+// work interrupted): leaks data".
+func (c Containment) String() string {
+	work := "running work interrupted"
+	if c.Cancel {
+		work = "running work canceled"
+	}
+	return fmt.Sprintf("contained by %s at %s (%s): %s", c.By, c.At.UTC().Format(time.RFC3339), work, c.Reason)
 }
 
 // ValidContainmentReason reports whether reason may be a containment's:

@@ -334,7 +334,7 @@ func printProfile(w io.Writer, a *registry.Agent) error {
 		rows("breaker", fmt.Sprintf("%s: %d calls failed in a row, last: %s; retry at %s", b.State, b.Failures, b.LastError, b.RetryAt.Format(time.RFC3339)))
 	}
 	if a.Contained && a.Containment != nil {
-		rows("contained", describeContainment(a.Containment))
+		rows("contained", a.Containment.String())
 	}
 	return tw.Flush()
 }

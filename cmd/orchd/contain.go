@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -45,9 +44,9 @@ delegation logging who contained the agent, when and why. The reason (1 to
 				return errors.New("the daemon answered without the containment")
 			}
 			if ans.Changed {
-				fmt.Fprintf(cmd.OutOrStdout(), "contained %s: %s\n", ans.Agent, describeContainment(ans.Containment))
+				fmt.Fprintf(cmd.OutOrStdout(), "contained %s: %s\n", ans.Agent, ans.Containment.String())
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s was already contained, unchanged: %s\n", ans.Agent, describeContainment(ans.Containment))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s was already contained, unchanged: %s\n", ans.Agent, ans.Containment.String())
 			}
 			return nil
 		},
@@ -82,21 +81,11 @@ contained stays as it is. An agent not contained is no error.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s was not contained\n", ans.Agent)
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "released %s, %s\n", ans.Agent, describeContainment(ans.Containment))
+			fmt.Fprintf(cmd.OutOrStdout(), "released %s, %s\n", ans.Agent, ans.Containment.String())
 			return nil
 		},
 	}
 	serverFlag(cmd, &server)
 	outputFlag(cmd, &output)
 	return cmd
-}
-
-// describeContainment says who contained an agent, when, why and what
-// happens to its running work.
-func describeContainment(c *registry.Containment) string {
-	work := "running work interrupted"
-	if c.Cancel {
-		work = "running work canceled"
-	}
-	return fmt.Sprintf("contained by %s at %s (%s): %s", c.By, c.At.Format(time.RFC3339), work, c.Reason)
 }

@@ -202,7 +202,7 @@ func printEvent(w io.Writer, ev delegation.Event) {
 		}
 		line += " (accepted by " + receiptHops(*ev.Receipt) + ")"
 	case ev.Containment != nil:
-		line = fmt.Sprintf("[%d] %s: agent %s %s", ev.Seq, ev.Kind, ev.Containment.Agent, describeContainment(ev.Containment))
+		line = fmt.Sprintf("[%d] %s: agent %s %s", ev.Seq, ev.Kind, ev.Containment.Agent, ev.Containment)
 	case ev.Kind == "artifact" && ev.Artifact != nil && ev.Append:
 		line = fmt.Sprintf("[%d] artifact %s (continued): %s", ev.Seq, ev.Artifact.ID, partsText(ev.Artifact.Parts))
 	case ev.Kind == "artifact" && ev.Artifact != nil:

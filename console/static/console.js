@@ -22,6 +22,11 @@
   function content(ev) {
     if (ev.error) return ev.error;
     if (ev.artifact) return texts(ev.artifact.parts);
+    if (ev.containment) {
+      var c = ev.containment;
+      return "agent " + c.agent + " contained by " + c.by + " at " + c.at +
+        " (running work " + (c.cancel ? "canceled" : "interrupted") + "): " + c.reason;
+    }
     return ev.message ? texts(ev.message.parts) : "";
   }
   function cell(row, text) {
