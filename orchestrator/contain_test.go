@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
+	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 	"github.com/orchd/orchd/steering"
 )
@@ -248,4 +250,47 @@ func TestConsole_ShowsAContainedAgent(t *testing.T) {
 	wantIn(t, "agent page", page, "<dt>Contained</dt>", "contained by anonymous at ", "(running work interrupted): leaks &lt;data&gt;", "orchd agents release worker")
 	_, _, page = browse(t, "GET", base+"/ui/delegations/"+rec.ID, "", nil)
 	wantIn(t, "delegation page", page, "<td>contained</td>", "agent worker contained by anonymous at ")
+}
+
+// TestContain_PoliciesSeeAgentContained runs a policy that reads
+// agent.contained: a dry run decides a contained agent by it, and the
+// same agent again once released.
+func TestContain_PoliciesSeeAgentContained(t *testing.T) {
+	t.Parallel()
+	worker := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "research"}, testagent.Work(time.Millisecond))
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "brake.yaml"), `policy: brake
+default: allow
+rules:
+  - name: contained
+    deny: agent.contained
+    reasonExpression: '"held by " + agent.containment.by + ": " + agent.containment.reason'
+`)
+	cfg := loadDefaults(t)
+	cfg.Policies.Paths = []string{dir}
+	cfg.Agents = []registry.Spec{{ID: "worker", URL: worker.URL}}
+	base := startDaemon(t, cfg)
+	decide := func() policies.Decision {
+		t.Helper()
+		var res httpapi.EvaluateResponse
+		if code := call(t, "POST", base+"/v1/policy:evaluate", `{"agents": ["worker"]}`, &res); code != 200 || res.Result == nil || len(res.Decisions) != 1 {
+			t.Fatalf("dry run = %d %+v", code, res)
+		}
+		return res.Decisions[0]
+	}
+	if d := decide(); !d.Allowed {
+		t.Errorf("free agent refused: %q", d.Reasons)
+	}
+	if code := call(t, "POST", base+"/v1/agents/worker:contain", `{"reason": "leaks data"}`, nil); code != 200 {
+		t.Fatalf("contain = %d", code)
+	}
+	if d := decide(); d.Allowed || !slices.Equal(d.Reasons, []string{"held by anonymous: leaks data"}) {
+		t.Errorf("contained agent: allowed %v, reasons %q; want refused by the policy", d.Allowed, d.Reasons)
+	}
+	if code := call(t, "POST", base+"/v1/agents/worker:release", "", nil); code != 200 {
+		t.Fatalf("release = %d", code)
+	}
+	if d := decide(); !d.Allowed {
+		t.Errorf("released agent refused: %q", d.Reasons)
+	}
 }
