@@ -216,17 +216,26 @@ func (e *Engine) holdBack(d *Delegation, c registry.Containment) {
 		outcome = "waiting"
 	case !c.Cancel && state == a2a.TaskStateWorking && modes.Allows(steering.Interrupt):
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(fmt.Sprintf("agent %s was contained by %s: %s", c.Agent, c.By, c.Reason)))
-		if _, err := e.steerLocal(ctx, d, steering.Interrupt, msg); err == nil {
+		_, err := e.steerLocal(ctx, d, steering.Interrupt, msg)
+		switch {
+		case err == nil:
 			outcome = "interrupted"
-			break
-		} else if ctx.Err() != nil {
-			return
-		} else {
-			e.log.Warn("contained agent: the interrupt was refused; canceling", "delegation", id, "agent", c.Agent, "error", err)
+		case ctx.Err() != nil, errors.Is(err, ErrEnded):
+			return // closing, or the work ended meanwhile
+		case waiting(d.Record().State):
+			outcome = "waiting" // it settled waiting meanwhile
 		}
+		if outcome != "canceled" {
+			break
+		}
+		e.log.Warn("contained agent: the interrupt was refused; canceling", "delegation", id, "agent", c.Agent, "error", err)
 		fallthrough
 	default:
-		if _, err := e.cancelLocal(ctx, d); err != nil && !errors.Is(err, ErrEnded) {
+		_, err := e.cancelLocal(ctx, d)
+		switch {
+		case errors.Is(err, ErrEnded) || ctx.Err() != nil:
+			return // the work ended meanwhile, or orchd is closing
+		case err != nil:
 			e.log.Warn("contained agent: cancel its work", "delegation", id, "agent", c.Agent, "error", err)
 			outcome = "failed"
 		}
