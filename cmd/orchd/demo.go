@@ -120,6 +120,8 @@ var demoSteps = [][3]string{
 	{"tasks get", "ID", "the progress says which steer it took"},
 	{"interrupt", "ID", "the work stops and waits for input"},
 	{"tasks send", `ID "go on, briefly"`, "and resumes where it stopped"},
+	{"agents contain", `steerable --reason "misbehaves"`, "its work stops; new work for it is refused"},
+	{"agents release", "steerable", "work may reach it again"},
 	{"delegate", `--skill summary "the A2A spec"`, "asks which year"},
 	{"tasks send", "ID 2025", "the answer; it finishes"},
 	{"delegate", `--skill legacy "hello from A2A 1.0"`, "an A2A 0.3 agent"},

@@ -124,6 +124,24 @@ func TestDemo_QuickStart(t *testing.T) {
 		t.Errorf("interrupt: exit %d %q %s", code, got, errOut)
 	}
 	waitTask(t, server[1], research, `(?m)^state +input_required$`)
+	// The operator's brake: the resumed work stops again once its agent
+	// is contained, new work for it is refused, and a release lets it on.
+	resp, err := http.Post(server[1]+"/v1/delegations/"+research+"/messages", "application/json", strings.NewReader(`{"text": "go on, briefly"}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("resume: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	waitTask(t, server[1], research, `(?m)^state +working$`)
+	if code, got, errOut = cli("agents contain", "steerable", "--reason", "misbehaves"); code != exitOK || !strings.HasPrefix(got, "contained steerable: contained by ") {
+		t.Errorf("agents contain: exit %d %q %s", code, got, errOut)
+	}
+	waitTask(t, server[1], research, `(?m)^state +input_required$`)
+	if code, got, errOut = cli("delegate", "--skill", "research", "more steering"); code != exitRefused || !strings.Contains(got, "misbehaves") {
+		t.Errorf("delegate to the contained agent: exit %d\n%s%s", code, got, errOut)
+	}
+	if code, got, errOut = cli("agents release", "steerable"); code != exitOK || !strings.HasPrefix(got, "released steerable, contained by ") {
+		t.Errorf("agents release: exit %d %q %s", code, got, errOut)
+	}
 	if code, got, errOut = cli("tasks cancel", research); code != exitOK {
 		t.Errorf("tasks cancel: exit %d\n%s%s", code, got, errOut)
 	}
