@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,14 +32,6 @@ const (
 const (
 	agentKeyPrefix = "a."
 	agentKeys      = "a.>"
-)
-
-// agentStopWait bounds how long stopping a watcher waits for its delivery
-// goroutine to let go of the updates channel; agentReconnectCheck is how
-// often a watch looks whether its connection reconnected.
-const (
-	agentStopWait       = 5 * time.Second
-	agentReconnectCheck = 200 * time.Millisecond
 )
 
 // AgentsConfig says where and how [Agents] keeps agents. The zero value is
@@ -216,7 +207,7 @@ func (a *Agents) Load(ctx context.Context) ([]registry.SavedAgent, error) {
 	if err != nil {
 		return nil, agentStoreErr("load agents", err)
 	}
-	defer stopWatch(w, agentStopWait)
+	defer stopWatch(w, watchStopWait)
 	var out []registry.SavedAgent
 	err = readInitial(ctx, w, func(e jetstream.KeyValueEntry) error {
 		if len(out) >= a.maxAgents {

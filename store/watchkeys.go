@@ -8,6 +8,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// watchStopWait bounds how long stopping a watcher that follows a bucket
+// waits for its delivery goroutine to let go of the updates channel;
+// watchReconnectCheck is how often such a watch looks whether its
+// connection reconnected.
+const (
+	watchStopWait       = 5 * time.Second
+	watchReconnectCheck = 200 * time.Millisecond
+)
+
 // watchKeys calls fn for every entry of kv whose key matches pattern
 // stored after revision after, in order, deletions included, and with nil
 // each time the watch has caught up with the bucket, until ctx is done (it
@@ -41,8 +50,8 @@ func watchKeysOnce(ctx context.Context, js jetstream.JetStream, kv jetstream.Key
 		}
 		return false, err
 	}
-	defer stopWatch(w, agentStopWait)
-	check := time.NewTicker(agentReconnectCheck)
+	defer stopWatch(w, watchStopWait)
+	check := time.NewTicker(watchReconnectCheck)
 	defer check.Stop()
 	for {
 		select {
