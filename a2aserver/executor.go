@@ -145,19 +145,6 @@ func taskDelegation(t *a2a.Task) (string, bool) {
 	return id, id != ""
 }
 
-// newUpstreamTask is the first event of an upstream task, whose first
-// message is msg: SUBMITTED, naming its delegation in the metadata, and
-// saying when the chain context the caller sent was not believed.
-func newUpstreamTask(task a2a.TaskInfoProvider, msg *a2a.Message, rec delegation.Record) *a2a.Task {
-	t := a2a.NewSubmittedTask(task, msg)
-	md := map[string]any{"delegation": rec.ID}
-	if rec.ChainIgnored != "" {
-		md["chainIgnored"] = rec.ChainIgnored
-	}
-	t.Metadata = map[string]any{taskDelegationKey: md}
-	return t
-}
-
 // delegateNew follows the delegation of a new message: the one
 // earlyDelegation started, or a new one.
 func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
@@ -186,7 +173,8 @@ func (x *executor) delegateNew(ctx context.Context, ec *a2asrv.ExecutorContext, 
 		// The delegation goes on; only a restart would lose the task.
 		x.log.WarnContext(ctx, "keep the A2A task of a delegation", "task", ec.TaskID, "delegation", d.ID(), "error", err)
 	}
-	if !yield(newUpstreamTask(ec, ec.Message, d.Record()), nil) {
+	rep := newReporter(x.engine, d.Record(), 0)
+	if !yield(rep.task(ec, ec.Message), nil) {
 		return
 	}
 	x.mirror(ctx, ec, d.ID(), 0, yield)
@@ -356,6 +344,12 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(x.stoppingCtx, cancel)()
+	head, err := x.engine.LookupHead(ctx, id)
+	if err != nil && ctx.Err() == nil {
+		yield(nil, fmt.Errorf("read delegation %s: %w", id, err))
+		return
+	}
+	rep := newReporter(x.engine, head, after)
 	for {
 		evs, ended, err := x.engine.Events(ctx, id, after, 0)
 		if err != nil && ctx.Err() == nil {
@@ -371,7 +365,7 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 		}
 		for _, ev := range evs {
 			after = ev.Seq
-			up := upstreamEvent(ec, ev)
+			up := rep.event(ec, ev)
 			if up == nil {
 				continue
 			}

@@ -75,7 +75,9 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 	defer cancel()
 	stop := context.AfterFunc(x.stoppingCtx, cancel)
 	defer stop()
-	evs, _, err := x.engine.Events(ctx, d.ID(), max(last-remirrorTail, 0), 0)
+	from := max(last-remirrorTail, 0)
+	rep := newReporter(x.engine, d.Record(), from)
+	evs, _, err := x.engine.Events(ctx, d.ID(), from, 0)
 	if err != nil {
 		x.log.Warn("read the events of a carried-on delegation", "delegation", d.ID(), "error", err)
 	}
@@ -83,7 +85,7 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 	for {
 		if len(evs) > 0 {
 			after = max(after, evs[len(evs)-1].Seq)
-			done, err := x.writeTask(ctx, task, evs, d.Record().Artifacts)
+			done, err := x.writeTask(ctx, task, rep, evs, d.Record().Artifacts)
 			if err != nil {
 				x.log.Warn("mirror a carried-on delegation into its A2A task", "delegation", d.ID(), "task", task.TaskID, "error", err)
 			}
@@ -119,13 +121,13 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 	x.watches[task.TaskID] = w
 }
 
-// writeTask applies events to the stored task in one write, and reports
+// writeTask applies events, as rep words them, to the stored task in one write, and reports
 // whether the task has settled (ended, or waits for input) or was taken
 // out of orchd's hands (it ended or an execution runs it). An artifact
 // event puts the artifact as it is now among arts, the delegation's, in
 // the task: the events replayed may overlap what the task shows, and a
 // chunk applied twice would be appended twice.
-func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, evs []delegation.Event, arts []*a2a.Artifact) (bool, error) {
+func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, rep *reporter, evs []delegation.Event, arts []*a2a.Artifact) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, remirrorWrite)
 	defer cancel()
 	for range 5 { // retried only when the task changed under the write
@@ -149,7 +151,7 @@ func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, evs []deleg
 		var last a2a.Event
 		settled := false
 		for _, ev := range evs {
-			up := upstreamEvent(info, ev)
+			up := rep.event(info, ev)
 			if up == nil {
 				continue
 			}

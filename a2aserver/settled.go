@@ -87,9 +87,10 @@ func (x *executor) settledTask(ctx context.Context, cc *a2asrv.CallContext, smr 
 // same events, asked for with msg, and returns it.
 func (x *executor) keepSettled(ctx context.Context, msg *a2a.Message, up delegation.Upstream, rec delegation.Record, evs []delegation.Event) (*a2a.Task, error) {
 	info := up.TaskInfo()
-	task := newUpstreamTask(info, msg, rec)
+	rep := newReporter(x.engine, rec, 0)
+	task := rep.task(info, msg)
 	for _, ev := range evs {
-		if uev := upstreamEvent(info, ev); uev != nil {
+		if uev := rep.event(info, ev); uev != nil {
 			foldEvent(task, uev)
 		}
 	}

@@ -51,6 +51,10 @@ type hopView struct {
 	Source string
 	// Seqs lists the signal numbers the hop gave, from the receipts.
 	Seqs []int64
+	// Lineage is set on a hop known from the lineage, whose state is its
+	// own; Created and Updated are its delegation's timings there.
+	Lineage          bool
+	Created, Updated time.Time
 }
 
 type receiptView struct {
@@ -94,20 +98,57 @@ func newTree(rec delegation.Record, evs []delegation.Event, ended bool, down *re
 		first.Role = "orchd"
 	}
 	v.Hops = append(v.Hops, first)
-	// A receipt lists every hop that took the signal: this orchd first,
-	// then its downstream agent, then each hop below it.
-	if last != nil && len(last.Hops) >= 2 {
-		n := len(v.Hops)
-		v.Hops[n-2].Seqs = seqsOf(v.Receipts, 0)
-		v.Hops[n-1].Seqs = seqsOf(v.Receipts, 1)
+	self := len(v.Hops) - 2 // this orchd
+	// The lineage the downstream orchd reports names every hop below it,
+	// down to the leaf agent; without one, a receipt names them, as it
+	// lists every hop that took a signal: this orchd first, then its
+	// downstream agent, then each hop below it.
+	if rec.Lineage != nil && len(rec.Lineage.Hops) > 0 {
+		v.Hops = append(v.Hops, lineageHops(rec.Lineage, len(v.Hops))...)
+	} else if last != nil && len(last.Hops) >= 2 {
 		for i, h := range last.Hops[2:] {
-			v.Hops = append(v.Hops, hopView{Depth: n + i, Name: h.Agent, Role: "agent below", State: rec.State,
-				Source: "the latest steering receipt", Seqs: seqsOf(v.Receipts, i+2)})
+			v.Hops = append(v.Hops, hopView{Depth: self + 2 + i, Name: h.Agent, Role: "agent below", State: rec.State,
+				Source: "the latest steering receipt"})
 		}
 	} else if orchd && rec.Downstream.Agent != "" {
 		v.BelowUnknown = true
 	}
+	if last != nil && len(last.Hops) >= 2 {
+		for i := range last.Hops {
+			if self+i < len(v.Hops) {
+				v.Hops[self+i].Seqs = seqsOf(v.Receipts, i)
+			}
+		}
+	}
 	return v
+}
+
+// lineageHops are the hops below an orchd's downstream orchd, from the
+// lineage it reported: the agent each orchd chose, with its state and
+// timings; the last one is the leaf. depth is the first one's place.
+func lineageHops(l *delegation.Lineage, depth int) []hopView {
+	out := make([]hopView, 0, len(l.Hops)+1)
+	for i, h := range l.Hops {
+		name := h.Agent
+		if h.AgentName != "" && h.AgentName != h.Agent {
+			name = h.AgentName + " (" + h.Agent + ")"
+		}
+		role := "agent below"
+		if i < len(l.Hops)-1 {
+			role = "orchd below"
+		}
+		by := h.Orchd
+		if h.Name != "" {
+			by = h.Name
+		}
+		out = append(out, hopView{Depth: depth + i, Name: name, Role: role, State: h.State, Task: h.TaskID,
+			Source: "the lineage " + by + " reported", Lineage: true, Created: h.CreatedAt, Updated: h.UpdatedAt})
+	}
+	if l.Truncated {
+		out = append(out, hopView{Depth: depth + len(l.Hops), Name: "…", Role: "hops not shown", Lineage: true,
+			Source: "the lineage was cut at its bounds"})
+	}
+	return out
 }
 
 // seqsOf returns the sequence numbers the hop at index i gave in each

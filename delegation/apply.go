@@ -160,8 +160,11 @@ func (d *Delegation) setTaskLocked(id a2a.TaskID, contextID string) {
 	}
 }
 
-// setStatusLocked records a downstream status; callers hold mu. Only an
-// interrupted flag is kept of the metadata: the rest is the agent's own.
+// setStatusLocked records a downstream status; callers hold mu. Of the
+// metadata only an interrupted flag is kept, and the lineage of a hop
+// whose lineage is believed (lineage.go): the rest is the agent's own. A
+// status that changes nothing but the lineage is logged as a state event
+// carrying it, so the news travels up.
 func (d *Delegation) setStatusLocked(st a2a.TaskStatus, metadata map[string]any) {
 	if st.State == a2a.TaskStateUnspecified || !d.fitsLocked(st.Message) {
 		return
@@ -178,18 +181,26 @@ func (d *Delegation) setStatusLocked(st a2a.TaskStatus, metadata map[string]any)
 		}
 	}
 	interrupted := st.State == a2a.TaskStateInputRequired && metadata[steering.InterruptedKey] == true
-	if st.State == d.rec.State && st.Message == nil && !interrupted {
+	lineage, news := d.lineageLocked(metadata)
+	if st.Message != nil && st.Message.ID == d.prog.LastStatus {
+		// The status applied already; only news from below is logged.
+		st.Message, interrupted = nil, false
+		if !news {
+			return
+		}
+	}
+	if st.State == d.rec.State && st.Message == nil && !interrupted && !news {
 		return
 	}
 	if st.Message != nil {
-		if st.Message.ID == d.prog.LastStatus {
-			return
-		}
 		d.prog.LastStatus = st.Message.ID
 	}
 	ev := Event{Kind: "state", State: st.State, Message: st.Message}
 	if interrupted {
 		ev.Metadata = map[string]any{steering.InterruptedKey: true}
+	}
+	if news {
+		d.rec.Lineage, ev.Lineage = lineage, lineage.clone()
 	}
 	if st.State.Terminal() && st.Message != nil {
 		d.rec.Result = st.Message

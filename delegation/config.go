@@ -116,6 +116,12 @@ type Config struct {
 	// notification); FollowStream and FollowPoll ask for one way. Each
 	// falls back as auto does when the agent cannot.
 	Follow string
+	// TrustLineage reports whether the lineage the agent with this
+	// registry id reports is believed, for an agent whose card declares
+	// the delegation extension (lineage.go). It is asked once, when the
+	// work is sent, and the answer kept with the delegation. nil believes
+	// no agent's: every hop is a leaf.
+	TrustLineage func(agentID string) bool
 	// PushURL is the URL prefix of orchd's push webhook: a delegation's
 	// webhook is PushURL followed by its id. Empty means no push until
 	// Engine.SetPushURL names one.

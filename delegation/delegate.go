@@ -120,10 +120,10 @@ func (e *Engine) Delegate(ctx context.Context, req Request, opts ...DelegateOpti
 		d := &Delegation{
 			engine: e, chain: out, first: 1,
 			span: span.SpanContext(), callerTrace: telemetry.TraceHeadersFrom(ctx),
-			prog: Progress{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible},
+			prog: Progress{Steerable: a.Steering.Steerable, Interruptible: a.Steering.Interruptible, Lineage: e.trustsLineage(a)},
 			rec: Record{
 				ID: id, State: a2a.TaskStateSubmitted, Chain: out, Decision: dec, CreatedAt: now, UpdatedAt: now,
-				Downstream: Hop{Agent: a.ID, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored, Via: req.Via,
+				Downstream: Hop{Agent: a.ID, Name: a.Name, CardDigest: a.Digest}, Owner: req.owner(), ChainIgnored: req.ChainIgnored, Via: req.Via,
 			},
 			slot: s,
 		}

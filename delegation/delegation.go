@@ -57,6 +57,10 @@ type Event struct {
 	// Containment is set on contained events: who contained which agent
 	// the work reaches, when and why.
 	Containment *registry.Containment `json:"containment,omitempty"`
+	// Lineage is set on a state event that brought a new lineage from
+	// the hop: the hops below it as they stand from this event on
+	// (lineage.go).
+	Lineage *Lineage `json:"lineage,omitempty"`
 }
 
 // KindContained is the kind of the event logged when an agent the work

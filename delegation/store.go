@@ -57,6 +57,11 @@ type Record struct {
 	// Upstream is orchd's own A2A task that mirrors the delegation, when
 	// the work came to orchd over A2A.
 	Upstream *Upstream `json:"upstream,omitempty"`
+	// Lineage is the chain of hops below the downstream hop, as that hop
+	// (another orchd, trusted) last reported it: its own delegation
+	// first, down to the leaf agent (lineage.go). nil when the hop
+	// reported none, or is not believed.
+	Lineage *Lineage `json:"lineage,omitempty"`
 	// Progress is what another process needs to carry the delegation on
 	// where this one left it. It is kept in the store and not shown by
 	// the API.
@@ -97,6 +102,10 @@ type Progress struct {
 	// card.
 	Steerable     bool `json:"steerable,omitempty"`
 	Interruptible bool `json:"interruptible,omitempty"`
+	// Lineage is set when the lineage the hop reports is believed: its
+	// card declares the delegation extension and Config.TrustLineage
+	// trusts it (lineage.go).
+	Lineage bool `json:"lineage,omitempty"`
 	// LastStatus is the id of the last status message applied, so a
 	// status seen again after a takeover is not applied twice.
 	LastStatus string `json:"lastStatus,omitempty"`
@@ -124,6 +133,8 @@ const MaxReceipts = 256
 type Hop struct {
 	// Agent is the registry id.
 	Agent string `json:"agent"`
+	// Name is the agent card's name when the work was sent.
+	Name string `json:"name,omitempty"`
 	// CardDigest pins the card the agent was validated against.
 	CardDigest string `json:"cardDigest"`
 	// TaskID and ContextID identify the agent's task; both are empty when

@@ -402,6 +402,9 @@ func (c *Config) validate() error {
 		if _, err := registry.NormalizeURL(a.URL); err != nil {
 			add(fmt.Errorf("config: agents[%d]: %w", i, err))
 		}
+		if a.Peer && a.ID == "" {
+			add(fmt.Errorf("config: agents[%d]: peer needs an id: the agent's lineage is trusted by its id", i))
+		}
 		if a.Credentials != nil {
 			if err := a.Credentials.Validate(); err != nil {
 				add(fmt.Errorf("config: agents[%d].credentials: %w", i, err))

@@ -114,6 +114,15 @@ func TestConsole_BrowserFollowsAndSteersATwoHopChain(t *testing.T) {
 	until(t, ctx, "the page follows the events", `document.getElementById("live").textContent === "following live"`)
 	js[bool](t, ctx, `window.notReloaded = true`)
 
+	// The hop below b is named before any steer: b reports it.
+	until(t, ctx, "the lineage names the agent below b", `[...document.querySelectorAll("#hops strong")].map(s => s.textContent).join(",").endsWith(",b,C (c)")`)
+	if n := js[int](t, ctx, `document.querySelectorAll("#hops li[data-lineage]").length`); n != 1 {
+		t.Errorf("%d hops from the lineage, want C alone", n)
+	}
+	if js[bool](t, ctx, `(n => n !== null && !n.hidden)(document.getElementById("below-unknown"))`) {
+		t.Error("the page says the hops below b are unknown")
+	}
+
 	// A steer sent elsewhere (the API) shows up: its receipt, every hop.
 	var r steering.Receipt
 	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+":steer", `{"text": "narrow to 2025"}`, &r); code != 200 {
@@ -121,10 +130,7 @@ func TestConsole_BrowserFollowsAndSteersATwoHopChain(t *testing.T) {
 	}
 	until(t, ctx, "the receipt appears", `[...document.querySelectorAll("#receipts li")].some(li => li.textContent.includes("a #1 → b #1 → C #1"))`)
 	until(t, ctx, "the agent's acknowledgement appears", `[...document.querySelectorAll("#events td")].some(td => td.textContent.includes("narrow to 2025"))`)
-	until(t, ctx, "the receipt names the hop below b", `[...document.querySelectorAll("#hops strong")].map(s => s.textContent).join(",").endsWith(",b,C")`)
-	if hidden := js[bool](t, ctx, `document.getElementById("below-unknown").hidden`); !hidden {
-		t.Error("the page still says the hops below b are unknown")
-	}
+	until(t, ctx, "the hop below b stays named once", `[...document.querySelectorAll("#hops strong")].map(s => s.textContent).join(",").endsWith(",b,C (c)")`)
 	screenshot(t, ctx, shots, "1-receipt-live.png")
 
 	// A steer from the page: the receipt is shown in place.
@@ -184,8 +190,8 @@ func TestConsole_BrowserFollowsAndSteersATwoHopChain(t *testing.T) {
 	}
 	hops := js[[]string](t, ctx, `[...document.querySelectorAll("#hops strong")].map(s => s.textContent)`)
 	if len(hops) != 3 || !strings.HasPrefix(hops[0], "orchd a") {
-		t.Errorf("hops = %q, want orchd a, b, C", hops)
-	} else if diff := cmp.Diff([]string{"b", "C"}, hops[1:]); diff != "" {
+		t.Errorf("hops = %q, want orchd a, b, C (c)", hops)
+	} else if diff := cmp.Diff([]string{"b", "C (c)"}, hops[1:]); diff != "" {
 		t.Errorf("hops after orchd a (-want +got):\n%s", diff)
 	}
 	screenshot(t, ctx, shots, "3-tree-100-events.png")

@@ -157,6 +157,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	g := httpgate.NewGate(cfg.Auth, authn, log.With("component", "auth"))
 	authz := httpgate.NewAuthorizer(g, engine)
+	dcfg.TrustLineage = lineagePeers(cfg.Agents, g.Enabled())
 	delegations := delegation.NewEngine(reg, engine, st.deleg, dcfg, log.With("component", "delegation"))
 	stopCtx, stopNow := context.WithCancel(context.Background())
 	undo = append(undo, stopNow, delegations.Close)

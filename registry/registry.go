@@ -36,6 +36,12 @@ type Spec struct {
 	// (see package credentials). They come only from the configuration:
 	// never from the API, never saved in the store, never in JSON.
 	Credentials *credentials.Config `json:"-" yaml:"credentials,omitempty"`
+	// Peer marks the agent as an orchd this one trusts to report its
+	// lineage (what it chose below, and how it stands), when
+	// authentication is configured; with none, every orchd's lineage is
+	// believed (docs/delegation.md#lineage-up-the-chain). It comes from
+	// the configuration only, and needs an ID.
+	Peer bool `json:"-" yaml:"peer,omitempty"`
 }
 
 // Pending is a configured agent whose card could not be fetched yet. The

@@ -42,7 +42,7 @@
     var name = stateName(s);
     stateEl.textContent = name;
     stateEl.className = "state s-" + name.replace(/ /g, "-");
-    document.querySelectorAll("#hops .state").forEach(function (el) {
+    document.querySelectorAll("#hops li:not([data-lineage]) .state").forEach(function (el) {
       el.textContent = name;
       el.className = "state s-" + name.replace(/ /g, "-");
     });
@@ -64,6 +64,7 @@
     cell(row, content(ev));
     events.appendChild(row);
     if (ev.state) setState(ev.state);
+    if (ev.lineage) lineage(ev.lineage);
     if (/COMPLETED|FAILED|CANCELED|REJECTED/.test(ev.state || "")) {
       tree.dispatchEvent(new Event("console:ended"));
     }
@@ -75,6 +76,58 @@
       receipts.appendChild(li);
       below(ev.receipt.hops || [], ev.state);
     }
+  }
+  function span(cls, text) {
+    var el = document.createElement("span");
+    el.className = cls;
+    el.textContent = text;
+    return el;
+  }
+  // lineage shows the hops below this orchd's agent as the lineage the
+  // agent (an orchd) reported names them: each one's agent, state, task
+  // and timings, down to the leaf. It replaces what was shown below.
+  function lineage(l) {
+    var list = document.getElementById("hops");
+    var items = [].slice.call(list.children);
+    var self = items.findIndex(function (li) { return li.dataset.role === "this orchd"; });
+    if (self < 0) return;
+    items.slice(self + 2).forEach(function (li) { li.remove(); });
+    var hs = l.hops || [];
+    hs.forEach(function (h, i) {
+      var li = document.createElement("li");
+      li.dataset.depth = String(self + 2 + i);
+      li.dataset.role = i < hs.length - 1 ? "orchd below" : "agent below";
+      li.dataset.lineage = "";
+      var name = document.createElement("strong");
+      name.textContent = h.agentName && h.agentName !== h.agent ? h.agentName + " (" + h.agent + ")" : h.agent;
+      var st = stateName(h.state);
+      li.append(span("role", li.dataset.role), " ", name, " ", span("state s-" + st.replace(/ /g, "-"), st));
+      if (h.taskId) {
+        var task = span("muted", " task ");
+        var code = document.createElement("code");
+        code.textContent = h.taskId;
+        task.appendChild(code);
+        li.append(" ", task);
+      }
+      if (h.createdAt) {
+        var ms = Date.parse(h.updatedAt) - Date.parse(h.createdAt);
+        li.append(" ", span("muted", "delegated " + h.createdAt + ", last change " + (ms / 1000).toFixed(3) + "s later"));
+      }
+      var from = document.createElement("small");
+      from.className = "muted";
+      from.textContent = "known from the lineage " + (h.name || h.orchd) + " reported";
+      li.append(document.createElement("br"), from);
+      list.appendChild(li);
+    });
+    if (l.truncated) {
+      var cut = document.createElement("li");
+      cut.dataset.lineage = "";
+      cut.dataset.role = "hops not shown";
+      cut.append(span("role", "hops not shown"), " ", "…");
+      list.appendChild(cut);
+    }
+    var note = document.getElementById("below-unknown");
+    if (note) note.hidden = true;
   }
   // below adds the hops a receipt names that the chain does not show
   // yet: a receipt lists this orchd, its agent, then each hop below.
