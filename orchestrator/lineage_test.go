@@ -1,18 +1,32 @@
 package orchestrator
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/orchd/orchd/auth"
+	"github.com/orchd/orchd/credentials"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/registry"
 )
+
+// getAs reads the delegation at base as the caller with token.
+func getAs(t *testing.T, token, base, id string) delegation.Record {
+	t.Helper()
+	var rec delegation.Record
+	if code, _ := callAs(t, token, "GET", base+"/v1/delegations/"+id, "", &rec); code != 200 {
+		t.Fatalf("GET delegation = %d", code)
+	}
+	return rec
+}
 
 // waitLineage reads the delegation at base until ok says its record is
 // as wanted, and returns it.
@@ -20,10 +34,7 @@ func waitLineage(t *testing.T, base, id, what string, ok func(delegation.Record)
 	t.Helper()
 	var rec delegation.Record
 	testwait.Succeeds(t, 10*time.Second, what, func() error {
-		rec = delegation.Record{}
-		if code := call(t, "GET", base+"/v1/delegations/"+id, "", &rec); code != 200 {
-			return fmt.Errorf("GET = %d", code)
-		}
+		rec = getAs(t, "", base, id)
 		return ok(rec)
 	})
 	return rec
@@ -101,4 +112,234 @@ func TestLineage_RootSeesTheLeafBeforeAnySteer(t *testing.T) {
 	if h := done.Lineage.Hops[1]; !h.UpdatedAt.After(working.Lineage.Hops[1].UpdatedAt) {
 		t.Errorf("the leaf's hop kept its time: %v then %v", working.Lineage.Hops[1].UpdatedAt, h.UpdatedAt)
 	}
+}
+
+// forging is an agent that claims a lineage of its own on its task and
+// its status updates, as an orchd reports one, and then works until
+// canceled: a ghost hop below it that does not exist.
+func forging() testagent.Behaviour {
+	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+		md := func() map[string]any {
+			return map[string]any{delegation.ExtensionURI: map[string]any{"delegation": "forged", "lineage": map[string]any{
+				"hops": []any{map[string]any{"orchd": "orchd-forged", "agent": "ghost", "state": "TASK_STATE_COMPLETED"}}}}}
+		}
+		task := a2a.NewSubmittedTask(ec, ec.Message)
+		task.Metadata = md()
+		if !yield(task, nil) {
+			return
+		}
+		st := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("forged")))
+		st.Metadata = md()
+		if !yield(st, nil) {
+			return
+		}
+		<-ctx.Done()
+	}
+}
+
+// A lineage is believed only from a hop whose card declares the
+// delegation extension and that the root trusts: every such hop on a
+// daemon without authentication, else only agents configured as peers.
+// An agent claiming a lineage otherwise is a leaf.
+func TestLineage_ForgedLineageIsIgnored(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name                          string
+		authenticated, peer, declares bool
+		believed                      bool
+	}{
+		{name: "authenticated root, agent not a peer", authenticated: true, declares: true},
+		{name: "authenticated root, agent a peer", authenticated: true, peer: true, declares: true, believed: true},
+		{name: "open root, agent not declaring the extension"},
+		{name: "open root, agent declaring the extension", declares: true, believed: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := testagent.Options{Name: "Forger", Skill: "research", Streaming: true}
+			if tt.declares {
+				o.Extensions = chainReader
+			}
+			forger := testagent.Start(t, o, forging())
+			cfg := nodeConfig(t, "a", "research", registry.Spec{ID: "forger", URL: forger.URL, Peer: tt.peer})
+			token := ""
+			if tt.authenticated {
+				cfg.Auth, token = authTokens(), aliceToken
+			}
+			a := startDaemon(t, cfg)
+			var rec delegation.Record
+			if code, _ := callAs(t, token, "POST", a+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+				t.Fatalf("delegate = %d %+v", code, rec)
+			}
+			testwait.Succeeds(t, 10*time.Second, "the forger's status reaching A", func() error {
+				rec = getAs(t, token, a, rec.ID)
+				if rec.State != a2a.TaskStateWorking || rec.LastEvent < 1 {
+					return fmt.Errorf("it is %s after event %d", rec.State, rec.LastEvent)
+				}
+				return nil
+			})
+			switch {
+			case tt.believed && (rec.Lineage == nil || len(rec.Lineage.Hops) != 1 || rec.Lineage.Hops[0].Agent != "ghost"):
+				t.Errorf("lineage %+v, want the one the agent reported", rec.Lineage)
+			case !tt.believed && rec.Lineage != nil:
+				t.Errorf("lineage %+v believed from an agent that is not trusted", rec.Lineage)
+			}
+			if code, _ := callAs(t, token, "POST", a+"/v1/delegations/"+rec.ID+":cancel", "", nil); code != 200 {
+				t.Errorf("cancel = %d", code)
+			}
+		})
+	}
+}
+
+// With authentication on both sides, B reports its lineage only to an
+// orchd whose chain it believes (auth.peers), and A believes it only from
+// an agent it marks as a peer: A → B → leaf shows the leaf at A only when
+// both trust each other.
+func TestLineage_OnlyBetweenPeers(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name              string
+		bTrustsA, aMarksB bool
+	}{
+		{name: "B does not trust A", aMarksB: true},
+		{name: "A does not mark B as a peer", bTrustsA: true},
+		{name: "peers both ways", bTrustsA: true, aMarksB: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			leaf := testagent.Start(t, testagent.Options{Name: "Leaf", Skill: "research", Streaming: true}, testagent.Hang())
+			const peerToken = "orchd-a-to-b-0123456789"
+			b := nodeConfig(t, "b", "research", registry.Spec{ID: "leaf", URL: leaf.URL})
+			b.Auth = AuthConfig{Config: auth.Config{Tokens: []auth.TokenConfig{{SHA256: sha256Hex(peerToken), Principal: "orchd-a"}}}}
+			if tt.bTrustsA {
+				b.Auth.Peers = []string{"token:orchd-a"}
+			}
+			bURL := startDaemon(t, b)
+			tokenFile := t.TempDir() + "/b.token"
+			writeFile(t, tokenFile, peerToken+"\n")
+			a := nodeConfig(t, "a", "research", registry.Spec{ID: "b", URL: bURL, Peer: tt.aMarksB,
+				Credentials: &credentials.Config{Bearer: &credentials.Bearer{TokenFile: tokenFile}}})
+			a.Auth = authTokens()
+			aURL := startDaemon(t, a)
+
+			var rec delegation.Record
+			if code, _ := callAs(t, aliceToken, "POST", aURL+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+				t.Fatalf("delegate = %d %+v", code, rec)
+			}
+			leaf.WaitCalls(t, "SendStreamingMessage", 1)
+			believed := tt.bTrustsA && tt.aMarksB
+			testwait.Succeeds(t, 10*time.Second, "A's record working", func() error {
+				rec = getAs(t, aliceToken, aURL, rec.ID)
+				switch {
+				case rec.State != a2a.TaskStateWorking:
+					return fmt.Errorf("it is %s", rec.State)
+				case believed:
+					return leafIs(rec, 1, "leaf", "Leaf", a2a.TaskStateWorking)
+				}
+				return nil
+			})
+			if !believed && rec.Lineage != nil {
+				t.Errorf("lineage %+v at A, want none", rec.Lineage)
+			}
+			if code, _ := callAs(t, aliceToken, "POST", aURL+"/v1/delegations/"+rec.ID+":cancel", "", nil); code != 200 {
+				t.Errorf("cancel = %d", code)
+			}
+		})
+	}
+}
+
+// A question asked at the leaf of A → B → leaf reaches A, whose lineage
+// names the hop that asked (the deepest one waiting), and the answer sent
+// at A reaches that task at the leaf.
+func TestLineage_LeafQuestionIsAnsweredAtTheRoot(t *testing.T) {
+	t.Parallel()
+	asker := testagent.Start(t, testagent.Options{Name: "Asker", Skill: "ask", Streaming: true}, testagent.Ask())
+	b := orchdNode(t, "b", "ask", registry.Spec{ID: "asker", URL: asker.URL})
+	a := orchdNode(t, "a", "ask", registry.Spec{ID: "b", URL: b})
+
+	var rec delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "when?", "skill": "ask"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	waiting := waitLineage(t, a, rec.ID, "A waiting, its lineage naming the asker", func(r delegation.Record) error {
+		if r.State != a2a.TaskStateInputRequired {
+			return fmt.Errorf("A is %s", r.State)
+		}
+		return leafIs(r, 1, "asker", "Asker", a2a.TaskStateInputRequired)
+	})
+	if q := waiting.Lineage.Hops[0]; q.Orchd != "b" {
+		t.Errorf("the asking hop is below %q, want b", q.Orchd)
+	}
+	asked := waiting.Lineage.Hops[0].TaskID
+
+	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+"/messages", `{"text": "2026"}`, &rec); code != 200 {
+		t.Fatalf("answer at A = %d", code)
+	}
+	done := waitLineage(t, a, rec.ID, "A's lineage naming the asker COMPLETED", func(r delegation.Record) error {
+		return leafIs(r, 1, "asker", "Asker", a2a.TaskStateCompleted)
+	})
+	if done.Result == nil || testagent.Text(done.Result) != "answered: 2026" {
+		t.Errorf("result at A = %+v", done.Result)
+	}
+	msgs := asker.Messages()
+	if len(msgs) != 2 || msgs[1].TaskID != asked || testagent.Text(msgs[1]) != "2026" {
+		t.Fatalf("the asker got %d messages; want the answer 2026 on the task that asked, %s", len(msgs), asked)
+	}
+}
+
+// authorizing wants authentication (AUTH_REQUIRED, "sign in") and goes
+// on once signed is closed, out of band, as an a2a-go agent does: its
+// execution runs on through AUTH_REQUIRED. It then completes.
+func authorizing(signed <-chan struct{}) testagent.Behaviour {
+	return func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateAuthRequired, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("sign in"))), nil) {
+			return
+		}
+		select {
+		case <-signed:
+		case <-ctx.Done():
+			return
+		}
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("signed in"))), nil)
+	}
+}
+
+// An authentication request at the leaf reaches A naming the hop that
+// asked. What happens next is what docs/delegation.md says of
+// AUTH_REQUIRED through an orchd: an a2a-go execution runs on through
+// AUTH_REQUIRED, so the hop above refuses an answer sent down to it as
+// execution in progress; a cancel at A still ends the work at every hop.
+func TestLineage_LeafAuthRequestReachesTheRoot(t *testing.T) {
+	t.Parallel()
+	signed := make(chan struct{}) // never: the vault waits to be authorized
+	leaf := testagent.Start(t, testagent.Options{Name: "Vault", Skill: "vault", Streaming: true}, authorizing(signed))
+	b := orchdNode(t, "b", "vault", registry.Spec{ID: "vault", URL: leaf.URL})
+	a := orchdNode(t, "a", "vault", registry.Spec{ID: "b", URL: b})
+
+	var rec delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "open", "skill": "vault"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	waitLineage(t, a, rec.ID, "A waiting for authentication, its lineage naming the vault", func(r delegation.Record) error {
+		if r.State != a2a.TaskStateAuthRequired {
+			return fmt.Errorf("A is %s", r.State)
+		}
+		return leafIs(r, 1, "vault", "Vault", a2a.TaskStateAuthRequired)
+	})
+	var answer struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+"/messages", `{"text": "token 42"}`, &answer); code != 500 ||
+		!strings.Contains(answer.Error.Message, "send input to b: task execution is already in progress") {
+		t.Errorf("an answer at A = %d %q, want it refused by b as execution in progress (docs/delegation.md)", code, answer.Error.Message)
+	}
+	if n := len(leaf.Messages()); n != 1 {
+		t.Errorf("the vault got %d messages, want the work alone", n)
+	}
+	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled {
+		t.Errorf("cancel at A = %d %s (%s)", code, rec.State, rec.Error)
+	}
+	testwait.Until(t, 10*time.Second, "the vault seeing the cancel", func() bool { return leaf.Cancels() > 0 })
 }

@@ -222,3 +222,25 @@ func (f *firstEventOnly) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TestTasksGet_PrintsTheLineage runs A → B → agent: `orchd tasks get` at
+// A names the agent B chose, its state, task and timings, before any
+// steer.
+func TestTasksGet_PrintsTheLineage(t *testing.T) {
+	t.Parallel()
+	slow := testagent.Start(t, testagent.Options{Name: "Slow one", Skill: "slow", Streaming: true}, testagent.Hang())
+	b := daemon(t, registry.Spec{ID: "slow", URL: slow.URL})
+	a := daemon(t, registry.Spec{ID: "b", URL: b})
+	code, out, errOut := orchd(t, t.Context(), "delegate", "--server", a, "--skill", "slow", "--detach", "forever")
+	m := regexp.MustCompile(`delegation (\S+) → b`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("delegate: exit %d\n%s%s", code, out, errOut)
+	}
+	out = waitTask(t, a, m[1], `(?m)^below +orchd → slow \(Slow one\): working, task \S+, delegated \S+, last change \S+ later$`)
+	if !regexp.MustCompile(`(?m)^agent +b \(card sha256:`).MatchString(out) {
+		t.Errorf("tasks get does not name B first:\n%s", out)
+	}
+	if code, out, errOut := orchd(t, t.Context(), "tasks", "cancel", "--server", a, m[1]); code != 0 {
+		t.Errorf("tasks cancel: exit %d\n%s%s", code, out, errOut)
+	}
+}

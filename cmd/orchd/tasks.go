@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -174,6 +176,7 @@ func printRecord(cmd *cobra.Command, r delegation.Record) {
 	fmt.Fprintf(tw, "agent\t%s (card %s)\n", r.Downstream.Agent, r.Downstream.CardDigest)
 	fmt.Fprintf(tw, "task\t%s\n", orNone(string(r.Downstream.TaskID)))
 	fmt.Fprintf(tw, "chain\tdepth %d of %d, path %v\n", r.Chain.Depth, r.Chain.MaxDepth, r.Chain.Path)
+	printLineage(tw, r.Lineage)
 	if r.Result != nil {
 		fmt.Fprintf(tw, "result\t%s\n", partsText(r.Result.Parts))
 	}
@@ -184,4 +187,32 @@ func printRecord(cmd *cobra.Command, r delegation.Record) {
 		fmt.Fprintf(tw, "error\t%s\n", r.Error)
 	}
 	_ = tw.Flush()
+}
+
+// printLineage writes the hops below the delegation's agent, as that
+// agent (an orchd) reported them, one line each, top first: which orchd
+// chose which agent, how it stands, its task and timings. The last line
+// is the leaf agent.
+func printLineage(w io.Writer, l *delegation.Lineage) {
+	if l == nil {
+		return
+	}
+	for _, h := range l.Hops {
+		by, agent := h.Orchd, h.Agent
+		if h.Name != "" {
+			by = h.Name
+		}
+		if h.AgentName != "" && h.AgentName != h.Agent {
+			agent += " (" + h.AgentName + ")"
+		}
+		line := fmt.Sprintf("below\t%s → %s: %s, task %s", by, agent, shortState(h.State), orNone(string(h.TaskID)))
+		if !h.CreatedAt.IsZero() {
+			line += fmt.Sprintf(", delegated %s, last change %s later", h.CreatedAt.UTC().Format(time.RFC3339Nano),
+				h.UpdatedAt.Sub(h.CreatedAt).Round(time.Millisecond))
+		}
+		fmt.Fprintln(w, line)
+	}
+	if l.Truncated {
+		fmt.Fprintln(w, "below\t… more hops, past the lineage's bounds")
+	}
 }
