@@ -133,8 +133,8 @@ func lineageHops(l *delegation.Lineage, depth int) []hopView {
 		if h.AgentName != "" && h.AgentName != h.Agent {
 			name = h.AgentName + " (" + h.Agent + ")"
 		}
-		role := "agent below"
-		if i < len(l.Hops)-1 {
+		role := "agent below" // the leaf
+		if i < len(l.Hops)-1 || l.Truncated {
 			role = "orchd below"
 		}
 		by := h.Orchd

@@ -28,6 +28,12 @@ func TestNewTree_HopsAsFarAsThisOrchdKnowsThem(t *testing.T) {
 	root := delegation.Record{Chain: delegation.Chain{Path: []string{"id-a"}, Names: []string{"orchd a"}}, Downstream: delegation.Hop{Agent: "b"}}
 	middle := root
 	middle.Chain = delegation.Chain{Path: []string{"id-r", "id-a"}, Names: []string{"root"}}
+	withLineage := root
+	withLineage.Lineage = &delegation.Lineage{Hops: []delegation.LineageHop{
+		{Orchd: "id-b", Name: "orchd b", Agent: "d", AgentName: "orchd d"},
+		{Orchd: "id-d", Agent: "leaf", AgentName: "Leaf"}}}
+	cut := root
+	cut.Lineage = &delegation.Lineage{Hops: withLineage.Lineage.Hops[:1], Truncated: true}
 	for _, tc := range []struct {
 		name         string
 		rec          delegation.Record
@@ -40,6 +46,12 @@ func TestNewTree_HopsAsFarAsThisOrchdKnowsThem(t *testing.T) {
 		{"an orchd, nothing steered yet", root, orchd, nil, []string{"this orchd orchd a (id-a) []", "orchd b []"}, true},
 		{"an orchd and two receipts", root, orchd, []delegation.Event{receipt(1, "a", "b", "C"), receipt(2, "a", "b", "C")},
 			[]string{"this orchd orchd a (id-a) [1 2]", "orchd b [1 2]", "agent below C [1 2]"}, false},
+		{"an orchd and its lineage", withLineage, orchd, nil,
+			[]string{"this orchd orchd a (id-a) []", "orchd b []", "orchd below orchd d (d) []", "agent below Leaf (leaf) []"}, false},
+		{"a lineage and a receipt", withLineage, orchd, []delegation.Event{receipt(1, "a", "b", "D", "Leaf")},
+			[]string{"this orchd orchd a (id-a) [1]", "orchd b [1]", "orchd below orchd d (d) [1]", "agent below Leaf (leaf) [1]"}, false},
+		{"a lineage cut at its bounds", cut, orchd, nil,
+			[]string{"this orchd orchd a (id-a) []", "orchd b []", "orchd below orchd d (d) []", "hops not shown … []"}, false},
 		{"a middle hop", middle, plain, nil, []string{"upstream orchd root (id-r) []", "this orchd id-a []", "agent b []"}, false},
 		{"an agent gone from the registry", root, nil, nil, []string{"this orchd orchd a (id-a) []", "agent b []"}, false},
 	} {

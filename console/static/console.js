@@ -96,7 +96,7 @@
     hs.forEach(function (h, i) {
       var li = document.createElement("li");
       li.dataset.depth = String(self + 2 + i);
-      li.dataset.role = i < hs.length - 1 ? "orchd below" : "agent below";
+      li.dataset.role = i < hs.length - 1 || l.truncated ? "orchd below" : "agent below";
       li.dataset.lineage = "";
       var name = document.createElement("strong");
       name.textContent = h.agentName && h.agentName !== h.agent ? h.agentName + " (" + h.agent + ")" : h.agent;
