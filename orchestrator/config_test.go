@@ -82,6 +82,7 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{"wrong type", "registry:\n  maxEntries: many\n", `:2: "many" given, want a whole number`},
 		{"bad listen", "listen: nowhere\n", `listen "nowhere"`},
 		{"bad agent url", "agents:\n  - url: ftp://x\n", "agents[0]: invalid agent URL"},
+		{"a peer without an id", "agents:\n  - url: http://127.0.0.1:9\n    peer: true\n", "agents[0]: peer needs an id"},
 		{"not yaml", "listen: [\n", "orchd.yaml"},
 	}
 	for _, tt := range tests {
