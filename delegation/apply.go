@@ -181,14 +181,10 @@ func (d *Delegation) setStatusLocked(st a2a.TaskStatus, metadata map[string]any)
 		}
 	}
 	interrupted := st.State == a2a.TaskStateInputRequired && metadata[steering.InterruptedKey] == true
-	lineage, news := d.lineageLocked(metadata)
 	if st.Message != nil && st.Message.ID == d.prog.LastStatus {
-		// The status applied already; only news from below is logged.
-		st.Message, interrupted = nil, false
-		if !news {
-			return
-		}
+		return // applied already: a late copy, whose lineage is no news either
 	}
+	lineage, news := d.lineageLocked(metadata)
 	if st.State == d.rec.State && st.Message == nil && !interrupted && !news {
 		return
 	}

@@ -213,6 +213,18 @@ func printEvent(w io.Writer, ev delegation.Event) {
 	if ev.Error != "" {
 		line += " (" + ev.Error + ")"
 	}
+	if l := ev.Lineage; l != nil && len(l.Hops) > 0 {
+		// The hops below reported news: each one's agent and state.
+		below := make([]string, len(l.Hops))
+		for i, h := range l.Hops {
+			below[i] = h.Agent + " " + shortState(h.State)
+		}
+		line += " (below: " + strings.Join(below, " → ")
+		if l.Truncated {
+			line += " → …"
+		}
+		line += ")"
+	}
 	fmt.Fprintln(w, line)
 }
 

@@ -34,6 +34,12 @@ func TestPrintEvent(t *testing.T) {
 		{"contained", delegation.Event{Seq: 6, Kind: delegation.KindContained, State: a2a.TaskStateWorking,
 			Containment: &registry.Containment{Agent: "a", Reason: "leaks data", By: "ops", At: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}},
 			"[6] contained: agent a contained by ops at 2026-12-06T12:00:00Z (running work interrupted): leaks data"},
+		{"news from below", delegation.Event{Seq: 7, Kind: "state", State: a2a.TaskStateWorking, Lineage: &delegation.Lineage{
+			Hops: []delegation.LineageHop{{Orchd: "b", Agent: "d", State: a2a.TaskStateWorking}, {Orchd: "d", Agent: "leaf", State: a2a.TaskStateInputRequired}}}},
+			"[7] working (below: d working → leaf input_required)"},
+		{"a cut lineage", delegation.Event{Seq: 8, Kind: "state", State: a2a.TaskStateWorking, Lineage: &delegation.Lineage{
+			Hops: []delegation.LineageHop{{Orchd: "b", Agent: "d", State: a2a.TaskStateWorking}}, Truncated: true}},
+			"[8] working (below: d working → …)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var b strings.Builder
