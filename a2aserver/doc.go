@@ -36,6 +36,7 @@
 //	messageFit         refuses a message its task could not keep (agent.go)
 //	steerRoute         passes steering signals to the delegation (steer.go)
 //	terminalSend       refuses a message to a task that has ended (terminal.go)
+//	authInput          passes an answer to a task waiting AUTH_REQUIRED on (authinput.go)
 //	earlyDelegation    delegates a new message at once (executor.go)
 //
 // A message reaches delegation.Engine.Delegate by one of two routes:
@@ -53,9 +54,12 @@
 //     delegation instead (Engine.Send).
 //
 // The executor then mirrors the delegation's events into the upstream task
-// (mirror) until the delegation ends or waits for input; a task waiting
-// for input is watched so that its delegation's end still reaches it
-// (waiting.go). Cancel cancels the delegation. After a restart, the
+// (mirror), each status update carrying the delegation's lineage for an
+// upstream orchd (lineage.go), until the delegation ends or waits for
+// input; a task waiting for input is watched so that its delegation's end
+// still reaches it (waiting.go). At AUTH_REQUIRED the execution goes on
+// mirroring, as a2a-go keeps it running, and the caller's answer reaches
+// the delegation through authInput. Cancel cancels the delegation. After a restart, the
 // delegations the engine carries on are mirrored into their tasks again
 // (remirror.go, through Resumed).
 package a2aserver

@@ -384,12 +384,15 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 			if ev.State.Terminal() {
 				return
 			}
-			if ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired {
+			if ev.State == a2a.TaskStateInputRequired {
 				if d, ok := x.engine.Get(id); ok {
 					x.park(ec, d)
 				}
 				return
 			}
+			// AUTH_REQUIRED does not end an a2a-go execution: this one
+			// goes on mirroring, and the caller's answer reaches the
+			// delegation through authInput.
 		}
 		if err := x.engine.WaitEvents(ctx, id, after); err == nil {
 			continue
@@ -400,6 +403,12 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 		// The daemon no longer follows the delegation, so the task cannot
 		// go on through it; the execution ends only on a final event.
 		rec, _ := x.engine.LookupHead(context.WithoutCancel(ctx), id)
+		if rec.State == a2a.TaskStateAuthRequired {
+			// It waits for its caller, and is carried on after a restart
+			// waiting: the task stays as stored, and the caller's answer
+			// then starts a new execution.
+			return
+		}
 		yield(status(ec, a2a.TaskStateFailed, fmt.Sprintf("orchd stopped while the task was in flight; task %s at %s was left as it was",
 			rec.Downstream.TaskID, rec.Downstream.Agent)), nil)
 		return

@@ -3,7 +3,12 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -306,14 +311,127 @@ func authorizing(signed <-chan struct{}) testagent.Behaviour {
 	}
 }
 
-// An authentication request at the leaf reaches A naming the hop that
-// asked. What happens next is what docs/delegation.md says of
-// AUTH_REQUIRED through an orchd: an a2a-go execution runs on through
-// AUTH_REQUIRED, so the hop above refuses an answer sent down to it as
-// execution in progress; a cancel at A still ends the work at every hop.
-func TestLineage_LeafAuthRequestReachesTheRoot(t *testing.T) {
+// signingAgent is an a2a-go agent that asks to be signed in
+// (AUTH_REQUIRED, "sign in") and takes the caller's next message to the
+// task as the credential: a2a-go runs the execution on through
+// AUTH_REQUIRED, so its interceptor hands the message to the running
+// execution and answers with the task WORKING, as orchd's own does. The
+// execution then completes with "signed in with " and the message.
+type signingAgent struct {
+	a2asrv.PassthroughCallInterceptor
+	mu     sync.Mutex
+	tokens map[a2a.TaskID]chan string
+	got    []*a2a.Message
+}
+
+func (s *signingAgent) inbox(id a2a.TaskID) chan string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tokens[id] == nil {
+		s.tokens[id] = make(chan string, 1)
+	}
+	return s.tokens[id]
+}
+
+func (s *signingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateAuthRequired, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("sign in"))), nil) {
+			return
+		}
+		select {
+		case tok := <-s.inbox(ec.TaskID):
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("signed in with "+tok))), nil)
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (s *signingAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+func (s *signingAgent) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	smr, ok := req.Payload.(*a2a.SendMessageRequest)
+	if !ok || smr.Message == nil || smr.Message.TaskID == "" {
+		return ctx, nil, nil
+	}
+	s.mu.Lock()
+	s.got = append(s.got, smr.Message)
+	s.mu.Unlock()
+	s.inbox(smr.Message.TaskID) <- testagent.Text(smr.Message)
+	return ctx, &a2a.Task{ID: smr.Message.TaskID, ContextID: smr.Message.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}, nil
+}
+
+// startSigning serves a signingAgent with its card (streaming) on 127.0.0.1.
+func startSigning(t *testing.T) (*signingAgent, string) {
+	t.Helper()
+	s := &signingAgent{tokens: map[a2a.TaskID]chan string{}}
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	card := &a2a.AgentCard{Name: "Vault", Description: "signs in", Version: "1",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "vault", Name: "vault", Tags: []string{"vault"}}}}
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(s, a2asrv.WithCallInterceptors(s))))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	return s, srv.URL
+}
+
+// An authentication request at the leaf of A → B → leaf reaches A, whose
+// lineage names the hop that asked, and the answer sent at A reaches that
+// task at the leaf through B, whose a2a-go execution of its own task runs
+// on through AUTH_REQUIRED.
+func TestLineage_LeafAuthRequestIsAnsweredAtTheRoot(t *testing.T) {
 	t.Parallel()
-	signed := make(chan struct{}) // never: the vault waits to be authorized
+	vault, vaultURL := startSigning(t)
+	b := orchdNode(t, "b", "vault", registry.Spec{ID: "vault", URL: vaultURL})
+	a := orchdNode(t, "a", "vault", registry.Spec{ID: "b", URL: b})
+
+	var rec delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "open", "skill": "vault"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	waiting := waitLineage(t, a, rec.ID, "A waiting for authentication, its lineage naming the vault", func(r delegation.Record) error {
+		if r.State != a2a.TaskStateAuthRequired {
+			return fmt.Errorf("A is %s", r.State)
+		}
+		return leafIs(r, 1, "vault", "Vault", a2a.TaskStateAuthRequired)
+	})
+	asked := waiting.Lineage.Hops[0].TaskID
+	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+"/messages", `{"text": "token 42"}`, &rec); code != 200 {
+		t.Fatalf("answer at A = %d %+v", code, rec)
+	}
+	done := waitLineage(t, a, rec.ID, "A completed, its lineage naming the vault COMPLETED", func(r delegation.Record) error {
+		if r.State != a2a.TaskStateCompleted {
+			return fmt.Errorf("A is %s", r.State)
+		}
+		return leafIs(r, 1, "vault", "Vault", a2a.TaskStateCompleted)
+	})
+	if done.Result == nil || testagent.Text(done.Result) != "signed in with token 42" {
+		t.Errorf("result at A = %+v", done.Result)
+	}
+	vault.mu.Lock()
+	got := slices.Clone(vault.got)
+	vault.mu.Unlock()
+	if len(got) != 1 || got[0].TaskID != asked {
+		t.Errorf("the vault got %d answers; want one, on the task that asked, %s", len(got), asked)
+	}
+}
+
+// An agent that takes no message while it waits for authentication (an
+// a2a-go agent with no interceptor for it) refuses the answer, and the
+// refusal reaches A naming every hop; a cancel at A still ends the work
+// at every hop.
+func TestLineage_LeafRefusingTheAuthAnswerIsNamedAtTheRoot(t *testing.T) {
+	t.Parallel()
+	signed := make(chan struct{}) // never: the vault waits to be authorized out of band
 	leaf := testagent.Start(t, testagent.Options{Name: "Vault", Skill: "vault", Streaming: true}, authorizing(signed))
 	b := orchdNode(t, "b", "vault", registry.Spec{ID: "vault", URL: leaf.URL})
 	a := orchdNode(t, "a", "vault", registry.Spec{ID: "b", URL: b})
@@ -322,23 +440,20 @@ func TestLineage_LeafAuthRequestReachesTheRoot(t *testing.T) {
 	if code := call(t, "POST", a+"/v1/delegations", `{"text": "open", "skill": "vault"}`, &rec); code != 201 {
 		t.Fatalf("delegate = %d", code)
 	}
-	waitLineage(t, a, rec.ID, "A waiting for authentication, its lineage naming the vault", func(r delegation.Record) error {
-		if r.State != a2a.TaskStateAuthRequired {
-			return fmt.Errorf("A is %s", r.State)
-		}
+	waitLineage(t, a, rec.ID, "A waiting for authentication", func(r delegation.Record) error {
 		return leafIs(r, 1, "vault", "Vault", a2a.TaskStateAuthRequired)
 	})
 	var answer struct {
 		Error struct{ Message string } `json:"error"`
 	}
 	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+"/messages", `{"text": "token 42"}`, &answer); code != 500 ||
-		!strings.Contains(answer.Error.Message, "send input to b: task execution is already in progress") {
-		t.Errorf("an answer at A = %d %q, want it refused by b as execution in progress (docs/delegation.md)", code, answer.Error.Message)
+		!strings.Contains(answer.Error.Message, "send input to b: send input to vault: task execution is already in progress") {
+		t.Errorf("an answer at A = %d %q, want the vault's refusal naming b and the vault", code, answer.Error.Message)
 	}
 	if n := len(leaf.Messages()); n != 1 {
-		t.Errorf("the vault got %d messages, want the work alone", n)
+		t.Errorf("the vault's executor got %d messages, want the work alone", n)
 	}
-	if code := call(t, "POST", a+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled {
+	if code, _ := callAs(t, "", "POST", a+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled {
 		t.Errorf("cancel at A = %d %s (%s)", code, rec.State, rec.Error)
 	}
 	testwait.Until(t, 10*time.Second, "the vault seeing the cancel", func() bool { return leaf.Cancels() > 0 })
