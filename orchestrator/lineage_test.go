@@ -458,3 +458,39 @@ func TestLineage_LeafRefusingTheAuthAnswerIsNamedAtTheRoot(t *testing.T) {
 	}
 	testwait.Until(t, 10*time.Second, "the vault seeing the cancel", func() bool { return leaf.Cancels() > 0 })
 }
+
+// The root keeps the lineage in its store: A, killed with SIGKILL while
+// the leaf works, shows it again once started on the same state
+// directory, and goes on believing B's, so the leaf's end reaches A's
+// record too.
+func TestLineage_RootKeepsItAcrossAKillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a daemon as a process and kills it")
+	}
+	t.Parallel()
+	hold := make(chan struct{})
+	leaf := testagent.Start(t, testagent.Options{Name: "Leaf", Skill: "research", Streaming: true}, testagent.Stream(1, 1, 8, hold))
+	b := orchdNode(t, "b", "research", registry.Spec{ID: "leaf", URL: leaf.URL})
+	a := childDaemon(t, t.TempDir(), "agents:\n  - id: b\n    url: "+b+"\n")
+
+	var rec delegation.Record
+	if code := call(t, "POST", a.base+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
+		t.Fatalf("delegate at A = %d %+v", code, rec)
+	}
+	before := waitLineage(t, a.base, rec.ID, "A's lineage naming the leaf WORKING", func(r delegation.Record) error {
+		return leafIs(r, 1, "leaf", "Leaf", a2a.TaskStateWorking)
+	})
+	a.kill()
+	a.start()
+	var after delegation.Record
+	if code := call(t, "GET", a.base+"/v1/delegations/"+rec.ID, "", &after); code != 200 {
+		t.Fatalf("GET after the restart = %d", code)
+	}
+	if after.Lineage == nil || len(after.Lineage.Hops) != 1 || after.Lineage.Hops[0].TaskID != before.Lineage.Hops[0].TaskID {
+		t.Errorf("lineage after the restart %+v, want the one before it, %+v", after.Lineage, before.Lineage)
+	}
+	close(hold)
+	waitLineage(t, a.base, rec.ID, "A's lineage naming the leaf COMPLETED after the restart", func(r delegation.Record) error {
+		return leafIs(r, 1, "leaf", "Leaf", a2a.TaskStateCompleted)
+	})
+}
