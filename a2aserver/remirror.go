@@ -165,7 +165,8 @@ func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, rep *report
 			applyTo(&task, up)
 			last = up
 			if settling(ev) {
-				settled = ev.State.Terminal() || ev.State == a2a.TaskStateInputRequired || ev.State == a2a.TaskStateAuthRequired
+				// AUTH_REQUIRED is followed on, as the engine does.
+				settled = ev.State.Terminal() || ev.State == a2a.TaskStateInputRequired
 			}
 		}
 		if last == nil {

@@ -18,7 +18,8 @@ import (
 // within the bounds on what an agent may send (fitsLocked; artifacts.go).
 
 // apply folds one downstream event into the delegation. It reports whether
-// the downstream task has settled for now: ended, or waiting for input.
+// the downstream task has settled for now (settles): ended, or waiting
+// for input; a task waiting AUTH_REQUIRED is followed on.
 func (d *Delegation) apply(ev a2a.Event) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -54,7 +55,7 @@ func (d *Delegation) apply(ev a2a.Event) bool {
 			d.emitLocked(art)
 		}
 	}
-	return d.rec.State.Terminal() || waiting(d.rec.State)
+	return settles(d.rec.State)
 }
 
 // foreignLocked reports whether an event names a task other than the one the

@@ -61,16 +61,31 @@ func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message)
 	if err := e.containedFor(d); err != nil {
 		return Record{}, fmt.Errorf("input to delegation %q not sent: %w", id, err)
 	}
-	if done != nil {
+	if msg == nil || len(msg.Parts) == 0 {
+		return Record{}, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
+	}
+	if state == a2a.TaskStateAuthRequired {
+		// Followed still (settles): following stops for the answer's
+		// session, and starts again if the answer does not go through.
+		d.stop()
+		d.mu.Lock()
+		state = d.rec.State
+		d.mu.Unlock()
+		if state != a2a.TaskStateAuthRequired {
+			// The agent went on meanwhile, authorized out of band.
+			d.refollow()
+			if state.Terminal() {
+				return Record{}, fmt.Errorf("%w: %q is %s", ErrEnded, id, state)
+			}
+			return Record{}, fmt.Errorf("%w: %q is %s", ErrNotWaiting, id, state)
+		}
+	} else if done != nil {
 		// The follower saw the task settle and is returning.
 		select {
 		case <-done:
 		case <-ctx.Done():
 			return Record{}, context.Cause(ctx)
 		}
-	}
-	if msg == nil || len(msg.Parts) == 0 {
-		return Record{}, fmt.Errorf("%w: the message has no parts", ErrBadRequest)
 	}
 	m := *msg
 	if m.ID == "" {
@@ -83,6 +98,9 @@ func (e *Engine) sendLocal(ctx context.Context, d *Delegation, msg *a2a.Message)
 	}
 	s, err := d.sendInput(ctx, &m)
 	if err != nil {
+		if state == a2a.TaskStateAuthRequired {
+			d.refollow()
+		}
 		return Record{}, fmt.Errorf("send input to %s: %w", d.rec.Downstream.Agent, err)
 	}
 	d.mu.Lock()

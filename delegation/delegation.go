@@ -232,6 +232,16 @@ func waiting(s a2a.TaskState) bool {
 	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
 }
 
+// settles reports whether following a task in state s stops: it ended,
+// or it waits for input. A task waiting AUTH_REQUIRED is followed on,
+// though it waits for the caller too: agents, a2a-go's among them, keep
+// its execution running and may go on once authorized out of band; the
+// caller's answer stops following it for the answer's session
+// (sendLocal).
+func settles(s a2a.TaskState) bool {
+	return s.Terminal() || s == a2a.TaskStateInputRequired
+}
+
 // traced returns ctx carrying the delegation's trace, if it has one: its
 // delegate span, or the caller's trace headers when orchd does not trace.
 func (d *Delegation) traced(ctx context.Context) context.Context {

@@ -258,7 +258,7 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow fu
 			"delegation", rec.ID, "agent", a.ID, "pinned", rec.Downstream.CardDigest, "now", a.Digest)
 	}
 	e.checkContained(d)
-	if waiting(d.rec.State) {
+	if settles(d.rec.State) {
 		d.settled() // the task waits for the caller's input: nothing to follow
 		return nil, nil
 	}
@@ -269,6 +269,11 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow fu
 // task again at once. Each reads the task and subscribes to it: 3,000 at
 // once kept an a2a-go agent busy beyond callTimeout for a third of them.
 const reopenLimit = 64
+
+// refollow follows the downstream task again, as reopenAndFollow does,
+// after an answer to AUTH_REQUIRED stopped following it (sendLocal) and
+// did not go through, or found the task gone on.
+func (d *Delegation) refollow() { d.engine.reopenAndFollow(d) }
 
 // reopenAndFollow reads the downstream task of a carried-on delegation
 // again and follows it, in a goroutine the engine owns, so a slow or
@@ -362,7 +367,7 @@ func (d *Delegation) reopen(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st := task.Status.State; !d.prog.Streaming || st.Terminal() || waiting(st) {
+	if st := task.Status.State; !d.prog.Streaming || settles(st) {
 		return &session{first: task}, nil
 	}
 	openCtx, opened := context.WithTimeout(ctx, e.cfg.CallTimeout)

@@ -427,11 +427,12 @@ func TestLineage_LeafAuthRequestIsAnsweredAtTheRoot(t *testing.T) {
 
 // An agent that takes no message while it waits for authentication (an
 // a2a-go agent with no interceptor for it) refuses the answer, and the
-// refusal reaches A naming every hop; a cancel at A still ends the work
-// at every hop.
+// refusal reaches A naming every hop; the work still waits, followed at
+// every hop, so when the agent is authorized out of band and goes on, A
+// completes.
 func TestLineage_LeafRefusingTheAuthAnswerIsNamedAtTheRoot(t *testing.T) {
 	t.Parallel()
-	signed := make(chan struct{}) // never: the vault waits to be authorized out of band
+	signed := make(chan struct{})
 	leaf := testagent.Start(t, testagent.Options{Name: "Vault", Skill: "vault", Streaming: true}, authorizing(signed))
 	b := orchdNode(t, "b", "vault", registry.Spec{ID: "vault", URL: leaf.URL})
 	a := orchdNode(t, "a", "vault", registry.Spec{ID: "b", URL: b})
@@ -453,8 +454,55 @@ func TestLineage_LeafRefusingTheAuthAnswerIsNamedAtTheRoot(t *testing.T) {
 	if n := len(leaf.Messages()); n != 1 {
 		t.Errorf("the vault's executor got %d messages, want the work alone", n)
 	}
-	if code, _ := callAs(t, "", "POST", a+"/v1/delegations/"+rec.ID+":cancel", "", &rec); code != 200 || rec.State != a2a.TaskStateCanceled {
-		t.Errorf("cancel at A = %d %s (%s)", code, rec.State, rec.Error)
+	close(signed)
+	done := waitLineage(t, a, rec.ID, "A completed once the vault went on", func(r delegation.Record) error {
+		if r.State != a2a.TaskStateCompleted {
+			return fmt.Errorf("A is %s", r.State)
+		}
+		return leafIs(r, 1, "vault", "Vault", a2a.TaskStateCompleted)
+	})
+	if done.Result == nil || testagent.Text(done.Result) != "signed in" {
+		t.Errorf("result at A = %+v", done.Result)
+	}
+}
+
+// An agent authorized out of band goes on by itself: every orchd follows
+// its task through AUTH_REQUIRED, so A completes with it, and a cancel
+// at A while it waits reaches it.
+func TestLineage_LeafAuthorizedOutOfBandGoesOn(t *testing.T) {
+	t.Parallel()
+	signed, stuck := make(chan struct{}), make(chan struct{})
+	leaf := testagent.Start(t, testagent.Options{Name: "Vault", Skill: "vault", Streaming: true}, func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+		if testagent.Text(ec.Message) == "stuck" {
+			authorizing(stuck)(ctx, ec, yield)
+			return
+		}
+		authorizing(signed)(ctx, ec, yield)
+	})
+	b := orchdNode(t, "b", "vault", registry.Spec{ID: "vault", URL: leaf.URL})
+	a := orchdNode(t, "a", "vault", registry.Spec{ID: "b", URL: b})
+
+	var rec, other delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "open", "skill": "vault"}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "stuck", "skill": "vault"}`, &other); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	for _, id := range []string{rec.ID, other.ID} {
+		waitLineage(t, a, id, "A waiting for authentication", func(r delegation.Record) error {
+			return leafIs(r, 1, "vault", "Vault", a2a.TaskStateAuthRequired)
+		})
+	}
+	close(signed)
+	waitLineage(t, a, rec.ID, "A completed once the vault went on", func(r delegation.Record) error {
+		if r.State != a2a.TaskStateCompleted {
+			return fmt.Errorf("A is %s", r.State)
+		}
+		return leafIs(r, 1, "vault", "Vault", a2a.TaskStateCompleted)
+	})
+	if code := call(t, "POST", a+"/v1/delegations/"+other.ID+":cancel", "", &other); code != 200 || other.State != a2a.TaskStateCanceled {
+		t.Errorf("cancel at A = %d %s (%s)", code, other.State, other.Error)
 	}
 	testwait.Until(t, 10*time.Second, "the vault seeing the cancel", func() bool { return leaf.Cancels() > 0 })
 }
