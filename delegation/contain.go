@@ -161,11 +161,13 @@ func (e *Engine) checkContained(d *Delegation) {
 }
 
 // reaches reports whether the running delegation d reaches agent id: its
-// hop is the agent, or a steer or interrupt receipt names the agent, by
-// its id, its card's name or the identity an orchd's card advertises,
-// among the hops below.
+// hop is the agent; or a hop below, in the lineage the orchd below
+// reports or in a steer or interrupt receipt, names the agent by its id,
+// its card's name or the identity an orchd's card advertises, or, in
+// the lineage, pinned the agent's card (its digest).
 func (e *Engine) reaches(d *Delegation, id string) bool {
 	names := []string{id}
+	var digest string
 	if a, ok := e.reg.Get(id); ok {
 		if a.Profile != nil && a.Name != "" {
 			names = append(names, a.Name)
@@ -173,6 +175,7 @@ func (e *Engine) reaches(d *Delegation, id string) bool {
 		if self, _ := advertisedIdentity(a); self != "" {
 			names = append(names, self)
 		}
+		digest = a.Digest
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -181,6 +184,16 @@ func (e *Engine) reaches(d *Delegation, id string) bool {
 	}
 	if d.rec.Downstream.Agent == id {
 		return true
+	}
+	if l := d.rec.Lineage; l != nil {
+		// Every hop's agent is below this delegation's: the first is
+		// what the orchd it went to chose.
+		for _, h := range l.Hops {
+			if slices.Contains(names, h.Agent) || h.AgentName != "" && slices.Contains(names, h.AgentName) ||
+				digest != "" && h.CardDigest == digest {
+				return true
+			}
+		}
 	}
 	for _, r := range d.prog.Receipts {
 		for i, h := range r.Hops {

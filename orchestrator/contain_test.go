@@ -294,3 +294,34 @@ rules:
 		t.Errorf("released agent refused: %q", d.Reasons)
 	}
 }
+
+// TestContain_FindsWorkBelowByItsLineage runs A → B → C with C known at A
+// under another id, and nothing steered: containing C at A stops the work
+// through B, found by the lineage B reports (C's card name and digest),
+// not by a receipt.
+func TestContain_FindsWorkBelowByItsLineage(t *testing.T) {
+	t.Parallel()
+	c := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: true, Steering: true}, testagent.Steerable())
+	b := orchdNode(t, "b", "research", registry.Spec{ID: "c", URL: c.URL})
+	a := orchdNode(t, "a", "research", registry.Spec{ID: "b", URL: b}, registry.Spec{ID: "leaf", URL: c.URL})
+
+	var through delegation.Record
+	if code := call(t, "POST", a+"/v1/delegations", `{"text": "survey", "agent": "b"}`, &through); code != 201 {
+		t.Fatalf("delegate through B = %d", code)
+	}
+	testwait.Until(t, 10*time.Second, "A's record to name C below B", func() bool {
+		rec := waitFor(t, a, through.ID, a2a.TaskStateWorking)
+		return rec.Lineage != nil && slices.ContainsFunc(rec.Lineage.Hops, func(h delegation.LineageHop) bool { return h.AgentName == "C" })
+	})
+
+	var ans httpapi.ContainmentAnswer
+	if code := call(t, "POST", a+"/v1/agents/leaf:contain", `{"reason": "leaks data"}`, &ans); code != 200 || ans.Containment == nil {
+		t.Fatalf("contain C = %d %+v", code, ans)
+	}
+	waitContained(t, a, through.ID, a2a.TaskStateInputRequired, 1, *ans.Containment)
+	if sigs := c.Signals(); !slices.ContainsFunc(sigs, func(s steering.Signal) bool {
+		return s.Control == steering.Interrupt && strings.Contains(testagent.Text(s.Message), "contained by anonymous: leaks data")
+	}) {
+		t.Errorf("C took no interrupt naming the containment: %+v", sigs)
+	}
+}
