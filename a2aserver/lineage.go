@@ -20,15 +20,17 @@ type reporter struct {
 	// below is the latest lineage the delegation's hop reported, as of
 	// the last event written.
 	below *delegation.Lineage
+	// state is the state of the last status written, when known.
+	state a2a.TaskState
 }
 
 // newReporter reports for the delegation of rec, mirrored from the event
 // after seq after: below starts as rec's lineage unless the events are
 // replayed from the first.
 func newReporter(e *delegation.Engine, rec delegation.Record, after int64) *reporter {
-	r := &reporter{engine: e, rec: rec}
+	r := &reporter{engine: e, rec: rec, state: a2a.TaskStateSubmitted}
 	if after > 0 {
-		r.below = rec.Lineage
+		r.below, r.state = rec.Lineage, ""
 	}
 	return r
 }
@@ -43,14 +45,25 @@ func (r *reporter) task(info a2a.TaskInfoProvider, msg *a2a.Message) *a2a.Task {
 }
 
 // event is upstreamEvent of ev, a status update carrying the entry as of
-// ev when the delegation reports its lineage.
+// ev when the delegation reports its lineage. A state event that brings
+// only a new lineage (the state as it was, nothing said) is nil when the
+// delegation does not report its lineage: the caller would get a status
+// update with nothing new.
 func (r *reporter) event(info a2a.TaskInfoProvider, ev delegation.Event) a2a.Event {
 	if ev.Lineage != nil {
 		r.below = ev.Lineage
 	}
 	up := upstreamEvent(info, ev)
 	st, ok := up.(*a2a.TaskStatusUpdateEvent)
-	if !ok || !r.rec.Reports() {
+	if !ok {
+		return up
+	}
+	onlyLineage := ev.Kind == "state" && ev.Lineage != nil && ev.State == r.state && ev.Message == nil && ev.Error == "" && len(ev.Metadata) == 0
+	r.state = ev.State
+	if !r.rec.Reports() {
+		if onlyLineage {
+			return nil
+		}
 		return up
 	}
 	md := maps.Clone(st.Metadata) // the event's own, shared with the log
