@@ -14,6 +14,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/orchd/orchd/internal/ownstack"
 )
 
 // jsonrpcStreams is a2a-go's JSON-RPC transport with its two streaming
@@ -114,30 +116,45 @@ func (t *jsonrpcStreams) stream(ctx context.Context, method string, params a2acl
 			yield(nil, fmt.Errorf(httpStatusText+"%s", resp.Status)) // as a2a-go words it (classify.go)
 			return
 		}
+		// The body is read for as long as the work lasts, and it keeps
+		// the answer alive (for its trailers): not its headers nor the
+		// request, with the request's body, none of which is read again.
+		resp.Header, resp.Request = nil, nil
 		for data, err := range sseData(resp.Body, maxStreamEvent) {
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			var r rpcResponse
-			if err := json.Unmarshal(data, &r); err != nil {
-				yield(nil, fmt.Errorf("failed to parse SSE data: %w", err))
-				return
-			}
-			if len(r.Error) > 0 && !bytes.Equal(r.Error, []byte("null")) {
-				yield(nil, rpcError(ctx, data))
-				return
-			}
-			var sr a2a.StreamResponse
-			if err := json.Unmarshal(r.Result, &sr); err != nil {
+			var ev a2a.Event
+			ownstack.Run(func() { ev, err = streamEvent(ctx, data) })
+			if err != nil {
 				yield(nil, err)
 				return
 			}
-			if !yield(sr.Event, nil) {
+			if !yield(ev, nil) {
 				return
 			}
 		}
 	}
+}
+
+// streamEvent decodes one SSE event's data: a JSON-RPC response holding a
+// stream response, or an error. The stream's goroutine waits in a shallow
+// read between events, and decoding is deep: it runs on a stack of its
+// own (ownstack), so that the goroutine's stays small.
+func streamEvent(ctx context.Context, data []byte) (a2a.Event, error) {
+	var r rpcResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("failed to parse SSE data: %w", err)
+	}
+	if len(r.Error) > 0 && !bytes.Equal(r.Error, []byte("null")) {
+		return nil, rpcError(ctx, data)
+	}
+	var sr a2a.StreamResponse
+	if err := json.Unmarshal(r.Result, &sr); err != nil {
+		return nil, err
+	}
+	return sr.Event, nil
 }
 
 // rpcError returns the error a2a-go makes of resp, a JSON-RPC response
