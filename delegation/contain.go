@@ -19,7 +19,8 @@ import (
 // it as a candidate, open checks again just before sending, and input to
 // its waiting work is refused), and the running work that reaches it is
 // stopped (holdBack): the delegations whose hop is the agent, and those
-// whose steer or interrupt receipts name it below their hop. Each gets a
+// whose lineage or steer and interrupt receipts name it below their hop
+// (reaches). Each gets a
 // "contained" event saying who contained the agent, when and why, then is
 // interrupted, or canceled when the containment says so. Every process
 // sharing the store watches the containments (watchContainments) and
