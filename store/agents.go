@@ -292,17 +292,24 @@ func encodeAgent(ag registry.SavedAgent) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// agentKey maps a registry id to its key. Ids hold letters, digits, '.',
-// '_' and '-'; '.' separates subject tokens, so it is written as '=',
-// which no id holds, and the id stays one token.
-func agentKey(id string) string {
-	return agentKeyPrefix + strings.ReplaceAll(id, ".", "=")
-}
+// agentKey maps a registry id to its key.
+func agentKey(id string) string { return idKey(agentKeyPrefix, id) }
 
 // agentIDFromKey maps a key back to its id, reporting false for a key no
 // valid id maps to.
-func agentIDFromKey(key string) (string, bool) {
-	tok, ok := strings.CutPrefix(key, agentKeyPrefix)
+func agentIDFromKey(key string) (string, bool) { return idFromKey(agentKeyPrefix, key) }
+
+// idKey maps a registry id to its key under prefix. Ids hold letters,
+// digits, '.', '_' and '-'; '.' separates subject tokens, so it is written
+// as '=', which no id holds, and the id stays one token.
+func idKey(prefix, id string) string {
+	return prefix + strings.ReplaceAll(id, ".", "=")
+}
+
+// idFromKey maps a key under prefix back to its registry id, reporting
+// false for a key no valid id maps to.
+func idFromKey(prefix, key string) (string, bool) {
+	tok, ok := strings.CutPrefix(key, prefix)
 	if !ok || strings.Contains(tok, ".") {
 		return "", false
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -161,17 +160,8 @@ func (a *Agents) decodeContainment(e jetstream.KeyValueEntry) registry.Containme
 }
 
 // containKey maps an agent id to its containment's key.
-func containKey(id string) string {
-	return containKeyPrefix + strings.ReplaceAll(id, ".", "=")
-}
+func containKey(id string) string { return idKey(containKeyPrefix, id) }
 
 // containIDFromKey maps a containment's key back to its agent's id,
 // reporting false for a key no valid id maps to.
-func containIDFromKey(key string) (string, bool) {
-	tok, ok := strings.CutPrefix(key, containKeyPrefix)
-	if !ok || strings.Contains(tok, ".") {
-		return "", false
-	}
-	id := strings.ReplaceAll(tok, "=", ".")
-	return id, registry.ValidID(id)
-}
+func containIDFromKey(key string) (string, bool) { return idFromKey(containKeyPrefix, key) }
