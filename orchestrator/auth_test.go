@@ -18,7 +18,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -188,15 +187,7 @@ func a2aAs(t *testing.T, base, token string) *a2aclient.Client {
 // 1.0 card's security requirements (docs/a2a.md, "Card per version").
 func securedClient(t *testing.T, base string, opts ...a2aclient.FactoryOption) *a2aclient.Client {
 	t.Helper()
-	card, err := agentcard.DefaultResolver.Resolve(t.Context(), base, agentcard.WithPath("/.well-known/agent.json"))
-	if err != nil {
-		t.Fatalf("resolve card at %s: %v", base, err)
-	}
-	c, err := a2aclient.NewFromCard(t.Context(), card, opts...)
-	if err != nil {
-		t.Fatalf("client for %s: %v", base, err)
-	}
-	return c
+	return testagent.ClientAt(t, base, "/.well-known/agent.json", opts...)
 }
 
 // taskIDs lists the tasks' ids, in order.
