@@ -95,14 +95,11 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 	if ttl == 0 {
 		ttl = defaultLeaseTTL
 	}
-	h, err := newHarness(log)
+	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	if err := h.buildOrchd(ctx); err != nil {
-		return err
-	}
 	servers, urls, err := h.natsCluster(ctx)
 	if err != nil {
 		return err

@@ -71,14 +71,11 @@ func runHops(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // many A2A requests the agent served per call. A failed call counts as
 // an error and is logged; it does not end the run.
 func hopMatrix(ctx context.Context, w io.Writer, log *slog.Logger, cfg hopConfig) error {
-	h, err := newHarness(log)
+	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	if err := h.buildOrchd(ctx); err != nil {
-		return err
-	}
 	agentProc, agents, err := h.role(ctx, "agents", "200ms")
 	if err != nil {
 		return err

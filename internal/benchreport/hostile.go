@@ -62,14 +62,11 @@ func runHostile(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // refusal of the work), busy those refused for want of body budget,
 // errors the requests that got no answer.
 func hostileRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg hostileConfig) error {
-	h, err := newHarness(log)
+	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	if err := h.buildOrchd(ctx); err != nil {
-		return err
-	}
 	grpcAddr, err := freeAddr()
 	if err != nil {
 		return err

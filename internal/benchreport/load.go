@@ -64,14 +64,11 @@ func runLoad(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // before it; threads and goroutines (the latter only when orchd's
 // /metrics shows go_goroutines) sampled every cfg.sample.
 func loadRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg loadConfig) error {
-	h, err := newHarness(log)
+	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	if err := h.buildOrchd(ctx); err != nil {
-		return err
-	}
 	agentProc, agents, err := h.role(ctx, "agents", cfg.work.String())
 	if err != nil {
 		return err

@@ -104,14 +104,11 @@ func runMCP(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // the calls and errors over all cells, and the WARN and ERROR lines
 // orchd logged once ready.
 func mcpRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg mcpConfig) error {
-	h, err := newHarness(log)
+	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	if err := h.buildOrchd(ctx); err != nil {
-		return err
-	}
 	_, agents, err := h.role(ctx, "agents", "200ms")
 	if err != nil {
 		return err

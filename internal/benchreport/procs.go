@@ -52,10 +52,12 @@ type harness struct {
 	procs []*proc
 }
 
-// newHarness makes the run's temporary directory and raises the limit on
+// newHarness makes the run's temporary directory, raises the limit on
 // open files as far as the system allows, for this process and the
-// processes it starts.
-func newHarness(log *slog.Logger) (*harness, error) {
+// processes it starts, and builds orchd into the directory (buildOrchd).
+// Every run of the report starts orchd; the directory is removed again
+// when the build fails.
+func newHarness(ctx context.Context, log *slog.Logger) (*harness, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this binary: %w", err)
@@ -71,7 +73,12 @@ func newHarness(log *slog.Logger) (*harness, error) {
 			log.Warn("could not raise the open files limit", "error", err)
 		}
 	}
-	return &harness{log: log, dir: dir, exe: exe}, nil
+	h := &harness{log: log, dir: dir, exe: exe}
+	if err := h.buildOrchd(ctx); err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
 }
 
 // close stops every process, the last started first, and removes the

@@ -80,14 +80,11 @@ func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // ends COMPLETED after the agent's artifact and holds every tick the
 // agent says it sent, once and in order; lost otherwise.
 func scaleRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfig) error {
-	h, err := newHarness(log)
+	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	if err := h.buildOrchd(ctx); err != nil {
-		return err
-	}
 	agentProc, longURLs, err := h.role(ctx, "long", cfg.work.String(), cfg.tick.String())
 	if err != nil {
 		return err

@@ -90,14 +90,11 @@ func runSteer(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // them). signals-taken is what the agent counted, against the signals
 // answered.
 func steerRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg steerConfig) error {
-	h, err := newHarness(log)
+	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	if err := h.buildOrchd(ctx); err != nil {
-		return err
-	}
 	agentProc, steerable, err := h.role(ctx, "steerable")
 	if err != nil {
 		return err
