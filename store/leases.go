@@ -2,11 +2,16 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -139,7 +144,7 @@ func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, err
 		return nil, fmt.Errorf("join as %q: %w", owner, err)
 	}
 	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails
+	_, _ = crand.Read(b[:]) // never fails
 	m := &member{l: l, owner: owner, key: key, stamp: stamp(hex.EncodeToString(b[:]), owner),
 		departed: make(chan struct{}, 1), stop: make(chan struct{}), orphans: map[string]uint64{}}
 	octx, cancel := l.s.opContext(ctx)
@@ -558,7 +563,41 @@ func (m *member) orphansOnce(ctx context.Context, running []string) ([]string, e
 	m.mu.Lock()
 	m.orphans = orphans
 	m.mu.Unlock()
+	ids, _ = shareOut(ids, m.stamp, slices.Collect(maps.Keys(live)))
 	return ids, nil
+}
+
+// shareOut orders ids for the process whose stamp is self to take them,
+// the live processes being those of stamps: first its share, the ids for
+// which self ranks highest among them (rendezvous hashing: every process
+// computes the same shares, with no word between them, and a departure
+// moves only the departed's share), then the others' shares, should their
+// processes not take them. Each part is shuffled, so processes that do
+// race for an id are unlikely to meet on many. n is the share's length.
+func shareOut(ids []string, self string, stamps []string) (ordered []string, n int) {
+	score := func(st, id string) uint64 {
+		sum := sha256.Sum256([]byte(st + "\x00" + id))
+		return binary.BigEndian.Uint64(sum[:8])
+	}
+	var mine, theirs []string
+	for _, id := range ids {
+		own := score(self, id)
+		top := true
+		for _, st := range stamps {
+			if st != self && score(st, id) > own {
+				top = false
+				break
+			}
+		}
+		if top {
+			mine = append(mine, id)
+		} else {
+			theirs = append(theirs, id)
+		}
+	}
+	rand.Shuffle(len(mine), func(i, j int) { mine[i], mine[j] = mine[j], mine[i] })
+	rand.Shuffle(len(theirs), func(i, j int) { theirs[i], theirs[j] = theirs[j], theirs[i] })
+	return append(mine, theirs...), len(mine)
 }
 
 // lease is a held owner record: the revision this process wrote, which

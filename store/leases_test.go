@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -275,5 +277,48 @@ func TestLeases_Cluster(t *testing.T) {
 	}
 	if _, err := procB.Take(t.Context(), "d1"); err != nil {
 		t.Errorf("Take after release: %v", err)
+	}
+}
+
+// TestShareOut checks that each live process puts a share of the
+// orphans first, that the shares split the orphans between the processes
+// about evenly, that each still lists every orphan (after its share,
+// should the others not take theirs), and that a process departing moves
+// only its own share.
+func TestShareOut(t *testing.T) {
+	var ids []string
+	for i := range 3000 {
+		ids = append(ids, fmt.Sprintf("d%04d", i))
+	}
+	shares := func(stamps []string) map[string][]string {
+		out := map[string][]string{}
+		for _, self := range stamps {
+			got, n := shareOut(slices.Clone(ids), self, stamps)
+			if !slices.Equal(slices.Sorted(slices.Values(got)), ids) {
+				t.Fatalf("%v: %s does not list each id once", stamps, self)
+			}
+			out[self] = slices.Sorted(slices.Values(got[:n]))
+		}
+		return out
+	}
+	for _, stamps := range [][]string{{"e1 a"}, {"e1 a", "e2 b"}, {"e1 a", "e2 b", "e3 c"}} {
+		var all []string
+		for self, share := range shares(stamps) {
+			if want := len(ids) / len(stamps); len(share) < want*9/10 || len(share) > want*11/10 {
+				t.Errorf("%v: %s's share holds %d of %d, want about %d", stamps, self, len(share), len(ids), want)
+			}
+			all = append(all, share...)
+		}
+		if slices.Sort(all); !slices.Equal(all, ids) {
+			t.Errorf("%v: the shares hold %d ids, want each of the %d once", stamps, len(all), len(ids))
+		}
+	}
+	three, two := shares([]string{"e1 a", "e2 b", "e3 c"}), shares([]string{"e1 a", "e2 b"})
+	for _, self := range []string{"e1 a", "e2 b"} {
+		for _, id := range three[self] {
+			if _, ok := slices.BinarySearch(two[self], id); !ok {
+				t.Fatalf("%s lost %s from its share when another process departed", self, id)
+			}
+		}
 	}
 }
