@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -46,7 +45,9 @@ type Member interface {
 	// holds it.
 	Take(ctx context.Context, id string) (Lease, error)
 	// Orphans returns the delegations whose holder is gone, and those of
-	// running (ids the caller knows run) that nobody took at all.
+	// running (ids the caller knows run) that nobody took at all, in the
+	// order this process is to take them: its share of them first, so
+	// the live processes share the work out rather than race for it.
 	Orphans(ctx context.Context, running []string) ([]string, error)
 	// Departed is signalled when another process may be gone: its
 	// liveness lease was given up, expired, or was not renewed in time.
@@ -203,7 +204,7 @@ func (e *Engine) leave() {
 }
 
 // adoptOrphans carries on the delegations whose holder is gone, and
-// those of running nobody took, in an order of this process's own, so
+// those of running nobody took, in the order Member.Orphans gives, so
 // the processes left share them out rather than race for each in turn.
 func (e *Engine) adoptOrphans(running []string) {
 	m, err := e.member(e.ctx)
@@ -217,8 +218,7 @@ func (e *Engine) adoptOrphans(running []string) {
 		}
 		return
 	}
-	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	e.adoptAll(e.ctx, ids)
+	e.adoptAll(e.ctx, ids, false)
 }
 
 // adoptWorkers bounds how many delegations one look carries on at once.
@@ -229,10 +229,13 @@ func (e *Engine) adoptOrphans(running []string) {
 const adoptWorkers = 32
 
 // adoptAll runs adoptOne on each id not live here, adoptWorkers at a
-// time, and returns once all are done. Only then are their agents asked
-// for their tasks again (reopenAndFollow): while the store is read for
-// every delegation, nothing else competes for it.
-func (e *Engine) adoptAll(ctx context.Context, ids []string) {
+// time, and returns once all are done. At a start (gather set), their
+// agents are asked for their tasks again (reopenAndFollow) only once all
+// are read: while the store is read for every delegation nothing else
+// competes for it, and the process is ready sooner. Otherwise (another
+// process departed) each is followed again as soon as it is taken: what
+// counts then is how soon the work is followed again.
+func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 	start := time.Now()
 	next := make(chan string)
 	var mu sync.Mutex
@@ -243,6 +246,10 @@ func (e *Engine) adoptAll(ctx context.Context, ids []string) {
 		wg.Go(func() {
 			for id := range next {
 				follow, ok := e.adoptOne(ctx, id)
+				if follow != nil && !gather {
+					follow()
+					follow = nil
+				}
 				mu.Lock()
 				if ok {
 					carried++

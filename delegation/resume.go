@@ -51,7 +51,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			return fmt.Errorf("join the processes sharing the store: %w", err)
 		}
 	}
-	if err := e.adopt(ctx); err != nil {
+	if err := e.adopt(ctx, true); err != nil {
 		return err
 	}
 	if e.cfg.Leases == nil || !e.track() {
@@ -79,7 +79,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			case <-departed:
 				e.adoptOrphans(nil)
 			case <-sweep.C:
-				if err := e.adopt(e.ctx); err != nil && e.ctx.Err() == nil {
+				if err := e.adopt(e.ctx, false); err != nil && e.ctx.Err() == nil {
 					e.log.Warn("look for delegations to carry on", "error", err)
 				}
 			}
@@ -113,8 +113,8 @@ func (e *Engine) SetUpstream(ctx context.Context, id string, task Upstream) erro
 // adopt resumes the running delegations of the store that are not live
 // here and that this engine may own: with Leases, those whose holder is
 // gone and those nobody took (Member.Orphans), without a read of each
-// one another process holds.
-func (e *Engine) adopt(ctx context.Context) error {
+// one another process holds. gather is adoptAll's: set at a start.
+func (e *Engine) adopt(ctx context.Context, gather bool) error {
 	ids, err := e.store.Running(ctx)
 	if err != nil {
 		return fmt.Errorf("list running delegations: %w", err)
@@ -129,7 +129,7 @@ func (e *Engine) adopt(ctx context.Context) error {
 			return err
 		}
 	}
-	e.adoptAll(ctx, ids)
+	e.adoptAll(ctx, ids, gather)
 	return nil
 }
 
@@ -354,35 +354,45 @@ func (e *Engine) logTail(ctx context.Context, rec *Record) ([]Event, error) {
 	return evs, nil
 }
 
-// reopen reads the downstream task again and, when the agent streams and
-// the task still runs, subscribes to it (the task comes first). Each call
-// is bounded by CallTimeout.
+// reopen follows the downstream task again: when the agent streams, by
+// subscribing to it (its stream starts with the task), and otherwise, or
+// when the agent will not subscribe (the task ended, or waits with no
+// work running), by reading the task. One call to the agent in the usual
+// case: a replica taking thousands of delegations over asks an agent that
+// is busy with them all the while. Each call is bounded by CallTimeout.
 func (d *Delegation) reopen(ctx context.Context) (*session, error) {
-	e := d.engine
-	taskID := d.rec.Downstream.TaskID
-	// The task is read first: one that has ended, or waits, needs no
-	// subscription (and a2a-go v2.4.0 agents keep an event broker for
-	// every subscription to a task with no execution).
-	task, err := d.getTask(ctx, taskID)
+	if d.prog.Streaming {
+		if s, err := d.resubscribe(ctx); s != nil || err != nil {
+			return s, err
+		}
+	}
+	task, err := d.getTask(ctx, d.rec.Downstream.TaskID)
 	if err != nil {
 		return nil, err
 	}
-	if st := task.Status.State; !d.prog.Streaming || settles(st) {
-		return &session{first: task}, nil
-	}
+	return &session{first: task}, nil
+}
+
+// resubscribe subscribes to the downstream task. It returns no session
+// when the agent did not open a stream that starts with an event, and an
+// error when it did not answer within CallTimeout: an agent that does not
+// answer is polled rather than asked again.
+func (d *Delegation) resubscribe(ctx context.Context) (*session, error) {
+	e := d.engine
 	openCtx, opened := context.WithTimeout(ctx, e.cfg.CallTimeout)
 	defer opened()
 	streamCtx, cancel := context.WithCancel(d.traced(e.ctx))
 	stopAfter := context.AfterFunc(openCtx, cancel)
 	start := time.Now()
-	st, first, ok, err := e.openStream(streamCtx, cancel, d.client.SubscribeToTask(streamCtx, &a2a.SubscribeToTaskRequest{ID: taskID}))
+	st, first, ok, err := e.openStream(streamCtx, cancel, d.client.SubscribeToTask(streamCtx, &a2a.SubscribeToTaskRequest{ID: d.rec.Downstream.TaskID}))
 	e.instruments.called(ctx, d.rec.Downstream.Agent, "SubscribeToTask", start, callErr(openCtx, err))
 	stopAfter()
-	if !ok || err != nil || openCtx.Err() != nil {
-		cancel()
-		// A task that ended meanwhile, or an agent that cannot
-		// subscribe, is followed from the task read above (and polled).
-		return &session{first: task}, nil
+	if ok && err == nil && openCtx.Err() == nil {
+		return &session{first: first, stream: st}, nil
 	}
-	return &session{first: first, stream: st}, nil
+	cancel()
+	if ctx.Err() == nil && openCtx.Err() != nil {
+		return nil, fmt.Errorf("subscribe to task %s: %w", d.rec.Downstream.TaskID, openCtx.Err())
+	}
+	return nil, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
@@ -271,5 +272,57 @@ func TestResume_RecordAheadOfItsLog(t *testing.T) {
 		if ev.Seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d: the log has a gap or a duplicate: %+v", i, ev.Seq, evs)
 		}
+	}
+}
+
+// TestResume_ReopensWithOneCall checks what a process carrying a
+// streamed delegation on asks its agent: a task still working is
+// subscribed to at once, its stream starting with the task, and nothing
+// more; a task that ended while no process followed it, which an a2a-go
+// agent will not subscribe to, is read instead. Both end COMPLETED with
+// the agent's artifact.
+func TestResume_ReopensWithOneCall(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		endedFirst bool
+		want       []string // the agent's calls after the restart
+	}{
+		{"still working", false, []string{"SubscribeToTask"}},
+		{"ended meanwhile", true, []string{"SubscribeToTask", "GetTask"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := NewMemoryStore(0)
+			f := newFixtureStore(t, Config{}, store)
+			agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(600*time.Millisecond))
+			f.add(t, "worker", agent.URL)
+			d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := waitState(t, d, a2a.TaskStateWorking)
+			f.engine.Close()
+			if tc.endedFirst {
+				client := testagent.Client(t, agent.URL)
+				testwait.Until(t, 10*time.Second, "the agent's task ended", func() bool {
+					task, err := client.GetTask(t.Context(), &a2a.GetTaskRequest{ID: rec.Downstream.TaskID})
+					return err == nil && task.Status.State.Terminal()
+				})
+			}
+			before := len(agent.Calls())
+			e := f.restart(t, Config{}, store)
+			resumed, ok := e.Get(d.ID())
+			if !ok {
+				t.Fatal("the new engine does not follow the running delegation")
+			}
+			rec = waitState(t, resumed, a2a.TaskStateCompleted)
+			if len(rec.Artifacts) != 1 || !strings.Contains(artifactText(rec.Artifacts[0]), "part two") {
+				t.Errorf("artifacts = %v", rec.Artifacts)
+			}
+			if diff := cmp.Diff(tc.want, agent.Calls()[before:]); diff != "" {
+				t.Errorf("the agent's calls after the restart (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
