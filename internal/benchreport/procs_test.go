@@ -304,6 +304,16 @@ func checkClusterRun(t *testing.T, res results) {
 	if v, err := res.Med(name, "failover-ms"); err != nil || v < ms(tinyCluster.leaseTTL)/2 {
 		t.Errorf("%s: failover after %v ms, leaseTTL %s (%v)", name, v, tinyCluster.leaseTTL, err)
 	}
+	first, _ := res.Med(name, "first-follow-ms")
+	half, _ := res.Med(name, "follow-p50-ms")
+	last, _ := res.Med(name, "failover-ms")
+	if !(first > 0 && first <= half && half <= last) {
+		t.Errorf("%s: followed first after %v ms, half after %v ms, all after %v ms", name, first, half, last)
+	}
+	// Every one of the killed replica's logs went on after the kill.
+	if v, err := res.Med(name, "next-event-max-ms"); err != nil || v <= 0 {
+		t.Errorf("%s: next event after the kill at most %v ms after it (%v)", name, v, err)
+	}
 	for _, unit := range []string{"orchd-cpu-ms-per-s", "nats-msgs-per-s", "window-ms"} {
 		if v, err := res.Med(clusterBench+"/quiet", unit); err != nil || v <= 0 {
 			t.Errorf("quiet window: %v %s (%v)", v, unit, err)

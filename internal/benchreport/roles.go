@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,10 @@ var agentKinds = []string{kindMessage, kindTask, kindSlow}
 
 // statsPath is where each agent says how many executions it has run.
 const statsPath = "/stats"
+
+// subscribedPath is where the steering agents say when each task was
+// first subscribed to (subscriptions).
+const subscribedPath = "/subscribed"
 
 // agentStats is the agent's answer at statsPath.
 type agentStats struct {
@@ -254,7 +259,8 @@ func steeringHandler(base, name, description, skill string, work func(*steering.
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: skill, Name: skill, Tags: []string{skill}}}}
 	counts := &methodCounts{n: map[string]int64{}}
-	handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts),
+	subs := &subscriptions{first: map[a2a.TaskID]int64{}}
+	handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts, subs),
 		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
@@ -264,7 +270,46 @@ func steeringHandler(base, name, description, skill string, work func(*steering.
 		_ = json.NewEncoder(w).Encode(agentStats{Executions: runs.Load(), Requests: counts.snapshot(), Signals: taken.n.Load()})
 	})
 	mux.Handle("GET "+steersPath, &taken.steers)
+	mux.Handle("GET "+subscribedPath, subs)
 	return mux
+}
+
+// subscriptions keeps when each task was first asked for with
+// SubscribeToTask: a client following the task again, as a replica
+// taking over a delegation does. Its Before runs as the request arrives,
+// before the agent reads the task.
+type subscriptions struct {
+	a2asrv.PassthroughCallInterceptor
+	mu    sync.Mutex
+	first map[a2a.TaskID]int64 // unix nanoseconds
+}
+
+func (s *subscriptions) Before(ctx context.Context, _ *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	if r, ok := req.Payload.(*a2a.SubscribeToTaskRequest); ok {
+		now := time.Now().UnixNano()
+		s.mu.Lock()
+		if _, seen := s.first[r.ID]; !seen {
+			s.first[r.ID] = now
+		}
+		s.mu.Unlock()
+	}
+	return ctx, nil, nil
+}
+
+// ServeHTTP answers with the tasks first subscribed to at or after
+// ?since= (unix nanoseconds), and when.
+func (s *subscriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	out := map[a2a.TaskID]int64{}
+	s.mu.Lock()
+	for id, at := range s.first {
+		if at >= since {
+			out[id] = at
+		}
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // steerExec is the steerable agent's work; it counts its executions and

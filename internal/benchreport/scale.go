@@ -403,6 +403,9 @@ type follower struct {
 	resumed int // streams opened again after one was cut
 	lat     []time.Duration
 	log     eventLog
+	// since, when set, has next kept: when the first event stored after
+	// it was, by its "at".
+	since, next time.Time
 }
 
 // newFollower follows delegation id.
@@ -470,9 +473,13 @@ func (f *follower) stream(ctx context.Context, a *scaleAPI) (ended, opened bool,
 			State    a2a.TaskState `json:"state"`
 			Message  *a2a.Message  `json:"message"`
 			Artifact *a2a.Artifact `json:"artifact"`
+			At       time.Time     `json:"at"`
 		}
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return false, true, err
+		}
+		if !f.since.IsZero() && f.next.IsZero() && ev.At.After(f.since) {
+			f.next = ev.At
 		}
 		switch {
 		case ev.Seq <= f.last:
@@ -542,13 +549,17 @@ type logsRead struct {
 	gaps, dups      int
 	first           error
 	lostAt          []int // the indexes of the delegations lost
+	// next is, for each delegation with an event stored after since,
+	// how long after since the first was.
+	next map[int]time.Duration
 }
 
 // readLogs reads the log of each delegation of ids to its end, callers at
 // a time, each through the API apiFor gives for its index; a delegation
-// never started ("" in ids) is lost.
-func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *scaleAPI) logsRead {
-	var r logsRead
+// never started ("" in ids) is lost. With since set, it keeps when each
+// log's first event after since was stored (logsRead.next).
+func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *scaleAPI, since time.Time) logsRead {
+	r := logsRead{next: map[int]time.Duration{}}
 	var mu sync.Mutex
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -563,6 +574,7 @@ func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *
 				var f *follower
 				if ids[i] != "" {
 					f = newFollower(ids[i], false)
+					f.since = since
 					err = f.run(ctx, apiFor(i))
 				}
 				mu.Lock()
@@ -572,6 +584,9 @@ func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *
 					r.first = cmpOr(r.first, err)
 				} else {
 					r.completed++
+				}
+				if f != nil && !f.next.IsZero() {
+					r.next[i] = f.next.Sub(since)
 				}
 				if f != nil {
 					r.events += int(f.last)
@@ -619,7 +634,7 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 	steers, interrupts := scaleSignals(ctx, cfg, api, ids)
 	sf.following.Wait()
 	// Every delegation's log, read to its end once the work is over.
-	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api })
+	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api }, time.Time{})
 	peaks := smp.stop()
 	orchdCPU1, err := cpuTime(d.pid())
 	if err != nil {
@@ -797,7 +812,7 @@ func scaleRecovery(ctx context.Context, w io.Writer, log *slog.Logger, h *harnes
 		return err
 	}
 	sf.following.Wait()
-	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api })
+	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api }, time.Time{})
 	if logs.first != nil {
 		log.Warn("scale recovery run: delegations lost", "lost", logs.lost, "first", logs.first)
 	}
