@@ -115,7 +115,11 @@ func (e *Engine) SetUpstream(ctx context.Context, id string, task Upstream) erro
 // gone and those nobody took (Member.Orphans), without a read of each
 // one another process holds. gather is adoptAll's: set at a start.
 func (e *Engine) adopt(ctx context.Context, gather bool) error {
-	ids, err := e.store.Running(ctx)
+	list := e.store.Running
+	if l, ok := e.store.(RunningLister); ok {
+		list = l.MayRun // adoptOne reads each record, and skips those ended
+	}
+	ids, err := list(ctx)
 	if err != nil {
 		return fmt.Errorf("list running delegations: %w", err)
 	}
@@ -159,6 +163,11 @@ func (e *Engine) adoptOne(ctx context.Context, id string) (follow func(), ok boo
 		return nil, false
 	}
 	if rec.State.Terminal() {
+		if l, ok := e.store.(RunningLister); ok {
+			if err := l.Ended(ctx, id); err != nil {
+				e.log.Debug("tell the store a delegation ended", "delegation", id, "error", err)
+			}
+		}
 		release(lease)
 		return nil, false
 	}

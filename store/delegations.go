@@ -401,6 +401,47 @@ func (d *Delegations) running(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// MayRun implements delegation.RunningLister: the ids under r., from the
+// stream's per-subject state, without reading their records.
+func (d *Delegations) MayRun(ctx context.Context) ([]string, error) {
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	var keys []string
+	err := attempt(octx, func() (err error) {
+		keys, err = listKeys(octx, d.s.js, d.kv, delegationRunningPrefix+">")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delegations that may run: %w", d.s.unavailable(ctx, err))
+	}
+	ids := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if id, err := delegationID(strings.TrimPrefix(k, delegationRunningPrefix)); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// Ended implements delegation.RunningLister: the delegation's r. key is
+// removed as Running removes it, once its record ended a while ago.
+func (d *Delegations) Ended(ctx context.Context, id string) error {
+	key, err := delegationKey(id)
+	if err != nil {
+		return nil // never listed
+	}
+	octx, cancel := d.s.opContext(ctx)
+	defer cancel()
+	err = attempt(octx, func() error {
+		_, _, err := d.checkRunning(octx, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delegation %s ended: %w", id, d.s.unavailable(ctx, err))
+	}
+	return nil
+}
+
 // runningCheckers bounds how many running keys Running checks against
 // their records at once: each check is a round trip to the server, and
 // one after the other they made most of a start with thousands running.
@@ -651,4 +692,7 @@ func (d *Delegations) sweep(cursor uint64) (uint64, error) {
 	return cursor, nil
 }
 
-var _ delegation.Store = (*Delegations)(nil)
+var (
+	_ delegation.Store         = (*Delegations)(nil)
+	_ delegation.RunningLister = (*Delegations)(nil)
+)

@@ -176,6 +176,50 @@ func TestDelegations_RunningStaleKey(t *testing.T) {
 	}
 }
 
+// TestDelegations_MayRun checks what MayRun lists: every running
+// delegation, and one ended whose r. key a crash left, until Ended is
+// told of it (and the purge it leaves ages out); a delegation still
+// running is kept by Ended.
+func TestDelegations_MayRun(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d := delegationsOf(t, s, DelegationsConfig{})
+	d.staleAfter = 0
+	for _, r := range []delegation.Record{{ID: "ended", State: a2a.TaskStateCompleted}, {ID: "running", State: a2a.TaskStateWorking},
+		{ID: "an id/with a slash", State: a2a.TaskStateWorking}} {
+		if err := d.Put(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.kv.Put(t.Context(), delegationRunningPrefix+"ended", nil); err != nil {
+		t.Fatal(err)
+	}
+	mayRun := func() []string {
+		t.Helper()
+		ids, err := d.MayRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Sorted(slices.Values(ids))
+	}
+	if diff := cmp.Diff([]string{"an id/with a slash", "ended", "running"}, mayRun()); diff != "" {
+		t.Errorf("MayRun (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{"ended", "running", "never"} {
+		if err := d.Ended(t.Context(), id); err != nil {
+			t.Fatalf("Ended(%s): %v", id, err)
+		}
+	}
+	// The bucket keeps a purge a second (runningPurgeTTL), and the
+	// stream's subjects list it meanwhile.
+	testwait.Succeeds(t, 10*time.Second, "MayRun without the ended one", func() error {
+		if diff := cmp.Diff([]string{"an id/with a slash", "running"}, mayRun()); diff != "" {
+			return fmt.Errorf("MayRun once told (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}
+
 // TestDelegations_PutWritesWhatChanged checks that a record's r. key is
 // written once while it runs and removed once when it ends, however many
 // times the record is written, and that Running follows it.
