@@ -34,21 +34,30 @@ func (f *fixture) restart(t *testing.T, cfg Config, store Store) *Engine {
 	return e
 }
 
+// workingOnStore starts an engine on a memory store with a worker agent
+// (testagent.Work with delay, streaming or not), delegates to it and
+// waits for the delegation to work, as working does, keeping the store
+// for an engine started again on it.
+func workingOnStore(t *testing.T, streaming bool, delay time.Duration) (*fixture, *MemoryStore, *testagent.Agent, *Delegation, Record) {
+	t.Helper()
+	store := NewMemoryStore(0)
+	f := newFixtureStore(t, Config{}, store)
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: streaming}, testagent.Work(delay))
+	f.add(t, "worker", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, store, agent, d, waitState(t, d, a2a.TaskStateWorking)
+}
+
 func TestResume_CarriesOnAfterRestart(t *testing.T) {
 	t.Parallel()
 	for _, streaming := range []bool{true, false} {
 		name := map[bool]string{true: "streaming", false: "polled"}[streaming]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			store := NewMemoryStore(0)
-			f := newFixtureStore(t, Config{}, store)
-			agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: streaming}, testagent.Work(400*time.Millisecond))
-			f.add(t, "worker", agent.URL)
-			d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitState(t, d, a2a.TaskStateWorking)
+			f, store, _, d, _ := workingOnStore(t, streaming, 400*time.Millisecond)
 			e := f.restart(t, Config{}, store)
 			resumed, ok := e.Get(d.ID())
 			if !ok {
@@ -293,15 +302,7 @@ func TestResume_ReopensWithOneCall(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			store := NewMemoryStore(0)
-			f := newFixtureStore(t, Config{}, store)
-			agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(600*time.Millisecond))
-			f.add(t, "worker", agent.URL)
-			d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := waitState(t, d, a2a.TaskStateWorking)
+			f, store, agent, d, rec := workingOnStore(t, true, 600*time.Millisecond)
 			f.engine.Close()
 			if tc.endedFirst {
 				client := testagent.Client(t, agent.URL)
