@@ -208,7 +208,7 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow fu
 	rec.Progress = nil
 	d.rec = rec
 	d.rec.Artifacts, d.artifactBytes = arts, size
-	tail, err := e.logTail(ctx, &d.rec)
+	tail, err := e.logTail(ctx, &d.rec, &d.prog)
 	if err != nil {
 		release(lease)
 		e.log.Error("cannot carry on a delegation: its log cannot be read; it is tried again later",
@@ -314,16 +314,18 @@ func (e *Engine) reopenAndFollow(d *Delegation) {
 	}()
 }
 
-// logTail squares rec with its log, which a process that stopped between
-// writing the two may have left apart, and returns the events logged
-// after rec's last (the record is written after its events, so those
-// are the delegation's too). An event and its record may also be sent
+// logTail squares rec, and the last status prog says was applied, with
+// its log, which a process that stopped between writing the two may have
+// left apart, and returns the events logged after rec's last (the record
+// is written after its events, so those are the delegation's too). The
+// last status is the log's, so the task read again does not log a
+// status the log holds already, nor skip one it lost. An event and its record may also be sent
 // together (StepStore), and a process killed then may leave the record
 // kept and not its event: the log is then one short of rec.LastEvent,
 // and rec goes back to the log's last event, so the events that follow
 // are numbered on from it with no gap. Nobody saw the event that was
 // not kept: the delegation shows an event only once it is stored.
-func (e *Engine) logTail(ctx context.Context, rec *Record) ([]Event, error) {
+func (e *Engine) logTail(ctx context.Context, rec *Record, prog *Progress) ([]Event, error) {
 	evs, err := e.store.Events(ctx, rec.ID, max(rec.LastEvent-1, 0), 0)
 	if err != nil {
 		return nil, fmt.Errorf("read the log of delegation %s: %w", rec.ID, err)
@@ -354,13 +356,39 @@ func (e *Engine) logTail(ctx context.Context, rec *Record) ([]Event, error) {
 		if last.Seq > 0 {
 			rec.State, rec.UpdatedAt = last.State, last.At
 		}
+		// The record's last status may be the event that was lost: the
+		// log's last one is found in what was read, or else in the whole
+		// log (when only its last event was read).
+		if !lastStatus(prog, before) && len(before) == 1 && last.Seq > 1 {
+			all, err := e.store.Events(ctx, rec.ID, 0, 0)
+			if err != nil {
+				return nil, fmt.Errorf("read the log of delegation %s: %w", rec.ID, err)
+			}
+			before = all
+		}
+		prog.LastStatus = ""
+		lastStatus(prog, before)
 		return nil, nil
 	}
 	if len(evs) > 0 {
 		last := evs[len(evs)-1]
 		rec.LastEvent, rec.State, rec.UpdatedAt = last.Seq, last.State, last.At
 	}
+	lastStatus(prog, evs)
 	return evs, nil
+}
+
+// lastStatus notes in prog the last agent's status message that evs
+// logged, as setStatusLocked does when it logs one, and reports whether
+// there was one.
+func lastStatus(prog *Progress, evs []Event) bool {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if ev := evs[i]; ev.Kind == "state" && ev.Message != nil {
+			prog.LastStatus = ev.Message.ID
+			return true
+		}
+	}
+	return false
 }
 
 // reopen follows the downstream task again: when the agent streams, by

@@ -155,6 +155,16 @@ func TestResume_KilledAfterTheFirstEvent(t *testing.T) {
 			if rec.Downstream.TaskID == "" || len(rec.Artifacts) != 1 {
 				t.Errorf("record = %+v", rec)
 			}
+			// The status logged before the kill, not in the record, is
+			// the log's: the task read again shows it, and it is not
+			// logged twice.
+			evs, _, err := e.Events(t.Context(), d.ID(), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := statusesSaying(evs, "working"); n != 1 {
+				t.Errorf("the agent's WORKING status is in the log %d times, want once: %+v", n, evs)
+			}
 		})
 	}
 }
@@ -282,6 +292,21 @@ func TestResume_RecordAheadOfItsLog(t *testing.T) {
 			t.Fatalf("event %d has seq %d: the log has a gap or a duplicate: %+v", i, ev.Seq, evs)
 		}
 	}
+	if n := statusesSaying(evs, "working"); n != 1 {
+		t.Errorf("the agent's WORKING status is in the log %d times, want once: %+v", n, evs)
+	}
+}
+
+// statusesSaying counts the agent's status messages in evs whose text is
+// text.
+func statusesSaying(evs []Event, text string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == "state" && ev.Message != nil && messageText(ev.Message) == text {
+			n++
+		}
+	}
+	return n
 }
 
 // TestResume_ReopensWithOneCall checks what a process carrying a
