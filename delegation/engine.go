@@ -207,12 +207,23 @@ func (e *Engine) ended(id string) {
 // giving its running slot back.
 func (e *Engine) forget(id string) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if d, ok := e.live[id]; ok {
+	d, ok := e.live[id]
+	if ok {
 		d.slot.release()
 	}
 	delete(e.live, id)
 	e.finished = slices.DeleteFunc(e.finished, func(f string) bool { return f == id })
+	e.mu.Unlock()
+	if ok {
+		// Its waiters look again: another process follows it now, and
+		// its events reach them through the store (WaitEvents).
+		d.mu.Lock()
+		if d.changed != nil {
+			close(d.changed)
+			d.changed = nil
+		}
+		d.mu.Unlock()
+	}
 }
 
 // Lookup returns a delegation's record, live or stored, with its

@@ -87,5 +87,10 @@ func (e *Engine) WaitEvents(ctx context.Context, id string, after int64) error {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
+		if cur, live := e.Get(id); !live || cur != d {
+			// Forgotten here (another process took it over): its log
+			// goes on in the store.
+			return e.store.Wait(ctx, id, after)
+		}
 	}
 }

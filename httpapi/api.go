@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpgate"
@@ -47,7 +49,14 @@ type Deps struct {
 	Ready func() []string
 	// Log receives the API's failures; nil discards them.
 	Log *slog.Logger
+	// Heartbeat is how long an event stream stays silent before it sends
+	// a comment, so proxies keep it open; 0 means DefaultHeartbeat.
+	Heartbeat time.Duration
 }
+
+// DefaultHeartbeat is Deps.Heartbeat unless set: within the idle timeouts
+// of common proxies (30-60 s).
+const DefaultHeartbeat = 15 * time.Second
 
 // API is orchd's HTTP JSON API: agents, policies and delegations for
 // callers that speak JSON over HTTP. It translates each request to the
@@ -64,8 +73,9 @@ type API struct {
 	// ready lists what keeps the daemon from being ready (readiness).
 	ready func() []string
 	// authz decides what each caller may do.
-	authz  httpgate.Authorizer
-	limits *httpgate.BodyLimits
+	authz     httpgate.Authorizer
+	limits    *httpgate.BodyLimits
+	heartbeat time.Duration
 }
 
 // New returns the API serving from d.
@@ -83,7 +93,7 @@ func New(d Deps) *API {
 		stopping = context.Background()
 	}
 	return &API{reg: d.Registry, policies: d.Policies, delegations: d.Delegations, authz: d.Authz, limits: d.Limits,
-		stopping: stopping, ready: ready, log: log}
+		stopping: stopping, ready: ready, log: log, heartbeat: cmp.Or(d.Heartbeat, DefaultHeartbeat)}
 }
 
 // Handler returns the API's handler: its routes, behind the check that

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -18,10 +20,6 @@ import (
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/steering"
 )
-
-// sseHeartbeat is how often an idle event stream sends a comment, so
-// proxies keep it open.
-const sseHeartbeat = 15 * time.Second
 
 // sseBatch is how many events an event stream reads at a time.
 const sseBatch = 256
@@ -259,45 +257,39 @@ func (a *API) delegationEvents(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
-	heartbeat := time.NewTicker(sseHeartbeat)
-	defer heartbeat.Stop()
 	// The stream ends when orchd begins to stop. No goroutine waits for
 	// that: a stream held for hours would hold one all that time.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(a.stopping, cancel)()
+	out := newSSEWriter(w, flusher, a.heartbeat, cancel)
+	defer out.close()
 	for {
-		for _, ev := range evs {
-			b, err := json.Marshal(ev)
-			if err != nil {
-				a.log.Warn("encode event", "error", err)
-				return
+		ok := out.write(func(w io.Writer) error {
+			for _, ev := range evs {
+				b, err := json.Marshal(ev)
+				if err != nil {
+					a.log.Warn("encode event", "error", err)
+					return err
+				}
+				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, b); err != nil {
+					return err
+				}
+				after = ev.Seq
 			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, b); err != nil {
-				return
-			}
-			after = ev.Seq
-		}
-		flusher.Flush()
-		if ended {
+			return nil
+		})
+		if !ok || ended {
 			return
 		}
 		if len(evs) < sseBatch {
-			// Wait for the next event, saying we are alive meanwhile.
-			for {
-				waitCtx, done := context.WithTimeout(ctx, sseHeartbeat)
-				err := a.delegations.WaitEvents(waitCtx, id, after)
-				done()
-				if ctx.Err() != nil {
-					return
+			// Wait for the next event, as long as it takes: the
+			// keep-alives say we are alive meanwhile.
+			if err := a.delegations.WaitEvents(ctx, id, after); err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("wait for delegation events", "delegation", id, "error", err)
 				}
-				if err == nil {
-					break
-				}
-				if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-					return
-				}
-				flusher.Flush()
+				return
 			}
 		}
 		if evs, ended, err = a.delegations.Events(ctx, id, after, sseBatch); err != nil {
@@ -307,4 +299,60 @@ func (a *API) delegationEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// sseWriter writes an event stream for its handler, and a keep-alive
+// comment whenever it stayed silent for a heartbeat. The keep-alive is a
+// timer, not a goroutine, and does not end the handler's wait for events:
+// a wait ended at every heartbeat subscribed to the log and read its tail
+// again, each time, for every follower of a quiet delegation.
+type sseWriter struct {
+	mu        sync.Mutex
+	w         io.Writer
+	flusher   http.Flusher
+	heartbeat time.Duration
+	gone      context.CancelFunc // called when the client is gone
+	timer     *time.Timer
+	closed    bool
+}
+
+// newSSEWriter starts the keep-alives on w; gone is called when a write
+// fails.
+func newSSEWriter(w io.Writer, flusher http.Flusher, heartbeat time.Duration, gone context.CancelFunc) *sseWriter {
+	s := &sseWriter{w: w, flusher: flusher, heartbeat: heartbeat, gone: gone}
+	s.mu.Lock()
+	defer s.mu.Unlock() // the first keep-alive waits for the timer to be set
+	s.timer = time.AfterFunc(heartbeat, s.keepAlive)
+	return s
+}
+
+// keepAlive writes a comment, and sets the next one.
+func (s *sseWriter) keepAlive() {
+	if !s.write(func(w io.Writer) error { _, err := io.WriteString(w, ": keep-alive\n\n"); return err }) {
+		s.gone()
+	}
+}
+
+// write runs fill on the stream, flushes it and sets the next keep-alive a
+// heartbeat away; false when the stream is closed or a write failed.
+func (s *sseWriter) write(fill func(io.Writer) error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if err := fill(s.w); err != nil {
+		return false
+	}
+	s.flusher.Flush()
+	s.timer.Reset(s.heartbeat)
+	return true
+}
+
+// close stops the keep-alives and any write, before the handler returns.
+func (s *sseWriter) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.timer.Stop()
 }
