@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -11,7 +10,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpgate"
 	"github.com/orchd/orchd/internal/testagent"
-	"github.com/orchd/orchd/policies"
+	"github.com/orchd/orchd/internal/testengine"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -21,32 +20,15 @@ import (
 // as they come, each once and in order, and ends with the work.
 func TestEvents_KeepAliveWhileTheWorkIsQuiet(t *testing.T) {
 	t.Parallel()
-	nets := registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}
-	reg, err := registry.New(nets, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
 	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(500*time.Millisecond))
-	if _, err := reg.Add(t.Context(), registry.Spec{ID: "worker", URL: agent.URL}); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policies.NewEngine(nil, policies.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := registry.NewTransport(nets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(transport.CloseIdleConnections)
-	engine := delegation.NewEngine(reg, pol, delegation.NewMemoryStore(0), delegation.Config{HTTPClient: &http.Client{Transport: transport}}, nil)
+	parts := testengine.New(t, registry.Spec{ID: "worker", URL: agent.URL})
+	engine := delegation.NewEngine(parts.Registry, parts.Policies, delegation.NewMemoryStore(0), delegation.Config{HTTPClient: parts.HTTPClient}, nil)
 	t.Cleanup(engine.Close)
 	if err := engine.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	api := New(Deps{Registry: reg, Policies: pol, Delegations: engine,
-		Authz:  httpgate.NewAuthorizer(httpgate.NewGate(httpgate.AuthConfig{}, nil, nil), pol),
+	api := New(Deps{Registry: parts.Registry, Policies: parts.Policies, Delegations: engine,
+		Authz:  httpgate.NewAuthorizer(httpgate.NewGate(httpgate.AuthConfig{}, nil, nil), parts.Policies),
 		Limits: httpgate.NewBodyLimits(httpgate.Limits{}, nil), Heartbeat: 50 * time.Millisecond})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)

@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testengine"
 	"github.com/orchd/orchd/internal/testwait"
-	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -35,27 +34,10 @@ func TestTakeOver_ResumedOnce(t *testing.T) {
 	}
 	leases := leasesOf(t, s, 10*time.Second)
 	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Hang())
-	nets := registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}
-	reg, err := registry.New(nets, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
-	if _, err := reg.Add(t.Context(), registry.Spec{ID: "worker", URL: agent.URL}); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policies.NewEngine(nil, policies.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := registry.NewTransport(nets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(transport.CloseIdleConnections)
+	parts := testengine.New(t, registry.Spec{ID: "worker", URL: agent.URL})
 	engine := func(instance string) *delegation.Engine {
-		e := delegation.NewEngine(reg, pol, dels, delegation.Config{Self: "a", Instance: instance,
-			Leases: leases, Relay: s.Relay(), HTTPClient: &http.Client{Transport: transport}}, nil)
+		e := delegation.NewEngine(parts.Registry, parts.Policies, dels, delegation.Config{Self: "a", Instance: instance,
+			Leases: leases, Relay: s.Relay(), HTTPClient: parts.HTTPClient}, nil)
 		t.Cleanup(e.Close)
 		return e
 	}
