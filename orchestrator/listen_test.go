@@ -116,10 +116,15 @@ func TestCheckExposed(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	for d.Addr() == nil {
+	// Stopped before it serves, a daemon returns without saying so: wait
+	// for it to serve, not only to bind.
+	deadline := time.After(10 * time.Second)
+	for !strings.Contains(out.String(), "orchd serving") {
 		select {
 		case err := <-done:
-			t.Fatalf("Run = %v before binding", err)
+			t.Fatalf("Run = %v before serving", err)
+		case <-deadline:
+			t.Fatalf("not serving within 10s:\n%s", out.String())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
