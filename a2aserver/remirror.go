@@ -121,12 +121,12 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 	x.watches[task.TaskID] = w
 }
 
-// writeTask applies events, as rep words them, to the stored task in one write, and reports
-// whether the task has settled (ended, or waits for input) or was taken
-// out of orchd's hands (it ended or an execution runs it). An artifact
-// event puts the artifact as it is now among arts, the delegation's, in
-// the task: the events replayed may overlap what the task shows, and a
-// chunk applied twice would be appended twice.
+// writeTask applies events, as rep words them, to the stored task in one
+// write, and reports whether the task has settled (ended, or waits for
+// input) or was taken out of orchd's hands (it ended or an execution runs
+// it). An artifact event puts the artifact as it is now among arts, the
+// delegation's, in the task: the events replayed may overlap what the
+// task shows, and a chunk applied twice would be appended twice.
 func (x *executor) writeTask(ctx context.Context, info a2a.TaskInfo, rep *reporter, evs []delegation.Event, arts []*a2a.Artifact) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, remirrorWrite)
 	defer cancel()

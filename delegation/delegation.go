@@ -227,6 +227,15 @@ func (d *Delegation) changedLocked() <-chan struct{} {
 	return d.changed
 }
 
+// wakeLocked closes the channel changedLocked handed out, so its waiters
+// look again; callers hold mu.
+func (d *Delegation) wakeLocked() {
+	if d.changed != nil {
+		close(d.changed)
+		d.changed = nil
+	}
+}
+
 // waiting reports whether the downstream task waits for the caller.
 func waiting(s a2a.TaskState) bool {
 	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
@@ -276,10 +285,7 @@ func (d *Delegation) emitLocked(ev Event) {
 		d.events = slices.Delete(d.events, 0, over)
 		d.first += int64(over)
 	}
-	if d.changed != nil {
-		close(d.changed)
-		d.changed = nil
-	}
+	d.wakeLocked()
 	d.unsaved = append(d.unsaved, ev)
 	if over := len(d.unsaved) - d.engine.cfg.MaxEvents; over > 0 {
 		d.unsaved = d.unsaved[over:] // the log keeps no more than that either

@@ -218,10 +218,7 @@ func (e *Engine) forget(id string) {
 		// Its waiters look again: another process follows it now, and
 		// its events reach them through the store (WaitEvents).
 		d.mu.Lock()
-		if d.changed != nil {
-			close(d.changed)
-			d.changed = nil
-		}
+		d.wakeLocked()
 		d.mu.Unlock()
 	}
 }

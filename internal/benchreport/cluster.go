@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -439,36 +438,25 @@ func watchFailover(ctx context.Context, agentURL string, tasks []a2a.TaskID, kil
 // at a time.
 func taskIDs(ctx context.Context, api *scaleAPI, ids []string, callers int) ([]a2a.TaskID, error) {
 	out := make([]a2a.TaskID, len(ids))
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
-	for range min(callers, len(ids)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(ids) {
-					return
-				}
-				var r struct {
-					Downstream struct {
-						TaskID a2a.TaskID `json:"taskId"`
-					} `json:"downstream"`
-				}
-				err := getJSON(ctx, api.url("/v1/delegations/"+ids[i]), &r)
-				if err == nil && r.Downstream.TaskID == "" {
-					err = fmt.Errorf("delegation %s has no task at its agent yet", ids[i])
-				}
-				if err != nil {
-					mu.Lock()
-					first = cmpOr(first, err)
-					mu.Unlock()
-					continue
-				}
-				out[i] = r.Downstream.TaskID
-			}
-		})
-	}
-	wg.Wait()
+	inParallel(len(ids), callers, func(i int) {
+		var r struct {
+			Downstream struct {
+				TaskID a2a.TaskID `json:"taskId"`
+			} `json:"downstream"`
+		}
+		err := getJSON(ctx, api.url("/v1/delegations/"+ids[i]), &r)
+		if err == nil && r.Downstream.TaskID == "" {
+			err = fmt.Errorf("delegation %s has no task at its agent yet", ids[i])
+		}
+		if err != nil {
+			mu.Lock()
+			first = cmpOr(first, err)
+			mu.Unlock()
+			return
+		}
+		out[i] = r.Downstream.TaskID
+	})
 	return out, first
 }

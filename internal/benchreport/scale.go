@@ -297,28 +297,35 @@ func pctOf(lat []time.Duration, p int) time.Duration {
 	return cellResult{lat: lat}.pct(p)
 }
 
-// startAll runs start for each of cfg.delegations indexes, cfg.callers
-// at a time, and measures each.
-func startAll(ctx context.Context, cfg scaleConfig, start func(context.Context, int) error) startResult {
+// inParallel runs f on each index below n, workers at a time, and
+// returns once all are done.
+func inParallel(n, workers int, f func(i int)) {
 	var next atomic.Int64
-	lat := make([]time.Duration, cfg.delegations)
-	errs := make([]error, cfg.delegations)
-	t0 := time.Now()
 	var wg sync.WaitGroup
-	for range cfg.callers {
+	for range min(workers, n) {
 		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= cfg.delegations || ctx.Err() != nil {
-					return
-				}
-				s := time.Now()
-				errs[i] = start(ctx, i)
-				lat[i] = time.Since(s)
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// startAll runs start for each of cfg.delegations indexes, cfg.callers
+// at a time, and measures each.
+func startAll(ctx context.Context, cfg scaleConfig, start func(context.Context, int) error) startResult {
+	lat := make([]time.Duration, cfg.delegations)
+	errs := make([]error, cfg.delegations)
+	t0 := time.Now()
+	inParallel(cfg.delegations, cfg.callers, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		s := time.Now()
+		errs[i] = start(ctx, i)
+		lat[i] = time.Since(s)
+	})
 	r := startResult{wall: time.Since(t0)}
 	for i, err := range errs {
 		if err != nil {
@@ -561,43 +568,32 @@ type logsRead struct {
 func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *scaleAPI, since time.Time) logsRead {
 	r := logsRead{next: map[int]time.Duration{}}
 	var mu sync.Mutex
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(ids) {
-					return
-				}
-				err := errors.New("not started")
-				var f *follower
-				if ids[i] != "" {
-					f = newFollower(ids[i], false)
-					f.since = since
-					err = f.run(ctx, apiFor(i))
-				}
-				mu.Lock()
-				if err != nil {
-					r.lost++
-					r.lostAt = append(r.lostAt, i)
-					r.first = cmpOr(r.first, err)
-				} else {
-					r.completed++
-				}
-				if f != nil && !f.next.IsZero() {
-					r.next[i] = f.next.Sub(since)
-				}
-				if f != nil {
-					r.events += int(f.last)
-					r.gaps += f.gaps
-					r.dups += f.dups
-				}
-				mu.Unlock()
+	inParallel(len(ids), callers, func(i int) {
+		err := errors.New("not started")
+		var f *follower
+		if ids[i] != "" {
+			f = newFollower(ids[i], false)
+			f.since = since
+			err = f.run(ctx, apiFor(i))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			r.lost++
+			r.lostAt = append(r.lostAt, i)
+			r.first = cmpOr(r.first, err)
+		} else {
+			r.completed++
+		}
+		if f != nil {
+			if !f.next.IsZero() {
+				r.next[i] = f.next.Sub(since)
 			}
-		})
-	}
-	wg.Wait()
+			r.events += int(f.last)
+			r.gaps += f.gaps
+			r.dups += f.dups
+		}
+	})
 	return r
 }
 
