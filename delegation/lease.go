@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -228,8 +229,14 @@ func (e *Engine) adoptOrphans(running []string) {
 // busy without flooding it.
 const adoptWorkers = 32
 
+// readTogether is how many delegations adoptAll reads with one call to
+// a ManyReader: about a megabyte of records.
+const readTogether = 1000
+
 // adoptAll runs adoptOne on each id not live here, adoptWorkers at a
-// time, and returns once all are done. At a start (gather set), their
+// time, and returns once all are done. With no Leases, this process owns
+// every delegation, and a store that is a ManyReader reads them
+// readTogether at a time first. At a start (gather set), their
 // agents are asked for their tasks again (reopenAndFollow) only once all
 // are read: while the store is read for every delegation nothing else
 // competes for it, and the process is ready sooner. Otherwise (another
@@ -237,15 +244,19 @@ const adoptWorkers = 32
 // counts then is how soon the work is followed again.
 func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 	start := time.Now()
-	next := make(chan string)
+	type adoption struct {
+		id   string
+		read *Read // nil: adoptOne reads the record
+	}
+	next := make(chan adoption)
 	var mu sync.Mutex
 	var carried int
 	var follows []func()
 	var wg sync.WaitGroup
 	for range min(adoptWorkers, len(ids)) {
 		wg.Go(func() {
-			for id := range next {
-				follow, ok := e.adoptOne(ctx, id)
+			for a := range next {
+				follow, ok := e.adoptOne(ctx, a.id, a.read)
 				if follow != nil && !gather {
 					follow()
 					follow = nil
@@ -261,13 +272,32 @@ func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 			}
 		})
 	}
-	for _, id := range ids {
-		if _, live := e.Get(id); live {
-			continue
+	many, _ := e.store.(ManyReader)
+	if e.cfg.Leases != nil {
+		many = nil // a record is read once its lease is taken
+	}
+feed:
+	for chunk := range slices.Chunk(ids, readTogether) {
+		var reads map[string]Read
+		if many != nil {
+			var err error
+			if reads, err = many.ReadMany(ctx, chunk); err != nil && ctx.Err() == nil {
+				e.log.Warn("could not read running delegations together; reading them one by one", "delegations", len(chunk), "error", err)
+			}
 		}
-		select {
-		case next <- id:
-		case <-ctx.Done():
+		for _, id := range chunk {
+			if _, live := e.Get(id); live {
+				continue
+			}
+			a := adoption{id: id}
+			if r, ok := reads[id]; ok {
+				a.read = &r
+			}
+			select {
+			case next <- a:
+			case <-ctx.Done():
+				break feed
+			}
 		}
 	}
 	close(next)

@@ -175,7 +175,7 @@ func (e *Engine) takeOver(ctx context.Context, id string) (*Delegation, error) {
 		release(lease)
 		return nil, fmt.Errorf("%w: %q", err, id)
 	}
-	follow, err := e.resume(ctx, rec, lease)
+	follow, err := e.resume(ctx, rec, nil, lease)
 	if err != nil {
 		return nil, fmt.Errorf("take delegation %s over: %w", id, err)
 	}

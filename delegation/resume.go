@@ -139,8 +139,9 @@ func (e *Engine) adopt(ctx context.Context, gather bool) error {
 
 // adoptOne resumes the running delegation id when this engine may own it
 // and does not follow it yet, and reports whether it did, with how to
-// start following its task again (resume).
-func (e *Engine) adoptOne(ctx context.Context, id string) (follow func(), ok bool) {
+// start following its task again (resume). read, when not nil, is what a
+// ManyReader read of it, so its record is not read again.
+func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow func(), ok bool) {
 	unlock := e.lockTakeOver(id)
 	defer unlock()
 	if _, live := e.Get(id); live { // route took it over meanwhile
@@ -156,11 +157,17 @@ func (e *Engine) adoptOne(ctx context.Context, id string) (follow func(), ok boo
 			return nil, false
 		}
 	}
-	rec, err := e.store.Get(ctx, id)
-	if err != nil {
-		e.log.Warn("read a running delegation", "delegation", id, "error", err)
-		release(lease)
-		return nil, false
+	var rec Record
+	var last *Event
+	if read != nil {
+		rec, last = read.Record, read.Last
+	} else {
+		var err error
+		if rec, err = e.store.Get(ctx, id); err != nil {
+			e.log.Warn("read a running delegation", "delegation", id, "error", err)
+			release(lease)
+			return nil, false
+		}
 	}
 	if rec.State.Terminal() {
 		if l, ok := e.store.(RunningLister); ok {
@@ -171,7 +178,7 @@ func (e *Engine) adoptOne(ctx context.Context, id string) (follow func(), ok boo
 		release(lease)
 		return nil, false
 	}
-	follow, err = e.resume(ctx, rec, lease) // logged; tried again at the next look
+	follow, err := e.resume(ctx, rec, last, lease) // logged; tried again at the next look
 	return follow, err == nil
 }
 
@@ -193,7 +200,9 @@ func (e *Engine) lockTakeOver(id string) (unlock func()) {
 // It returns how to start following the downstream task again, nil when
 // there is nothing to follow: a start carrying thousands of delegations
 // on reads the store for them all before asking their agents anything.
-func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow func(), err error) {
+// last, when not nil, is the last event of its log, read with rec
+// (ManyReader).
+func (e *Engine) resume(ctx context.Context, rec Record, last *Event, lease Lease) (follow func(), err error) {
 	arts, size, err := e.rebuildArtifacts(ctx, rec)
 	if err != nil {
 		release(lease)
@@ -208,7 +217,7 @@ func (e *Engine) resume(ctx context.Context, rec Record, lease Lease) (follow fu
 	rec.Progress = nil
 	d.rec = rec
 	d.rec.Artifacts, d.artifactBytes = arts, size
-	tail, err := e.logTail(ctx, &d.rec, &d.prog)
+	tail, err := e.logTail(ctx, &d.rec, &d.prog, last)
 	if err != nil {
 		release(lease)
 		e.log.Error("cannot carry on a delegation: its log cannot be read; it is tried again later",
@@ -324,11 +333,19 @@ func (e *Engine) reopenAndFollow(d *Delegation) {
 // kept and not its event: the log is then one short of rec.LastEvent,
 // and rec goes back to the log's last event, so the events that follow
 // are numbered on from it with no gap. Nobody saw the event that was
-// not kept: the delegation shows an event only once it is stored.
-func (e *Engine) logTail(ctx context.Context, rec *Record, prog *Progress) ([]Event, error) {
-	evs, err := e.store.Events(ctx, rec.ID, max(rec.LastEvent-1, 0), 0)
-	if err != nil {
-		return nil, fmt.Errorf("read the log of delegation %s: %w", rec.ID, err)
+// not kept: the delegation shows an event only once it is stored. last,
+// when not nil, is the log's last event, read already: when it is rec's
+// last, as it is unless the process stopped between the two writes, the
+// log is not read again.
+func (e *Engine) logTail(ctx context.Context, rec *Record, prog *Progress, last *Event) ([]Event, error) {
+	var evs []Event
+	if last != nil && rec.LastEvent > 0 && last.Seq == rec.LastEvent {
+		evs = []Event{*last} // what the read below returns then
+	} else {
+		var err error
+		if evs, err = e.store.Events(ctx, rec.ID, max(rec.LastEvent-1, 0), 0); err != nil {
+			return nil, fmt.Errorf("read the log of delegation %s: %w", rec.ID, err)
+		}
 	}
 	switch {
 	case rec.LastEvent == 0:

@@ -352,3 +352,74 @@ func TestResume_ReopensWithOneCall(t *testing.T) {
 		})
 	}
 }
+
+// readCounter counts the records and logs read one by one from the memory
+// store it wraps.
+type readCounter struct {
+	*MemoryStore
+	gets, logs atomic.Int32
+}
+
+func (s *readCounter) Get(ctx context.Context, id string) (Record, error) {
+	s.gets.Add(1)
+	return s.MemoryStore.Get(ctx, id)
+}
+
+func (s *readCounter) Events(ctx context.Context, id string, after int64, limit int) ([]Event, error) {
+	s.logs.Add(1)
+	return s.MemoryStore.Events(ctx, id, after, limit)
+}
+
+// TestResume_ReadsTogetherAtAStart checks that a start carries on the
+// running delegations of a store that reads many at once (ManyReader)
+// without reading any record one by one, nor any log but to rebuild the
+// artifacts each has already, and those of a store that does not with a
+// record and two log reads each; both to their end.
+func TestResume_ReadsTogetherAtAStart(t *testing.T) {
+	t.Parallel()
+	const running = 3
+	for _, tc := range []struct {
+		name               string
+		many               bool
+		wantGets, wantLogs int32
+	}{
+		{"ManyReader", true, 0, running},
+		{"Store", false, running, 2 * running},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := NewMemoryStore(0)
+			f := newFixtureStore(t, Config{}, store)
+			agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(time.Second))
+			f.add(t, "worker", agent.URL)
+			var ids []string
+			for range running {
+				d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitRecord(t, d, "its first artifact", func(r Record) bool { return len(r.Artifacts) == 1 })
+				ids = append(ids, d.ID())
+			}
+			counter := &readCounter{MemoryStore: store}
+			var s Store = counter
+			if !tc.many {
+				s = struct{ Store }{counter} // ReadMany hidden
+			}
+			e := f.restart(t, Config{}, s)
+			if gets, logs := counter.gets.Load(), counter.logs.Load(); gets != tc.wantGets || logs != tc.wantLogs {
+				t.Errorf("the start read %d records and %d logs one by one, want %d and %d", gets, logs, tc.wantGets, tc.wantLogs)
+			}
+			for _, id := range ids {
+				resumed, ok := e.Get(id)
+				if !ok {
+					t.Fatalf("the new engine does not follow delegation %s", id)
+				}
+				rec := waitState(t, resumed, a2a.TaskStateCompleted)
+				if len(rec.Artifacts) != 1 || artifactText(rec.Artifacts[0]) != "part one, part two" {
+					t.Errorf("delegation %s: artifacts = %v", id, rec.Artifacts)
+				}
+			}
+		})
+	}
+}

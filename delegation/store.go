@@ -206,6 +206,28 @@ type RunningLister interface {
 	Ended(ctx context.Context, id string) error
 }
 
+// ManyReader is a Store that reads many delegations at once: their
+// records, and the last event of each one's log, in a few round trips
+// rather than two each. A start carrying 10,000 delegations on read them
+// one by one, 20,000 round trips to the embedded store before it was
+// ready. The engine uses it at a start when no other process shares the
+// store (no Config.Leases): with Leases, a record is read only once its
+// lease is taken, one by one.
+type ManyReader interface {
+	// ReadMany returns what it read of each of ids, by id; an id with no
+	// record is left out. It may read ids in several round trips.
+	ReadMany(ctx context.Context, ids []string) (map[string]Read, error)
+}
+
+// Read is what a ManyReader read of one delegation.
+type Read struct {
+	Record Record
+	// Last is the last event of the delegation's log; nil when the log
+	// is empty, or the store did not read it: the engine then reads the
+	// log itself.
+	Last *Event
+}
+
 // QuickStore is an EndedStore that may keep a delegation which ended as
 // it started after its caller has the answer: the agent's work is over,
 // and what is kept is the record of an exchange the caller already holds.
@@ -375,6 +397,26 @@ func (s *MemoryStore) Get(_ context.Context, id string) (Record, error) {
 	return r.Record, nil
 }
 
+// ReadMany implements ManyReader.
+func (s *MemoryStore) ReadMany(_ context.Context, ids []string) (map[string]Read, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]Read, len(ids))
+	for _, id := range ids {
+		r, ok := s.records[id]
+		if !ok {
+			continue
+		}
+		read := Read{Record: r.Record}
+		if l := s.logs[id]; l != nil && len(l.events) > 0 {
+			last := l.events[len(l.events)-1]
+			read.Last = &last
+		}
+		out[id] = read
+	}
+	return out, nil
+}
+
 // List implements Store. It sorts the kept records on each call: the
 // memory store is for throwaway runs, bounded to a few thousand records.
 func (s *MemoryStore) List(_ context.Context, q Query) (Page, error) {
@@ -512,4 +554,7 @@ type memoryLog struct {
 	changed chan struct{}
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store      = (*MemoryStore)(nil)
+	_ ManyReader = (*MemoryStore)(nil)
+)

@@ -73,6 +73,9 @@ type Delegations struct {
 	recordPf string // subject prefix of the records: $KV.<bucket>.d.
 	indexPf  string // <ns>.index.
 	eventsPf string // <ns>.events.
+	// recordStream is the records bucket's stream, for reads the KV
+	// interface lacks (readmany.go): KV_<bucket>.
+	recordStream string
 
 	// indexed remembers ids whose index entry exists, so a Put of a
 	// known record writes no index entry; tails remembers the last event
@@ -154,6 +157,7 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 	d.marks, _ = lru.New[string, bool](delegationHints)
 	bucket := ns + "-delegations"
 	d.recordPf = "$KV." + bucket + "." + delegationRecordPrefix
+	d.recordStream = "KV_" + bucket
 	var err error
 	d.kv, err = s.ensureKV(ctx, jetstream.KeyValueConfig{
 		Bucket: bucket, Description: "orchd delegation records", History: 1,
