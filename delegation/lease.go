@@ -230,13 +230,17 @@ func (e *Engine) adoptOrphans(running []string) {
 const adoptWorkers = 32
 
 // readTogether is how many delegations adoptAll reads with one call to
-// a ManyReader: about a megabyte of records.
-const readTogether = 1000
+// a ManyReader (about a megabyte of records), and readersTogether how
+// many such calls it makes at once: decoding the records is most of a
+// call's work, and a start has nothing else to do.
+const (
+	readTogether    = 1000
+	readersTogether = 4
+)
 
 // adoptAll runs adoptOne on each id not live here, adoptWorkers at a
-// time, and returns once all are done. With no Leases, this process owns
-// every delegation, and a store that is a ManyReader reads them
-// readTogether at a time first. At a start (gather set), their
+// time, and returns once all are done; feedAdoptions reads them together
+// when it can. At a start (gather set), their
 // agents are asked for their tasks again (reopenAndFollow) only once all
 // are read: while the store is read for every delegation nothing else
 // competes for it, and the process is ready sooner. Otherwise (another
@@ -244,10 +248,6 @@ const readTogether = 1000
 // counts then is how soon the work is followed again.
 func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 	start := time.Now()
-	type adoption struct {
-		id   string
-		read *Read // nil: adoptOne reads the record
-	}
 	next := make(chan adoption)
 	var mu sync.Mutex
 	var carried int
@@ -272,12 +272,34 @@ func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 			}
 		})
 	}
+	e.feedAdoptions(ctx, ids, next)
+	close(next)
+	wg.Wait()
+	for _, f := range follows {
+		f()
+	}
+	if carried > 0 {
+		e.log.Info("carrying on running delegations", "delegations", carried, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// adoption is a delegation for adoptOne to carry on, with what a
+// ManyReader read of it (nil: adoptOne reads its record).
+type adoption struct {
+	id   string
+	read *Read
+}
+
+// feedAdoptions sends each of ids not live here to next, until ctx is
+// done. With no Leases, a store that is a ManyReader reads them first,
+// readTogether in a call and readersTogether calls at once; one that
+// fails leaves its delegations for adoptOne to read one by one.
+func (e *Engine) feedAdoptions(ctx context.Context, ids []string, next chan<- adoption) {
 	many, _ := e.store.(ManyReader)
 	if e.cfg.Leases != nil {
 		many = nil // a record is read once its lease is taken
 	}
-feed:
-	for chunk := range slices.Chunk(ids, readTogether) {
+	feed := func(chunk []string) {
 		var reads map[string]Read
 		if many != nil {
 			var err error
@@ -296,18 +318,28 @@ feed:
 			select {
 			case next <- a:
 			case <-ctx.Done():
-				break feed
+				return
 			}
 		}
 	}
-	close(next)
-	wg.Wait()
-	for _, f := range follows {
-		f()
+	readers := 1
+	if many != nil {
+		readers = readersTogether
 	}
-	if carried > 0 {
-		e.log.Info("carrying on running delegations", "delegations", carried, "took", time.Since(start).Round(time.Millisecond))
+	chunks := make(chan []string)
+	var feeders sync.WaitGroup
+	for range readers {
+		feeders.Go(func() {
+			for chunk := range chunks {
+				feed(chunk)
+			}
+		})
 	}
+	for chunk := range slices.Chunk(ids, readTogether) {
+		chunks <- chunk
+	}
+	close(chunks)
+	feeders.Wait()
 }
 
 // release gives a lease up, if there is one, bounded in time.
