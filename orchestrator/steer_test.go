@@ -52,7 +52,7 @@ func TestChain_SteeringCrossesHops(t *testing.T) {
 	if !slices.Equal(r.Hops, want) || r.ReferenceMessageID != "out-3" {
 		t.Errorf("receipt = %+v, want hops %v", r, want)
 	}
-	if sigs := c.Signals(); len(sigs) != 1 {
+	if sigs := c.TookSignals(t, 1); len(sigs) != 1 {
 		t.Errorf("C took %d signals, want 1: %+v", len(sigs), sigs)
 	} else if text, ref := testagent.Text(sigs[0].Message), sigs[0].ReferenceMessageID; text != "narrow to 2025" || ref != "out-3" {
 		t.Errorf("C took %q referring to %q, want %q referring to out-3", text, ref, "narrow to 2025")
@@ -328,7 +328,7 @@ func TestSteer_OnlyTheTaskOwnerOnEveryBinding(t *testing.T) {
 	if _, err := alice.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: m}); err != nil {
 		t.Fatalf("alice's steer: %v", err)
 	}
-	if sigs := c.Signals(); len(sigs) != 1 || testagent.Text(sigs[0].Message) != "narrower" {
+	if sigs := c.TookSignals(t, 1); len(sigs) != 1 || testagent.Text(sigs[0].Message) != "narrower" {
 		t.Errorf("the agent took %+v, want alice's steer", sigs)
 	}
 	if st, err := alice.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task.ID}); err != nil || st.Status.State != a2a.TaskStateWorking {

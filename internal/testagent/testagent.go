@@ -27,6 +27,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
+	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -208,6 +209,16 @@ func (a *Agent) Signals() []steering.Signal {
 	a.exec.mu.Lock()
 	defer a.exec.mu.Unlock()
 	return append([]steering.Signal(nil), a.exec.signals...)
+}
+
+// TookSignals waits up to 10 seconds until the agent's executions took
+// at least n steering signals, and returns those they took. A receipt
+// says a signal reached an execution's inbox; the execution takes it a
+// moment later.
+func (a *Agent) TookSignals(t testing.TB, n int) []steering.Signal {
+	t.Helper()
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("the agent took %d signals", n), func() bool { return len(a.Signals()) >= n })
+	return a.Signals()
 }
 
 // Cancels counts the cancel requests the executor received.
