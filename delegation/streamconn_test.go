@@ -40,8 +40,9 @@ func (c *connCounter) counts() (opened, closed int) {
 }
 
 // sseServer streams "data: one", then waits for release (or the client
-// to go) before "data: two" and the end, counting its connections.
-func sseServer(t *testing.T, release <-chan struct{}, tls bool) (*httptest.Server, *connCounter) {
+// to go) before "data: two" and the end, counting its connections. Each
+// of configure changes the server before it starts.
+func sseServer(t *testing.T, release <-chan struct{}, tls bool, configure ...func(*http.Server)) (*httptest.Server, *connCounter) {
 	t.Helper()
 	cc := &connCounter{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +64,9 @@ func sseServer(t *testing.T, release <-chan struct{}, tls bool) (*httptest.Serve
 	})
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ConnState = cc.state
+	for _, c := range configure {
+		c(srv.Config)
+	}
 	if tls {
 		srv.StartTLS()
 	} else {
@@ -84,16 +88,33 @@ func streamRequest(t *testing.T, ctx context.Context, url string) *http.Request 
 	return req
 }
 
+// readStream reads a stream opened through hc to its end and closes it,
+// returning what it read.
+func readStream(t *testing.T, hc *http.Client, url string) string {
+	t.Helper()
+	resp, err := hc.Do(streamRequest(t, t.Context(), url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // TestOwnStreamConns_StreamOnItsOwnConnection reads a stream on a
 // connection of its own, to its end, through the informational answer
-// before it; closing the body closes the connection.
+// before it; the connection is kept for the next stream, which does not
+// dial, until the idle connections are closed.
 func TestOwnStreamConns_StreamOnItsOwnConnection(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	srv, cc := sseServer(t, release, false)
 	base := &http.Transport{}
-	defer base.CloseIdleConnections()
-	hc := &http.Client{Transport: OwnStreamConns(base)}
+	own := OwnStreamConns(base)
+	hc := &http.Client{Transport: own}
 	resp, err := hc.Do(streamRequest(t, t.Context(), srv.URL))
 	if err != nil {
 		t.Fatal(err)
@@ -111,15 +132,139 @@ func TestOwnStreamConns_StreamOnItsOwnConnection(t *testing.T) {
 		t.Fatalf("rest %q, %v", rest, err)
 	}
 	resp.Body.Close()
-	testwait.Until(t, 5*time.Second, "the stream's connection closed", func() bool {
+	if got := readStream(t, hc, srv.URL); got != "data: one\n\ndata: two\n\n" {
+		t.Fatalf("the second stream read %q", got)
+	}
+	if opened, closed := cc.counts(); opened != 1 || closed != 0 {
+		t.Errorf("%d connections opened and %d closed for two streams one after the other, want 1 and 0", opened, closed)
+	}
+	own.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	testwait.Until(t, 5*time.Second, "the kept connection closed", func() bool {
 		opened, closed := cc.counts()
 		return opened == 1 && closed == 1
 	})
 }
 
+// TestOwnStreamConns_KeptOnlyWhileUsable checks what ends a kept
+// connection, or keeps one from being kept: a stream closed before its
+// end, the idle timeout, the peer closing it, a full pool.
+func TestOwnStreamConns_KeptOnlyWhileUsable(t *testing.T) {
+	t.Parallel()
+	released := make(chan struct{})
+	close(released)
+	t.Run("closed before its end", func(t *testing.T) {
+		t.Parallel()
+		srv, cc := sseServer(t, make(chan struct{}), false)
+		hc := &http.Client{Transport: OwnStreamConns(&http.Transport{})}
+		resp, err := hc.Do(streamRequest(t, t.Context(), srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		testwait.Until(t, 5*time.Second, "the stream's connection closed", func() bool {
+			_, closed := cc.counts()
+			return closed == 1
+		})
+	})
+	t.Run("stopped before the end that follows", func(t *testing.T) {
+		t.Parallel()
+		srv, cc := sseServer(t, released, false)
+		hc := &http.Client{Transport: OwnStreamConns(&http.Transport{})}
+		for range 2 {
+			resp, err := hc.Do(streamRequest(t, t.Context(), srv.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			head := make([]byte, 5)
+			if _, err := io.ReadFull(resp.Body, head); err != nil || string(head) != "data:" {
+				t.Fatalf("read %q, %v", head, err)
+			}
+			resp.Body.Close() // the rest is read first, and the connection kept
+		}
+		if opened, closed := cc.counts(); opened != 1 || closed != 0 {
+			t.Errorf("%d connections opened and %d closed, want 1 and 0", opened, closed)
+		}
+	})
+	t.Run("context ended after the answer", func(t *testing.T) {
+		t.Parallel()
+		srv, cc := sseServer(t, released, false)
+		hc := &http.Client{Transport: OwnStreamConns(&http.Transport{})}
+		for range 2 {
+			ctx, cancel := context.WithCancel(t.Context())
+			resp, err := hc.Do(streamRequest(t, ctx, srv.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			head := make([]byte, 5)
+			if _, err := io.ReadFull(resp.Body, head); err != nil {
+				t.Fatal(err)
+			}
+			cancel() // as a delegation that settled at the answer's last event
+			resp.Body.Close()
+		}
+		if opened, closed := cc.counts(); opened != 1 || closed != 0 {
+			t.Errorf("%d connections opened and %d closed, want 1 and 0", opened, closed)
+		}
+	})
+	t.Run("idle timeout", func(t *testing.T) {
+		t.Parallel()
+		srv, cc := sseServer(t, released, false)
+		hc := &http.Client{Transport: OwnStreamConns(&http.Transport{IdleConnTimeout: 50 * time.Millisecond})}
+		readStream(t, hc, srv.URL)
+		testwait.Until(t, 5*time.Second, "the kept connection closed after its idle timeout", func() bool {
+			_, closed := cc.counts()
+			return closed == 1
+		})
+	})
+	t.Run("closed by the peer", func(t *testing.T) {
+		t.Parallel()
+		// The server closes a kept connection, saying nothing.
+		srv, cc := sseServer(t, released, false, func(s *http.Server) { s.IdleTimeout = 20 * time.Millisecond })
+		hc := &http.Client{Transport: OwnStreamConns(&http.Transport{})}
+		readStream(t, hc, srv.URL)
+		testwait.Until(t, 5*time.Second, "the server closed the idle connection", func() bool {
+			_, closed := cc.counts()
+			return closed == 1
+		})
+		if got := readStream(t, hc, srv.URL); got != "data: one\n\ndata: two\n\n" {
+			t.Fatalf("the stream after the server closed the kept connection read %q", got)
+		}
+		if opened, _ := cc.counts(); opened != 2 {
+			t.Errorf("%d connections opened, want 2: the closed one dropped, a new one dialed", opened)
+		}
+	})
+	t.Run("full pool", func(t *testing.T) {
+		t.Parallel()
+		srv, cc := sseServer(t, released, false)
+		hc := &http.Client{Transport: OwnStreamConns(&http.Transport{MaxIdleConnsPerHost: 1})}
+		var bodies []io.ReadCloser // three streams open at once
+		for range 3 {
+			resp, err := hc.Do(streamRequest(t, t.Context(), srv.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			bodies = append(bodies, resp.Body)
+		}
+		for _, body := range bodies {
+			if _, err := io.ReadAll(body); err != nil {
+				t.Fatal(err)
+			}
+			body.Close()
+		}
+		testwait.Until(t, 5*time.Second, "all but one of 3 connections closed", func() bool {
+			opened, closed := cc.counts()
+			return opened == 3 && closed == 2
+		})
+	})
+}
+
 // TestOwnStreamConns_ContextEndsTheStream cancels a stream's context
-// while it waits: the read fails with the context's error and the
-// connection closes.
+// while it waits: the read fails with the context's error, and the
+// connection closes with the body.
 func TestOwnStreamConns_ContextEndsTheStream(t *testing.T) {
 	t.Parallel()
 	srv, cc := sseServer(t, make(chan struct{}), false)
@@ -139,6 +284,7 @@ func TestOwnStreamConns_ContextEndsTheStream(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("read after cancel: %v, want context.Canceled", err)
 	}
+	resp.Body.Close() // as the stream's reader does once its read failed
 	testwait.Until(t, 5*time.Second, "the stream's connection closed", func() bool {
 		_, closed := cc.counts()
 		return closed == 1
