@@ -327,16 +327,16 @@ func (e *Engine) reopenAndFollow(d *Delegation) {
 // its log, which a process that stopped between writing the two may have
 // left apart, and returns the events logged after rec's last (the record
 // is written after its events, so those are the delegation's too). The
-// last status is the log's, so the task read again does not log a
-// status the log holds already, nor skip one it lost. An event and its record may also be sent
-// together (StepStore), and a process killed then may leave the record
-// kept and not its event: the log is then one short of rec.LastEvent,
-// and rec goes back to the log's last event, so the events that follow
-// are numbered on from it with no gap. Nobody saw the event that was
-// not kept: the delegation shows an event only once it is stored. last,
-// when not nil, is the log's last event, read already: when it is rec's
-// last, as it is unless the process stopped between the two writes, the
-// log is not read again.
+// last status is the log's, so the task read again does not log a status
+// the log holds already, nor skip one it lost. An event and its record
+// may also be sent together (StepStore), and a process killed then may
+// leave the record kept and not its event: the log is then one short of
+// rec.LastEvent, and rec goes back to the log's last event, so the events
+// that follow are numbered on from it with no gap. Nobody saw the event
+// that was not kept: the delegation shows an event only once it is
+// stored. last, when not nil, is the log's last event, read already: when
+// it is rec's last, as it is unless the process stopped between the two
+// writes, the log is not read again.
 func (e *Engine) logTail(ctx context.Context, rec *Record, prog *Progress, last *Event) ([]Event, error) {
 	var evs []Event
 	if last != nil && rec.LastEvent > 0 && last.Seq == rec.LastEvent {

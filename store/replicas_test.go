@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testagent"
-	"github.com/orchd/orchd/policies"
+	"github.com/orchd/orchd/internal/testengine"
 	"github.com/orchd/orchd/registry"
 )
 
@@ -22,12 +21,10 @@ import (
 // stream and never finishes its tasks: the replicas poll it, once a
 // minute, so following the work costs nothing in between.
 type fleet struct {
-	url       string
-	ttl       time.Duration
-	agent     *testagent.Agent
-	reg       *registry.Registry
-	pol       *policies.Engine
-	transport *http.Transport
+	url   string
+	ttl   time.Duration
+	agent *testagent.Agent
+	parts testengine.Parts
 }
 
 func newFleet(t testing.TB, ttl time.Duration) *fleet {
@@ -35,22 +32,7 @@ func newFleet(t testing.TB, ttl time.Duration) *fleet {
 	srv := natstest.Listening(t)
 	f := &fleet{url: srv.ClientURL(), ttl: ttl}
 	f.agent = testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work"}, testagent.Hang())
-	nets := registry.Config{AllowNetworks: []string{"127.0.0.0/8"}}
-	var err error
-	if f.reg, err = registry.New(nets, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.reg.Close)
-	if _, err := f.reg.Add(t.Context(), registry.Spec{ID: "worker", URL: f.agent.URL}); err != nil {
-		t.Fatal(err)
-	}
-	if f.pol, err = policies.NewEngine(nil, policies.Options{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if f.transport, err = registry.NewTransport(nets); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.transport.CloseIdleConnections)
+	f.parts = testengine.New(t, registry.Spec{ID: "worker", URL: f.agent.URL})
 	return f
 }
 
@@ -100,9 +82,9 @@ func (f *fleet) replica(t testing.TB, name string, wrap func(delegation.Leases) 
 	if wrap != nil {
 		r.leases = wrap(leases)
 	}
-	r.engine = delegation.NewEngine(f.reg, f.pol, countingStore{r.dels, r.running}, delegation.Config{
+	r.engine = delegation.NewEngine(f.parts.Registry, f.parts.Policies, countingStore{r.dels, r.running}, delegation.Config{
 		Self: "a", Instance: name, Leases: r.leases, Relay: st.Relay(),
-		HTTPClient: &http.Client{Transport: f.transport}, PollInterval: time.Minute,
+		HTTPClient: f.parts.HTTPClient, PollInterval: time.Minute,
 	}, nil)
 	if err := r.engine.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -2,13 +2,15 @@ package store
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testengine"
+	"github.com/orchd/orchd/registry"
 )
 
 // oneByOne is the delegation store without ReadMany: an engine on it
@@ -30,10 +32,11 @@ type oneByOne struct {
 //	go test ./store -run '^$' -bench '^BenchmarkStateStart$' -benchtime 3x
 func BenchmarkStateStart(b *testing.B) {
 	const running = 10_000
-	f := newFleet(b, DefaultLeaseTTL)
+	agent := testagent.Start(b, testagent.Options{Name: "Worker", Skill: "work"}, testagent.Hang())
+	parts := testengine.New(b, registry.Spec{ID: "worker", URL: agent.URL})
 	dels := delegationsOf(b, openTest(b, "", Config{}), DelegationsConfig{})
-	cfg := delegation.Config{Self: "a", HTTPClient: &http.Client{Transport: f.transport}, PollInterval: time.Hour}
-	e := delegation.NewEngine(f.reg, f.pol, dels, cfg, nil)
+	cfg := delegation.Config{Self: "a", HTTPClient: parts.HTTPClient, PollInterval: time.Hour}
+	e := delegation.NewEngine(parts.Registry, parts.Policies, dels, cfg, nil)
 	if err := e.Start(b.Context()); err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func BenchmarkStateStart(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var took []time.Duration
 			for b.Loop() {
-				e := delegation.NewEngine(f.reg, f.pol, tc.store, cfg, nil)
+				e := delegation.NewEngine(parts.Registry, parts.Policies, tc.store, cfg, nil)
 				start := time.Now()
 				err := e.Start(b.Context())
 				took = append(took, time.Since(start))
