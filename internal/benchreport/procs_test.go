@@ -217,7 +217,9 @@ func checkScaleRun(t *testing.T, res results) {
 	t.Helper()
 	n := float64(tinyScale.delegations)
 	for name, want := range map[string]map[string]float64{
-		scaleBench + "/direct": {"completed": n, "lost": 0},
+		scaleBench + "/direct": {"completed": n, "lost": 0,
+			"steers": float64(tinyScale.steered * tinyScale.steersEach), "steers-failed": 0, "steers-misdelivered": 0,
+			"interrupts": float64(tinyScale.interrupts), "interrupts-failed": 0},
 		scaleBench + "/orchd": {"completed": n, "lost": 0, "log-gaps": 0, "log-duplicates": 0,
 			"steers": float64(tinyScale.steered * tinyScale.steersEach), "steers-failed": 0, "steers-misdelivered": 0,
 			"interrupts": float64(tinyScale.interrupts), "interrupts-failed": 0, "error-lines": 0},

@@ -20,6 +20,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/orchd/orchd/steering"
 )
 
 // scaleConfig sizes the scale run.
@@ -67,9 +69,10 @@ func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //
 //	BenchmarkProcessScale/config   1 <n> delegations <n> followed <n> callers <ms> work-ms <ms> tick-ms <n> steered <n> steers-each <n> interrupts <n> ended
 //	BenchmarkProcessScale/direct   1 <n> delegations <ms> start-wall-ms <ms> start-p50-ms <ms> start-p99-ms <ms> event-p50-ms <ms> event-p99-ms <n> completed <n> lost <n> agent-events <MiB> agent-peak-rss-MiB <ms> agent-cpu-ms
-//	BenchmarkProcessScale/orchd    1 ... the same, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <n> peak-goroutines <ms> orchd-cpu-ms
 //	                                 <n> steers <n> steers-failed <n> steers-misdelivered <ms> steer-p50-ms <ms> steer-p99-ms
-//	                                 <n> interrupts <n> interrupts-failed <ms> interrupt-p50-ms <ms> interrupt-p99-ms <n> log-gaps <n> log-duplicates <n> warn-lines <n> error-lines
+//	                                 <n> interrupts <n> interrupts-failed <ms> interrupt-p50-ms <ms> interrupt-p99-ms
+//	BenchmarkProcessScale/orchd    1 ... the direct run's first line, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <n> peak-goroutines <ms> orchd-cpu-ms
+//	                                 ... the direct run's signals, then <n> log-gaps <n> log-duplicates <n> warn-lines <n> error-lines
 //	BenchmarkProcessScale/recovery 1 <n> delegations <n> ended-before <ms> ready-ms <n> completed <n> lost <n> log-gaps <n> log-duplicates
 //	                                 <n> followers <n> follower-gaps <n> follower-duplicates <n> followers-resumed <MiB> peak-rss-MiB <n> warn-lines <n> error-lines
 //
@@ -78,7 +81,10 @@ func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // streams carried). event-p50/p99 is the time from the agent sending a
 // tick to a follower reading it. A delegation is completed when its log
 // ends COMPLETED after the agent's artifact and holds every tick the
-// agent says it sent, once and in order; lost otherwise.
+// agent says it sent, once and in order; lost otherwise. Both runs steer
+// and interrupt the same work on the same schedule (scaleSignals), the
+// direct one with an a2a-go client activating the steering extension, so
+// the agent's own share of a signal's time shows.
 func scaleRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfig) error {
 	h, err := newHarness(ctx, log)
 	if err != nil {
@@ -124,14 +130,32 @@ func scaleDirect(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleCo
 	if err != nil {
 		return err
 	}
+	sp, closeS, err := directSignals(ctx, longURL)
+	if err != nil {
+		return err
+	}
+	defer closeS()
 	streams := make([]*directStream, cfg.delegations)
+	ids := make([]string, cfg.delegations)
 	var all sync.WaitGroup
 	start := startAll(ctx, cfg, func(ctx context.Context, i int) error {
 		s := &directStream{follow: i < cfg.followed}
 		streams[i] = s
-		started := make(chan error, 1)
+		started := make(chan string, 1)
 		all.Go(func() { s.run(ctx, c, started) })
-		return <-started
+		ids[i] = <-started
+		if ids[i] == "" {
+			return cmpOr(s.err, errors.New("the stream ended before its task"))
+		}
+		return nil
+	})
+	steers, interrupts := scaleSignals(ctx, cfg, ids, scaleSignaler{
+		steer: func(ctx context.Context, id string, n int) error {
+			return sp.signal(ctx, id, steering.Steer, n+1, steerText(id, n))
+		},
+		interrupt: func(ctx context.Context, id string) error {
+			return sp.signal(ctx, id, steering.Interrupt, 0, "interrupt")
+		},
 	})
 	all.Wait()
 	cpu1, err := cpuTime(agentProc.pid())
@@ -162,10 +186,16 @@ func scaleDirect(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleCo
 	if first != nil || start.errs > 0 {
 		log.Warn("scale run, direct: calls failed", "lost", lost, "start errors", start.errs, "first", cmpOr(first, start.first))
 	}
+	misdelivered, err := steersMisdelivered(ctx, log, cfg, longURL, ids)
+	if err != nil {
+		return err
+	}
 	slices.Sort(lat)
-	fmt.Fprintf(w, "%s/direct\t1\t%d delegations\t%.0f start-wall-ms\t%.1f start-p50-ms\t%.1f start-p99-ms\t%.1f event-p50-ms\t%.1f event-p99-ms\t%d completed\t%d lost\t%d agent-events\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms\n",
+	fmt.Fprintf(w, "%s/direct\t1\t%d delegations\t%.0f start-wall-ms\t%.1f start-p50-ms\t%.1f start-p99-ms\t%.1f event-p50-ms\t%.1f event-p99-ms\t%d completed\t%d lost\t%d agent-events\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms",
 		scaleBench, cfg.delegations, ms(start.wall), ms(start.pct(50)), ms(start.pct(99)), ms(pctOf(lat, 50)), ms(pctOf(lat, 99)),
 		completed, lost, events, mib(st.hwmKiB), ms(cpu1-cpu0))
+	writeSignals(w, steers, interrupts, misdelivered)
+	fmt.Fprintln(w)
 	return nil
 }
 
@@ -178,36 +208,48 @@ type directStream struct {
 }
 
 // run sends the long agent a streaming message with c and reads the
-// stream to its end, saying on started when the first event came (or the
-// call failed before one).
-func (s *directStream) run(ctx context.Context, c *a2aclient.Client, started chan<- error) {
+// stream to its end, sending the task's id on started once its first
+// event came ("" if the call failed before one). When the stream ends
+// INPUT_REQUIRED, as an interrupt stops the work, it answers the task
+// once, as orchd's API is answered in the run through orchd, and reads
+// that stream to its end too.
+func (s *directStream) run(ctx context.Context, c *a2aclient.Client, started chan<- string) {
 	ctx, cancel := context.WithTimeout(ctx, scaleCallTimeout)
 	defer cancel()
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("work"))
 	msg.Metadata = map[string]any{"skill": kindLong}
 	log := eventLog{done: -1}
-	first := true
-	for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: msg}) {
-		if err != nil {
-			s.err = err
+	id, first := "", true
+	for answered := false; ; answered = true {
+		for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: msg}) {
+			if err != nil {
+				s.err = err
+				break
+			}
+			if first {
+				first = false
+				id = string(ev.TaskInfo().TaskID)
+				started <- id
+			}
+			s.events++
+			switch e := ev.(type) {
+			case *a2a.Task:
+				log.state = e.Status.State
+			case *a2a.TaskStatusUpdateEvent:
+				log.status(e.Status.State, e.Status.Message, s.follow, &s.lat)
+			case *a2a.TaskArtifactUpdateEvent:
+				log.artifact(e.Artifact)
+			}
+		}
+		if answered || s.err != nil || id == "" || log.state != a2a.TaskStateInputRequired {
 			break
 		}
-		if first {
-			started <- nil
-			first = false
-		}
-		s.events++
-		switch e := ev.(type) {
-		case *a2a.Task:
-			log.state = e.Status.State
-		case *a2a.TaskStatusUpdateEvent:
-			log.status(e.Status.State, e.Status.Message, s.follow, &s.lat)
-		case *a2a.TaskArtifactUpdateEvent:
-			log.artifact(e.Artifact)
-		}
+		msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go on"))
+		msg.TaskID = a2a.TaskID(id)
 	}
 	if first {
-		started <- cmpOr(s.err, errors.New("the stream ended before its first event"))
+		started <- ""
+		s.err = cmpOr(s.err, errors.New("the stream ended before its first event"))
 	}
 	if s.err == nil {
 		s.err = log.check()
@@ -627,7 +669,7 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 	sf := startFollowed(ctx, cfg, api, true)
 	start, ids, followers, followErrs := sf.start, sf.ids, sf.followers, sf.errs
 	log.Info("scale run: delegations started", "started", len(start.lat), "errors", start.errs, "took", start.wall.Round(time.Millisecond))
-	steers, interrupts := scaleSignals(ctx, cfg, api, ids)
+	steers, interrupts := scaleSignals(ctx, cfg, ids, apiSignaler(api))
 	sf.following.Wait()
 	// Every delegation's log, read to its end once the work is over.
 	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api }, time.Time{})
@@ -648,16 +690,9 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 	if err != nil {
 		return err
 	}
-	var taken map[string][]int
-	if err := getJSON(ctx, longURL+steersPath, &taken); err != nil {
+	misdelivered, err := steersMisdelivered(ctx, log, cfg, longURL, ids)
+	if err != nil {
 		return err
-	}
-	misdelivered := 0
-	for i := cfg.followed; i < cfg.followed+cfg.steered && i < len(ids); i++ {
-		if want := seq(cfg.steersEach); !slices.Equal(taken[ids[i]], want) {
-			misdelivered++
-			log.Warn("scale run: steers not taken once each in order", "delegation", ids[i], "taken", taken[ids[i]], "want", want)
-		}
 	}
 	var lat []time.Duration
 	for i, f := range followers {
@@ -681,10 +716,8 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 		logs.completed, logs.lost, logs.events, mib(agentSt.hwmKiB), ms(agentCPU1-agentCPU0))
 	fmt.Fprintf(w, "\t%.1f peak-rss-MiB\t%.1f rss-before-MiB\t%d peak-threads\t%d peak-goroutines\t%.0f orchd-cpu-ms",
 		mib(st.hwmKiB), mib(before.rssKiB), max(peaks.threads, st.threads), peaks.goroutines, ms(orchdCPU1-orchdCPU0))
-	fmt.Fprintf(w, "\t%d steers\t%d steers-failed\t%d steers-misdelivered\t%.2f steer-p50-ms\t%.2f steer-p99-ms",
-		len(steers.lat)+steers.failed, steers.failed, misdelivered, ms(pctOf(steers.lat, 50)), ms(pctOf(steers.lat, 99)))
-	fmt.Fprintf(w, "\t%d interrupts\t%d interrupts-failed\t%.2f interrupt-p50-ms\t%.2f interrupt-p99-ms\t%d log-gaps\t%d log-duplicates\t%d warn-lines\t%d error-lines\n",
-		len(interrupts.lat)+interrupts.failed, interrupts.failed, ms(pctOf(interrupts.lat, 50)), ms(pctOf(interrupts.lat, 99)), logs.gaps, logs.dups, warns, errs)
+	writeSignals(w, steers, interrupts, misdelivered)
+	fmt.Fprintf(w, "\t%d log-gaps\t%d log-duplicates\t%d warn-lines\t%d error-lines\n", logs.gaps, logs.dups, warns, errs)
 	return d.stop()
 }
 
@@ -697,12 +730,31 @@ func seq(n int) []int {
 	return s
 }
 
-// scaleSignals steers and interrupts delegations of ids while they work:
-// cfg.steered delegations after the followed ones each get
-// cfg.steersEach steers, one a second; the next cfg.interrupts are each
-// interrupted once, spread over the same seconds, and then answered, so
-// their work completes.
-func scaleSignals(ctx context.Context, cfg scaleConfig, api *scaleAPI, ids []string) (steers, interrupts signalResult) {
+// scaleSignaler is how the scale run signals one delegation, named by
+// its key: through orchd's API, or to the agent's task directly.
+type scaleSignaler struct {
+	// steer sends the n-th steer (from 0) with steerText and checks its
+	// receipt.
+	steer func(ctx context.Context, key string, n int) error
+	// interrupt interrupts the work and returns once it settled.
+	interrupt func(ctx context.Context, key string) error
+	// answer answers the interrupted work, so it completes; nil when
+	// whoever reads the work answers it.
+	answer func(ctx context.Context, key string) error
+}
+
+// steerText is the text of the n-th steer of the delegation or task key:
+// the long agent keeps n per key (steerLog).
+func steerText(key string, n int) string {
+	return steerPrefix + key + " " + strconv.Itoa(n)
+}
+
+// scaleSignals steers and interrupts the work of keys ("" for work that
+// did not start) while it goes on, with sig: cfg.steered delegations after
+// the followed ones each get cfg.steersEach steers, one a second; the
+// next cfg.interrupts are each interrupted once, spread over the same
+// seconds, and then answered, so their work completes.
+func scaleSignals(ctx context.Context, cfg scaleConfig, keys []string, sig scaleSignaler) (steers, interrupts signalResult) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	note := func(r *signalResult, d time.Duration, err error) {
@@ -718,7 +770,7 @@ func scaleSignals(ctx context.Context, cfg scaleConfig, api *scaleAPI, ids []str
 	spread := time.Duration(cfg.steersEach) * time.Second
 	for k := range cfg.steered {
 		i := cfg.followed + k
-		if i >= len(ids) || ids[i] == "" {
+		if i >= len(keys) || keys[i] == "" {
 			continue
 		}
 		wg.Go(func() {
@@ -726,9 +778,8 @@ func scaleSignals(ctx context.Context, cfg scaleConfig, api *scaleAPI, ids []str
 			// arrive at once.
 			time.Sleep(time.Duration(k) * time.Second / time.Duration(max(cfg.steered, 1)))
 			for n := range cfg.steersEach {
-				body := fmt.Sprintf(`{"text": %q}`, steerPrefix+ids[i]+" "+strconv.Itoa(n))
 				t0 := time.Now()
-				err := api.post(ctx, "/v1/delegations/"+ids[i]+":steer", body, nil)
+				err := sig.steer(ctx, keys[i], n)
 				note(&steers, time.Since(t0), err)
 				time.Sleep(time.Second)
 			}
@@ -736,16 +787,16 @@ func scaleSignals(ctx context.Context, cfg scaleConfig, api *scaleAPI, ids []str
 	}
 	for k := range cfg.interrupts {
 		i := cfg.followed + cfg.steered + k
-		if i >= len(ids) || ids[i] == "" {
+		if i >= len(keys) || keys[i] == "" {
 			continue
 		}
 		wg.Go(func() {
 			time.Sleep(time.Duration(k) * spread / time.Duration(max(cfg.interrupts, 1)))
 			t0 := time.Now()
-			err := api.post(ctx, "/v1/delegations/"+ids[i]+":interrupt", `{}`, nil)
+			err := sig.interrupt(ctx, keys[i])
 			note(&interrupts, time.Since(t0), err)
-			if err == nil {
-				err = api.post(ctx, "/v1/delegations/"+ids[i]+"/messages", `{"text": "go on"}`, nil)
+			if err == nil && sig.answer != nil {
+				err = sig.answer(ctx, keys[i])
 			}
 			if err != nil {
 				mu.Lock()
@@ -758,6 +809,47 @@ func scaleSignals(ctx context.Context, cfg scaleConfig, api *scaleAPI, ids []str
 	slices.Sort(steers.lat)
 	slices.Sort(interrupts.lat)
 	return steers, interrupts
+}
+
+// apiSignaler signals delegations through orchd's API.
+func apiSignaler(api *scaleAPI) scaleSignaler {
+	return scaleSignaler{
+		steer: func(ctx context.Context, id string, n int) error {
+			return api.post(ctx, "/v1/delegations/"+id+":steer", fmt.Sprintf(`{"text": %q}`, steerText(id, n)), nil)
+		},
+		interrupt: func(ctx context.Context, id string) error {
+			return api.post(ctx, "/v1/delegations/"+id+":interrupt", `{}`, nil)
+		},
+		answer: func(ctx context.Context, id string) error {
+			return api.post(ctx, "/v1/delegations/"+id+"/messages", `{"text": "go on"}`, nil)
+		},
+	}
+}
+
+// steersMisdelivered counts the steered work of keys whose agent, at
+// longURL, did not take each of its steers once, in order.
+func steersMisdelivered(ctx context.Context, log *slog.Logger, cfg scaleConfig, longURL string, keys []string) (int, error) {
+	var taken map[string][]int
+	if err := getJSON(ctx, longURL+steersPath, &taken); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := cfg.followed; i < cfg.followed+cfg.steered && i < len(keys); i++ {
+		if want := seq(cfg.steersEach); !slices.Equal(taken[keys[i]], want) {
+			n++
+			log.Warn("scale run: steers not taken once each in order", "work", keys[i], "taken", taken[keys[i]], "want", want)
+		}
+	}
+	return n, nil
+}
+
+// writeSignals writes what sending steers and interrupts measured to a
+// result line.
+func writeSignals(w io.Writer, steers, interrupts signalResult, misdelivered int) {
+	fmt.Fprintf(w, "\t%d steers\t%d steers-failed\t%d steers-misdelivered\t%.2f steer-p50-ms\t%.2f steer-p99-ms",
+		len(steers.lat)+steers.failed, steers.failed, misdelivered, ms(pctOf(steers.lat, 50)), ms(pctOf(steers.lat, 99)))
+	fmt.Fprintf(w, "\t%d interrupts\t%d interrupts-failed\t%.2f interrupt-p50-ms\t%.2f interrupt-p99-ms",
+		len(interrupts.lat)+interrupts.failed, interrupts.failed, ms(pctOf(interrupts.lat, 50)), ms(pctOf(interrupts.lat, 99)))
 }
 
 // scaleRecovery fills a new orchd's store with cfg.ended ended

@@ -397,7 +397,7 @@ func steerPhase(ctx context.Context, cfg steerConfig, paths map[string]signalPat
 				r.steered = append(r.steered, id)
 				for n := 1; n <= cfg.steersEach; n++ {
 					t0 := time.Now()
-					err := p.signal(ctx, id, steering.Steer, n, steerPrefix+id+" "+strconv.Itoa(n))
+					err := p.signal(ctx, id, steering.Steer, n, steerText(id, n))
 					r.steers.note(time.Since(t0), err)
 				}
 			} else {
