@@ -15,6 +15,7 @@ import (
 	"github.com/orchd/orchd/httpapi"
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/registry"
+	"github.com/orchd/orchd/store"
 )
 
 // sentTo counts the messages that started work at the agent.
@@ -160,5 +161,27 @@ func TestRunningLimits_A2A(t *testing.T) {
 	}
 	if n := sentTo(worker); n != 1 {
 		t.Errorf("the agent got %d messages, want 1", n)
+	}
+}
+
+// TestStoreHints checks how many delegations the store remembers its
+// writes of for a node's delegation.maxRunning: twice the limit, so the
+// running ones keep one round trip per event while as many end, within
+// the store's bounds, and the store's default with no limit.
+func TestStoreHints(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ maxRunning, want int }{
+		{20_000, 40_000},
+		{0, 0},
+		{10, minStoreHints},
+		{store.MaxHints, store.MaxHints},
+	} {
+		if got := storeHints(tc.maxRunning); got != tc.want {
+			t.Errorf("storeHints(%d) = %d, want %d", tc.maxRunning, got, tc.want)
+		}
+	}
+	if cfg := loadDefaults(t); storeHints(cfg.Delegation.MaxRunning) != store.DefaultHints {
+		t.Errorf("the default maxRunning %d gives %d hints, the store's default is %d: keep them together",
+			cfg.Delegation.MaxRunning, storeHints(cfg.Delegation.MaxRunning), store.DefaultHints)
 	}
 }

@@ -231,7 +231,8 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 	if s.self, err = identity(ctx, cfg, dir, s); err != nil {
 		return nil, err
 	}
-	if s.deleg, err = s.st.Delegations(ctx, store.DelegationsConfig{}); err != nil {
+	hints := storeHints(cfg.Delegation.MaxRunning)
+	if s.deleg, err = s.st.Delegations(ctx, store.DelegationsConfig{Hints: hints}); err != nil {
 		return nil, err
 	}
 	storeLog := log.With("component", "store")
@@ -240,7 +241,7 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 		return nil, err
 	}
 	s.agents, s.containments = agents, agents
-	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog, LegacyUser: a2aserver.LegacyTaskUser})
+	tasks, err := s.st.Tasks(ctx, store.TasksConfig{Logger: storeLog, LegacyUser: a2aserver.LegacyTaskUser, Hints: hints})
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +259,23 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 	log.Info("state store open", "mode", mode, "stateDir", dir)
 	return s, nil
 }
+
+// storeHints is how many delegations, and A2A tasks, the store
+// remembers its writes of (store.DelegationsConfig.Hints,
+// store.TasksConfig.Hints) on a node that runs at most maxRunning at once
+// (0: no limit, the store's default): twice that, and never fewer than
+// minStoreHints, so the work that ends meanwhile does not push the
+// running work out.
+func storeHints(maxRunning int) int {
+	if maxRunning <= 0 {
+		return 0
+	}
+	return min(max(2*maxRunning, minStoreHints), store.MaxHints)
+}
+
+// minStoreHints is the least storeHints gives: a node with a small
+// maxRunning still remembers the delegations that just ended.
+const minStoreHints = 4096
 
 // close closes the store and releases the state directory's lock, last.
 func (s *state) close() {

@@ -32,6 +32,15 @@ type DelegationsConfig struct {
 	// it returns what it found with a token to go on. 0 means
 	// DefaultScanLimit.
 	ScanLimit int
+	// Hints bounds how many delegations this process remembers its
+	// writes of: each one's index entry, running mark and log tail. A
+	// running delegation remembered so takes one round trip to the
+	// server for each event (PutStep); one forgotten takes three to five,
+	// as its next write reads what it lacks first. Set it well above the
+	// delegations the process runs at once, since every delegation that
+	// ends, quick ones included, is remembered too, the least recently
+	// written forgotten first. 0 means DefaultHints.
+	Hints int
 
 	// quickBatch, quickQueue and quickQueueBytes replace the bounds of
 	// the quick writes (quick.go) when not 0; tests lower them.
@@ -43,6 +52,13 @@ const (
 	DefaultScanLimit = 10_000
 	MaxScanLimit     = 1_000_000
 	MaxEventsLimit   = 1_000_000
+
+	// DefaultHints is twice orchd's default delegation.maxRunning: room
+	// for the running delegations and as many that ended since.
+	DefaultHints = 40_000
+	// MaxHints bounds Hints: about 430 MiB of delegation hints when all
+	// are kept.
+	MaxHints = 1_000_000
 )
 
 // Delegations keeps delegation records and their event logs in
@@ -108,8 +124,6 @@ const (
 )
 
 const (
-	// delegationHints bounds the indexed and tails hints.
-	delegationHints = 4096
 	// delegationMarkerTTL is how long the bucket keeps the marker of an
 	// expired record.
 	delegationMarkerTTL = time.Minute
@@ -141,6 +155,9 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 	if cfg.ScanLimit == 0 {
 		cfg.ScanLimit = DefaultScanLimit
 	}
+	if cfg.Hints == 0 {
+		cfg.Hints = DefaultHints
+	}
 	switch {
 	case cfg.Retention < time.Second || cfg.Retention%time.Second != 0:
 		return nil, fmt.Errorf("delegations: retention %s is not a whole number of seconds of at least 1s", cfg.Retention)
@@ -148,13 +165,15 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 		return nil, fmt.Errorf("delegations: maxEvents %d is not between 1 and %d", cfg.MaxEvents, MaxEventsLimit)
 	case cfg.ScanLimit < 1 || cfg.ScanLimit > MaxScanLimit:
 		return nil, fmt.Errorf("delegations: scanLimit %d is not between 1 and %d", cfg.ScanLimit, MaxScanLimit)
+	case cfg.Hints < 1 || cfg.Hints > MaxHints:
+		return nil, fmt.Errorf("delegations: hints %d is not between 1 and %d", cfg.Hints, MaxHints)
 	}
 	ns := s.cfg.Namespace
 	d := &Delegations{s: s, cfg: cfg, indexPf: ns + ".index.", eventsPf: ns + ".events.",
 		staleAfter: max(time.Minute, 4*s.cfg.Timeout)}
-	d.indexed, _ = lru.New[string, struct{}](delegationHints)
-	d.tails, _ = lru.New[string, eventTail](delegationHints)
-	d.marks, _ = lru.New[string, bool](delegationHints)
+	d.indexed, _ = lru.New[string, struct{}](cfg.Hints)
+	d.tails, _ = lru.New[string, eventTail](cfg.Hints)
+	d.marks, _ = lru.New[string, bool](cfg.Hints)
 	bucket := ns + "-delegations"
 	d.recordPf = "$KV." + bucket + "." + delegationRecordPrefix
 	d.recordStream = "KV_" + bucket

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -50,5 +52,74 @@ func TestPutStep_AfterAnotherWriter(t *testing.T) {
 	got, err := second.Get(t.Context(), "d1")
 	if err != nil || got.LastEvent != 4 {
 		t.Errorf("record = %+v, %v; want the last step's", got, err)
+	}
+}
+
+// TestPutStep_OneRoundTripWhileRemembered checks that the steps of
+// delegations taking turns, as many running delegations' events do, are
+// sent as a pair (an event and a record, nothing read) while the store
+// remembers every one of them, and that past Hints, when the least
+// recently written is always the one forgotten, each step reads and
+// writes more.
+func TestPutStep_OneRoundTripWhileRemembered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		hints, n    int
+		perStep     float64 // messages sent per step, at most (or more than, when over)
+		overTheHint bool
+	}{
+		{name: "remembered", hints: 64, n: 60, perStep: 2},
+		{name: "more than remembered", hints: 64, n: 80, perStep: 2, overTheHint: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := openTest(t, "", Config{})
+			d := delegationsOf(t, s, DelegationsConfig{Hints: tc.hints})
+			step := func(i int, seq int64) {
+				t.Helper()
+				r := delegation.Record{ID: fmt.Sprintf("d%d", i), State: a2a.TaskStateWorking, LastEvent: seq}
+				if err := d.PutStep(t.Context(), r, delegation.Event{Seq: seq, Kind: "status"}); err != nil {
+					t.Fatalf("PutStep %s %d: %v", r.ID, seq, err)
+				}
+			}
+			for i := range tc.n {
+				if err := d.Put(t.Context(), delegation.Record{ID: fmt.Sprintf("d%d", i), State: a2a.TaskStateWorking}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const rounds = 3
+			before := s.JetStream().Conn().Stats().OutMsgs
+			for seq := int64(1); seq <= rounds; seq++ {
+				for i := range tc.n {
+					step(i, seq)
+				}
+			}
+			per := float64(s.JetStream().Conn().Stats().OutMsgs-before) / float64(rounds*tc.n)
+			t.Logf("%d delegations, %d remembered: %.2f messages sent per step", tc.n, tc.hints, per)
+			if over := per > tc.perStep; over != tc.overTheHint {
+				t.Errorf("%d delegations, %d remembered: %.2f messages sent per step, want %s %.0f", tc.n, tc.hints, per,
+					map[bool]string{false: "at most", true: "more than"}[tc.overTheHint], tc.perStep)
+			}
+			for i := range tc.n {
+				evs, err := d.Events(t.Context(), fmt.Sprintf("d%d", i), 0, 0)
+				if err != nil || len(evs) != rounds {
+					t.Fatalf("d%d: %d events, %v; want %d", i, len(evs), err, rounds)
+				}
+			}
+		})
+	}
+}
+
+// TestDelegations_HintsBounds checks that Hints outside its bounds is
+// refused, naming it.
+func TestDelegations_HintsBounds(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	for _, hints := range []int{-1, MaxHints + 1} {
+		_, err := s.Delegations(t.Context(), DelegationsConfig{Hints: hints})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("hints %d is not between 1 and %d", hints, MaxHints)) {
+			t.Errorf("Hints %d: %v, want it refused", hints, err)
+		}
 	}
 }

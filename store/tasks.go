@@ -51,9 +51,6 @@ const (
 	// blindUpdateAttempts bounds the read-and-swap rounds of an Update
 	// that does not name the version it replaces.
 	blindUpdateAttempts = 8
-	// taskOwnersCached bounds the (task, revision, owner) triples an
-	// Update trusts instead of reading the task first.
-	taskOwnersCached = 4096
 	// taskRecordVersion is the version of the stored record's layout.
 	taskRecordVersion = 1
 )
@@ -98,6 +95,12 @@ type TasksConfig struct {
 	MaxBucketBytes int64
 	// Timeout bounds each store operation; DefaultTaskTimeout when 0.
 	Timeout time.Duration
+	// Hints bounds the tasks whose owner and revision this process
+	// remembers, so an update naming the revision it replaces swaps
+	// without reading the task first: one round trip instead of two for
+	// each event of a task remembered. Set it well above the tasks
+	// served at once; DefaultHints when 0, at most MaxHints.
+	Hints int
 	// Authenticator names the user a call acts for; tasks belong to the
 	// user who created them. a2asrv.NewTaskStoreAuthenticator() when nil,
 	// as in a2a-go's own handler.
@@ -285,7 +288,7 @@ func (c *TasksConfig) bucket() jetstream.KeyValueConfig {
 
 // newTasksOn is the store on kv, a bucket made from cfg.bucket().
 func newTasksOn(js jetstream.JetStream, kv jetstream.KeyValue, cfg TasksConfig) (*Tasks, error) {
-	owners, err := lru.New[a2a.TaskID, taskOwner](taskOwnersCached)
+	owners, err := lru.New[a2a.TaskID, taskOwner](cfg.Hints)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: owner cache: %w", err)
 	}
@@ -337,6 +340,12 @@ func (c *TasksConfig) withDefaults(maxPayload int64) error {
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("tasks: timeout %s is negative", c.Timeout)
+	}
+	if c.Hints == 0 {
+		c.Hints = DefaultHints
+	}
+	if c.Hints < 1 || c.Hints > MaxHints {
+		return fmt.Errorf("tasks: hints %d is not between 1 and %d", c.Hints, MaxHints)
 	}
 	if c.Authenticator == nil {
 		c.Authenticator = a2asrv.NewTaskStoreAuthenticator()

@@ -604,6 +604,47 @@ func TestTasks_BlindUpdate(t *testing.T) {
 	}
 }
 
+// TestTasks_UpdatesWithoutReadingWhileRemembered checks that updates of
+// tasks taking turns, as the events of many running tasks do, swap
+// without reading the task first while the store remembers every one,
+// and read first past Hints, when the least recently written is always
+// the one forgotten.
+func TestTasks_UpdatesWithoutReadingWhileRemembered(t *testing.T) {
+	t.Parallel()
+	const hints, rounds = 32, 3
+	sent := map[int]float64{} // messages per update, by tasks updated in turn
+	for _, n := range []int{hints - 4, hints + 8} {
+		js := natstest.JetStream(t, natstest.Server(t, ""))
+		tasks, err := NewTasks(t.Context(), js, TasksConfig{Hints: hints})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := tasksAs(t.Context(), "alice")
+		all := make([]*a2a.Task, n)
+		versions := make([]taskstore.TaskVersion, n)
+		for i := range all {
+			all[i] = &a2a.Task{ID: a2a.TaskID(fmt.Sprintf("t%d", i)), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+			if versions[i], err = tasks.Create(ctx, all[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := js.Conn().Stats().OutMsgs
+		for r := range rounds {
+			for i, task := range all {
+				task.Metadata = map[string]any{"round": float64(r)}
+				if versions[i], err = tasks.Update(ctx, &taskstore.UpdateRequest{Task: task, PrevVersion: versions[i]}); err != nil {
+					t.Fatalf("update %s: %v", task.ID, err)
+				}
+			}
+		}
+		sent[n] = float64(js.Conn().Stats().OutMsgs-before) / float64(rounds*n)
+		t.Logf("%d tasks, %d remembered: %.2f messages sent per update", n, hints, sent[n])
+	}
+	if remembered, forgotten := sent[hints-4], sent[hints+8]; forgotten < remembered+0.9 {
+		t.Errorf("%.2f messages per update remembered, %.2f forgotten: want one more (the read) when forgotten", remembered, forgotten)
+	}
+}
+
 // TestTasks_ConcurrentUpdates has several writers race on one version of
 // a task, round after round, both through the plain swap and through the
 // TTL-carrying publish of ended states: exactly one wins each round, and
@@ -852,6 +893,8 @@ func TestNewTasks_Config(t *testing.T) {
 		{name: "task bigger than a message", cfg: TasksConfig{MaxTaskBytes: payload}, want: "max_payload"},
 		{name: "negative list bound", cfg: TasksConfig{MaxListEntries: -1}, want: "max list entries"},
 		{name: "negative timeout", cfg: TasksConfig{Timeout: -time.Second}, want: "timeout"},
+		{name: "negative hints", cfg: TasksConfig{Hints: -1}, want: "hints -1"},
+		{name: "too many hints", cfg: TasksConfig{Hints: MaxHints + 1}, want: "hints"},
 	}
 	for _, tc := range cases {
 		if _, err := NewTasks(t.Context(), js, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
