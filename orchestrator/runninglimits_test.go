@@ -164,10 +164,10 @@ func TestRunningLimits_A2A(t *testing.T) {
 	}
 }
 
-// TestStoreHints checks how many delegations the store remembers its
-// writes of for a node's delegation.maxRunning: twice the limit, so the
-// running ones keep one round trip per event while as many end, within
-// the store's bounds, and the store's default with no limit.
+// TestStoreHints checks how many running delegations the store
+// remembers its writes of for a node's delegation.maxRunning: twice the
+// limit, within the store's bounds, and the store's default with no
+// limit.
 func TestStoreHints(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ maxRunning, want int }{

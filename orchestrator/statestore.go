@@ -260,12 +260,12 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 	return s, nil
 }
 
-// storeHints is how many delegations, and A2A tasks, the store
+// storeHints is how many running delegations, and A2A tasks, the store
 // remembers its writes of (store.DelegationsConfig.Hints,
 // store.TasksConfig.Hints) on a node that runs at most maxRunning at once
-// (0: no limit, the store's default): twice that, and never fewer than
-// minStoreHints, so the work that ends meanwhile does not push the
-// running work out.
+// (0: no limit, the store's default): twice that, room for the work it
+// takes over from other replicas or carries on after a restart, which
+// may go past the limit, and never fewer than minStoreHints.
 func storeHints(maxRunning int) int {
 	if maxRunning <= 0 {
 		return 0
@@ -273,8 +273,8 @@ func storeHints(maxRunning int) int {
 	return min(max(2*maxRunning, minStoreHints), store.MaxHints)
 }
 
-// minStoreHints is the least storeHints gives: a node with a small
-// maxRunning still remembers the delegations that just ended.
+// minStoreHints is the least storeHints gives, which costs a node with
+// a small maxRunning nothing: only work that runs is remembered.
 const minStoreHints = 4096
 
 // close closes the store and releases the state directory's lock, last.

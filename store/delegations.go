@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
@@ -32,14 +31,15 @@ type DelegationsConfig struct {
 	// it returns what it found with a token to go on. 0 means
 	// DefaultScanLimit.
 	ScanLimit int
-	// Hints bounds how many delegations this process remembers its
-	// writes of: each one's index entry, running mark and log tail. A
-	// running delegation remembered so takes one round trip to the
-	// server for each event (PutStep); one forgotten takes three to five,
-	// as its next write reads what it lacks first. Set it well above the
-	// delegations the process runs at once, since every delegation that
-	// ends, quick ones included, is remembered too, the least recently
-	// written forgotten first. 0 means DefaultHints.
+	// Hints bounds how many running delegations this process remembers
+	// its writes of (hints.go): each one's index entry, running mark and
+	// log tail. A running delegation remembered so takes one round trip
+	// to the server for each event (PutStep); one forgotten takes three
+	// to five, as its next write reads what it lacks first. Set it above
+	// the delegations the process runs at once; past it, the least
+	// recently written is forgotten first. Up to 4,096 delegations that
+	// ended are remembered apart, so they never push running ones out.
+	// 0 means DefaultHints.
 	Hints int
 
 	// quickBatch, quickQueue and quickQueueBytes replace the bounds of
@@ -54,10 +54,9 @@ const (
 	MaxEventsLimit   = 1_000_000
 
 	// DefaultHints is twice orchd's default delegation.maxRunning: room
-	// for the running delegations and as many that ended since.
+	// for a node's running delegations and those it takes over.
 	DefaultHints = 40_000
-	// MaxHints bounds Hints: about 430 MiB of delegation hints when all
-	// are kept.
+	// MaxHints bounds Hints.
 	MaxHints = 1_000_000
 )
 
@@ -93,21 +92,18 @@ type Delegations struct {
 	// interface lacks (readmany.go): KV_<bucket>.
 	recordStream string
 
-	// indexed remembers ids whose index entry exists, so a Put of a
-	// known record writes no index entry; tails remembers the last event
-	// of recent logs, so an Append writes without reading first. Both
-	// are hints: a wrong one costs a retry, never a wrong answer.
-	indexed *lru.Cache[string, struct{}]
-	tails   *lru.Cache[string, eventTail]
-	// marks remembers the r. keys this process last wrote (true) or
-	// removed (false), so a Put of a record still running rewrites only
-	// the record and one of a record that ended and was cleared again
-	// (its upstream task named after the end) removes nothing. Only the
-	// process that follows a running delegation writes its record, and a
-	// key it wrote is removed only by the Put that ends the record (or by
-	// Running, for records long ended), so the hint holds while it is
-	// kept; one forgotten costs the write it saves.
-	marks *lru.Cache[string, bool]
+	// hints remembers this process's writes (hints.go): the index
+	// entries that exist, so a Put of a known record writes none; the
+	// last event of logs, so an Append writes without reading first; and
+	// the r. keys it last wrote or removed, so a Put of a record still
+	// running rewrites only the record and one of a record that ended
+	// and was cleared again (its upstream task named after the end)
+	// removes nothing. Only the process that follows a running
+	// delegation writes its record, and a key it wrote is removed only by
+	// the Put that ends the record (or by Running, for records long
+	// ended), so the hint holds while it is kept; one forgotten costs the
+	// write it saves.
+	hints *writeHints
 	// staleAfter is how long after its record ended Running removes a
 	// left-over r. key: longer than any Put takes between its writes.
 	staleAfter time.Duration
@@ -171,9 +167,7 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 	ns := s.cfg.Namespace
 	d := &Delegations{s: s, cfg: cfg, indexPf: ns + ".index.", eventsPf: ns + ".events.",
 		staleAfter: max(time.Minute, 4*s.cfg.Timeout)}
-	d.indexed, _ = lru.New[string, struct{}](cfg.Hints)
-	d.tails, _ = lru.New[string, eventTail](cfg.Hints)
-	d.marks, _ = lru.New[string, bool](cfg.Hints)
+	d.hints = newWriteHints(cfg.Hints)
 	bucket := ns + "-delegations"
 	d.recordPf = "$KV." + bucket + "." + delegationRecordPrefix
 	d.recordStream = "KV_" + bucket
@@ -260,7 +254,7 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 	}
 	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
-	if marked, known := d.marks.Get(key); r.State.Terminal() && !(known && marked) {
+	if r.State.Terminal() && d.hints.markOf(key) != markWritten {
 		// An ended record that did not run here may hold its log (ended.go).
 		plain := b
 		err := attempt(octx, func() (err error) {
@@ -280,7 +274,7 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 // put writes the record's index entry if it has none, then the record
 // and its r. key.
 func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte) error {
-	created, err := d.ensureIndexed(ctx, key)
+	created, err := d.ensureIndexed(ctx, key, ended)
 	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
@@ -289,23 +283,23 @@ func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte)
 			return err
 		}
 		if created {
-			d.marks.Add(key, false) // a record that never ran has no r. key
+			d.hints.setMark(key, markRemoved) // a record that never ran has no r. key
 			return nil
 		}
-		if marked, known := d.marks.Get(key); known && !marked {
+		if d.hints.markOf(key) == markRemoved {
 			return nil // this one's is gone
 		}
 		if err := d.kv.Purge(ctx, delegationRunningPrefix+key, jetstream.PurgeTTL(runningPurgeTTL)); err != nil {
 			return fmt.Errorf("clear running: %w", err)
 		}
-		d.marks.Add(key, false)
+		d.hints.setMark(key, markRemoved)
 		return nil
 	}
-	if marked, _ := d.marks.Get(key); !marked {
+	if d.hints.markOf(key) != markWritten {
 		if _, err := d.kv.Put(ctx, delegationRunningPrefix+key, nil); err != nil {
 			return fmt.Errorf("mark running: %w", err)
 		}
-		d.marks.Add(key, true)
+		d.hints.setMark(key, markWritten)
 	}
 	_, err = d.kv.Put(ctx, delegationRecordPrefix+key, b)
 	return err
@@ -314,16 +308,17 @@ func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte)
 // ensureIndexed writes the record's index entry unless it exists, and
 // says whether it wrote it: the write expects the entry's subject to be
 // empty, so only the first of any number of writers, in any process, adds
-// one, and the record is new to the store.
-func (d *Delegations) ensureIndexed(ctx context.Context, key string) (bool, error) {
-	if d.indexed.Contains(key) {
+// one, and the record is new to the store. ended says whether the record
+// put is of the delegation's end.
+func (d *Delegations) ensureIndexed(ctx context.Context, key string, ended bool) (bool, error) {
+	if d.hints.indexed(key) {
 		return false, nil
 	}
 	_, err := d.s.js.Publish(ctx, d.indexPf+key, nil, jetstream.WithExpectLastSequencePerSubject(0))
 	if err != nil && !isWrongLastSequence(err) {
 		return false, err
 	}
-	d.indexed.Add(key, struct{}{})
+	d.hints.setIndexed(key, ended)
 	return err == nil, nil
 }
 

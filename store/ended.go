@@ -85,9 +85,7 @@ func (d *Delegations) encodeEnded(r delegation.Record, evs []delegation.Event) (
 
 // isNew says whether this process knows nothing of the delegation under
 // key: none of its writes went through here.
-func (d *Delegations) isNew(key string) bool {
-	return !d.indexed.Contains(key) && !d.tails.Contains(key)
-}
+func (d *Delegations) isNew(key string) bool { return d.hints.isNew(key) }
 
 // putEnded writes w, after any write of its delegation still queued
 // (quick.go): together when the delegation is new here, else, or when
@@ -168,13 +166,15 @@ func (d *Delegations) sendTogether(b *batch, key string, record []byte, bodies [
 // acks, left: the index entry, no running mark, and the log's tail when
 // it went to the event stream.
 func (d *Delegations) keptTogether(key string, acks []*jetstream.PubAck) {
-	d.indexed.Add(key, struct{}{})
-	d.marks.Add(key, false) // a record that never ran has no r. key
-	// acks are the index entry's, the events' and the record's: the
-	// tail is the last event's.
-	if n := len(acks) - 2; n > 0 {
-		d.tails.Add(key, eventTail{stream: acks[n].Sequence, seq: int64(n)})
-	}
+	d.hints.update(key, placeEnded, func(h *hint) {
+		h.indexed = true
+		h.mark = markRemoved // a record that never ran has no r. key
+		// acks are the index entry's, the events' and the record's: the
+		// tail is the last event's.
+		if n := len(acks) - 2; n > 0 {
+			h.tail, h.tailKnown = eventTail{stream: acks[n].Sequence, seq: int64(n)}, true
+		}
+	})
 }
 
 // Folded logs. The log of a delegation that ended as it started is

@@ -70,7 +70,7 @@ func (d *Delegations) Append(ctx context.Context, id string, ev delegation.Event
 func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byte) error {
 	subject := d.eventsPf + key
 	seqText := strconv.FormatInt(seq, 10)
-	t, known := d.tails.Get(key)
+	t, known := d.hints.tailOf(key)
 	if !known && seq == 1 {
 		known = true // a new log is empty; if it is not, the write says so
 	}
@@ -93,16 +93,16 @@ func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byt
 		ack, err := d.s.js.PublishMsg(ctx, m, jetstream.WithMsgID(key+"."+seqText), jetstream.WithExpectLastSequencePerSubject(t.stream))
 		switch {
 		case err == nil && ack.Duplicate:
-			d.tails.Remove(key)
+			d.hints.forgetTail(key)
 			return nil
 		case err == nil:
-			d.tails.Add(key, eventTail{stream: ack.Sequence, seq: seq})
+			d.hints.setTail(key, placeKept, eventTail{stream: ack.Sequence, seq: seq})
 			return nil
 		case isWrongLastSequence(err):
-			d.tails.Remove(key)
+			d.hints.forgetTail(key)
 			known = false
 		default:
-			d.tails.Remove(key)
+			d.hints.forgetTail(key)
 			return err
 		}
 	}

@@ -64,14 +64,11 @@ func (d *Delegations) PutStep(ctx context.Context, r delegation.Record, ev deleg
 // process last wrote, and r is a running record whose index entry and
 // running mark it wrote.
 func (d *Delegations) stepsTogether(key string, r delegation.Record, ev delegation.Event) (eventTail, bool) {
-	if r.State.Terminal() || !d.indexed.Contains(key) {
+	if r.State.Terminal() {
 		return eventTail{}, false
 	}
-	if marked, _ := d.marks.Get(key); !marked {
-		return eventTail{}, false
-	}
-	t, ok := d.tails.Get(key)
-	return t, ok && ev.Seq == t.seq+1
+	h, _ := d.hints.get(key)
+	return h.tail, h.indexed && h.mark == markWritten && h.tailKnown && ev.Seq == h.tail.seq+1
 }
 
 // putStep sends the event, expecting the log's tail to be t and with its
@@ -89,13 +86,13 @@ func (d *Delegations) putStep(ctx context.Context, key string, t eventTail, seq 
 	b.send(d.s.js, rm)
 	acks, err := b.wait(ctx)
 	if err != nil {
-		d.tails.Remove(key) // the one-by-one path reads it again
+		d.hints.forgetTail(key) // the one-by-one path reads it again
 		return err
 	}
 	if acks[0].Duplicate {
-		d.tails.Remove(key)
+		d.hints.forgetTail(key)
 	} else {
-		d.tails.Add(key, eventTail{stream: acks[0].Sequence, seq: seq})
+		d.hints.setTail(key, placeRunning, eventTail{stream: acks[0].Sequence, seq: seq})
 	}
 	return nil
 }

@@ -98,8 +98,9 @@ type TasksConfig struct {
 	// Hints bounds the tasks whose owner and revision this process
 	// remembers, so an update naming the revision it replaces swaps
 	// without reading the task first: one round trip instead of two for
-	// each event of a task remembered. Set it well above the tasks
-	// served at once; DefaultHints when 0, at most MaxHints.
+	// each event of a task remembered. Tasks that ended are not kept.
+	// Set it above the tasks served at once; DefaultHints when 0, at
+	// most MaxHints.
 	Hints int
 	// Authenticator names the user a call acts for; tasks belong to the
 	// user who created them. a2asrv.NewTaskStoreAuthenticator() when nil,
@@ -393,7 +394,7 @@ func (t *Tasks) Create(ctx context.Context, task *a2a.Task) (taskstore.TaskVersi
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %q: %w", task.ID, unavailable(ctx, err))
 	}
-	t.owners.Add(task.ID, taskOwner{rev: rev, user: user})
+	t.remember(task.ID, task.Status.State, taskOwner{rev: rev, user: user})
 	t.index(opCtx, user, tok, task, now, rev, ttl)
 	return taskstore.TaskVersion(rev), nil
 }
@@ -470,9 +471,22 @@ func (t *Tasks) Update(ctx context.Context, req *taskstore.UpdateRequest) (tasks
 			break
 		}
 	}
-	t.owners.Add(id, taskOwner{rev: rev, user: user})
+	t.remember(id, req.Task.Status.State, taskOwner{rev: rev, user: user})
 	t.index(opCtx, user, tok, req.Task, now, rev, ttl)
 	return taskstore.TaskVersion(rev), nil
+}
+
+// remember notes that user owned task id at rev, so the update naming
+// that revision swaps without reading first; or forgets it once the task
+// is in state, ended: an ended task is seldom updated again, and the
+// tasks that end, by the thousand a second, would push out those still
+// running, each of whose updates it saves a round trip.
+func (t *Tasks) remember(id a2a.TaskID, state a2a.TaskState, o taskOwner) {
+	if state.Terminal() {
+		t.owners.Remove(id)
+		return
+	}
+	t.owners.Add(id, o)
 }
 
 // MaxTaskBytes is the largest task record the store keeps
@@ -505,7 +519,6 @@ func (t *Tasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, 
 		return nil, fmt.Errorf("get task %q: authenticate: %w", id, err)
 	}
 	owner := t.ownerOf(hdr.User, hdr.Users)
-	t.owners.Add(id, taskOwner{rev: entry.Revision(), user: owner})
 	if owner != user {
 		return nil, fmt.Errorf("get task %q: %w", id, a2a.ErrTaskNotFound)
 	}
@@ -513,6 +526,7 @@ func (t *Tasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, 
 	if err := json.Unmarshal(body, task); err != nil {
 		return nil, fmt.Errorf("get task %q: decode: %w", id, err)
 	}
+	t.remember(id, task.Status.State, taskOwner{rev: entry.Revision(), user: owner})
 	return &taskstore.StoredTask{Task: task, Version: taskstore.TaskVersion(entry.Revision()), User: owner}, nil
 }
 

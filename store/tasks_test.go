@@ -607,40 +607,64 @@ func TestTasks_BlindUpdate(t *testing.T) {
 // TestTasks_UpdatesWithoutReadingWhileRemembered checks that updates of
 // tasks taking turns, as the events of many running tasks do, swap
 // without reading the task first while the store remembers every one,
-// and read first past Hints, when the least recently written is always
-// the one forgotten.
+// however many tasks end in between, and read first past Hints, when the
+// least recently written is always the one forgotten.
 func TestTasks_UpdatesWithoutReadingWhileRemembered(t *testing.T) {
 	t.Parallel()
 	const hints, rounds = 32, 3
-	sent := map[int]float64{} // messages per update, by tasks updated in turn
-	for _, n := range []int{hints - 4, hints + 8} {
+	cases := []struct {
+		name  string
+		n     int // running tasks updated in turn
+		ended int // tasks that end between two rounds
+	}{
+		{name: "remembered", n: hints - 4},
+		{name: "remembered while more end", n: hints - 4, ended: 2 * hints},
+		{name: "more than remembered", n: hints + 8},
+	}
+	sent := map[string]float64{} // messages per update
+	for _, tc := range cases {
 		js := natstest.JetStream(t, natstest.Server(t, ""))
 		tasks, err := NewTasks(t.Context(), js, TasksConfig{Hints: hints})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := tasksAs(t.Context(), "alice")
-		all := make([]*a2a.Task, n)
-		versions := make([]taskstore.TaskVersion, n)
-		for i := range all {
-			all[i] = &a2a.Task{ID: a2a.TaskID(fmt.Sprintf("t%d", i)), ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
-			if versions[i], err = tasks.Create(ctx, all[i]); err != nil {
+		create := func(id string, state a2a.TaskState) (*a2a.Task, taskstore.TaskVersion) {
+			t.Helper()
+			task := &a2a.Task{ID: a2a.TaskID(id), ContextID: "c", Status: a2a.TaskStatus{State: state}}
+			v, err := tasks.Create(ctx, task)
+			if err != nil {
 				t.Fatal(err)
 			}
+			return task, v
 		}
-		before := js.Conn().Stats().OutMsgs
+		all := make([]*a2a.Task, tc.n)
+		versions := make([]taskstore.TaskVersion, tc.n)
+		for i := range all {
+			all[i], versions[i] = create(fmt.Sprintf("t%d", i), a2a.TaskStateWorking)
+		}
+		var out uint64
 		for r := range rounds {
+			before := js.Conn().Stats().OutMsgs
 			for i, task := range all {
 				task.Metadata = map[string]any{"round": float64(r)}
 				if versions[i], err = tasks.Update(ctx, &taskstore.UpdateRequest{Task: task, PrevVersion: versions[i]}); err != nil {
 					t.Fatalf("update %s: %v", task.ID, err)
 				}
 			}
+			out += js.Conn().Stats().OutMsgs - before
+			for i := range tc.ended {
+				create(fmt.Sprintf("e%d-%d", r, i), a2a.TaskStateCompleted)
+			}
 		}
-		sent[n] = float64(js.Conn().Stats().OutMsgs-before) / float64(rounds*n)
-		t.Logf("%d tasks, %d remembered: %.2f messages sent per update", n, hints, sent[n])
+		sent[tc.name] = float64(out) / float64(rounds*tc.n)
+		t.Logf("%s: %d tasks, %d remembered: %.2f messages sent per update", tc.name, tc.n, hints, sent[tc.name])
 	}
-	if remembered, forgotten := sent[hints-4], sent[hints+8]; forgotten < remembered+0.9 {
+	remembered := sent["remembered"]
+	if got := sent["remembered while more end"]; got != remembered {
+		t.Errorf("%.2f messages per update while tasks end, %.2f otherwise: the ended ones pushed running ones out", got, remembered)
+	}
+	if forgotten := sent["more than remembered"]; forgotten < remembered+0.9 {
 		t.Errorf("%.2f messages per update remembered, %.2f forgotten: want one more (the read) when forgotten", remembered, forgotten)
 	}
 }
