@@ -33,9 +33,14 @@ type scaleConfig struct {
 	steered     int           // delegations steered while the load runs
 	steersEach  int           // steers sent to each of them, one after the other
 	interrupts  int           // delegations interrupted while the load runs, then answered
-	ended       int           // ended delegations in the store before the recovery run
-	killAfter   time.Duration // how long after the last start the recovery run kills orchd
-	sample      time.Duration // how often orchd's threads and goroutines are read
+	// signalsAt is when the steers and interrupts begin, after the first
+	// start (or once all started, if later): the same moment of the work
+	// in the direct run and through orchd, whose starts end at different
+	// times.
+	signalsAt time.Duration
+	ended     int           // ended delegations in the store before the recovery run
+	killAfter time.Duration // how long after the last start the recovery run kills orchd
+	sample    time.Duration // how often orchd's threads and goroutines are read
 }
 
 // fullScale is the scale run of the report. Its agent ticks every 15 s,
@@ -47,7 +52,7 @@ type scaleConfig struct {
 // this machine's 2 cores for the agent alone, and the agent missed
 // callTimeout both directly and through orchd.
 var fullScale = scaleConfig{delegations: 10_000, followed: 1_000, callers: 64, work: 60 * time.Second, tick: 15 * time.Second,
-	steered: 100, steersEach: 5, interrupts: 100, ended: 100_000, killAfter: 15 * time.Second, sample: time.Second}
+	steered: 100, steersEach: 5, interrupts: 100, signalsAt: 20 * time.Second, ended: 100_000, killAfter: 15 * time.Second, sample: time.Second}
 
 // scaleBench names the scale run's results.
 const scaleBench = "BenchmarkProcessScale"
@@ -67,7 +72,7 @@ func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // it holds them, over a store that also holds cfg.ended ended ones. It
 // writes a line saying how it was sized, then one result line per run:
 //
-//	BenchmarkProcessScale/config   1 <n> delegations <n> followed <n> callers <ms> work-ms <ms> tick-ms <n> steered <n> steers-each <n> interrupts <n> ended
+//	BenchmarkProcessScale/config   1 <n> delegations <n> followed <n> callers <ms> work-ms <ms> tick-ms <n> steered <n> steers-each <n> interrupts <ms> signals-at-ms <n> ended
 //	BenchmarkProcessScale/direct   1 <n> delegations <ms> start-wall-ms <ms> start-p50-ms <ms> start-p99-ms <ms> event-p50-ms <ms> event-p99-ms <n> completed <n> lost <n> agent-events <MiB> agent-peak-rss-MiB <ms> agent-cpu-ms
 //	                                 <n> steers <n> steers-failed <n> steers-misdelivered <ms> steer-p50-ms <ms> steer-p99-ms
 //	                                 <n> interrupts <n> interrupts-failed <ms> interrupt-p50-ms <ms> interrupt-p99-ms
@@ -102,8 +107,8 @@ func scaleRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfi
 	longURL := longURLs[0]
 	agents := [][2]string{{kindLong, longURL}, {kindMessage, quick[slices.Index(agentKinds, kindMessage)]}}
 
-	fmt.Fprintf(w, "%s/config\t1\t%d delegations\t%d followed\t%d callers\t%.0f work-ms\t%.0f tick-ms\t%d steered\t%d steers-each\t%d interrupts\t%d ended\n",
-		scaleBench, cfg.delegations, cfg.followed, cfg.callers, ms(cfg.work), ms(cfg.tick), cfg.steered, cfg.steersEach, cfg.interrupts, cfg.ended)
+	fmt.Fprintf(w, "%s/config\t1\t%d delegations\t%d followed\t%d callers\t%.0f work-ms\t%.0f tick-ms\t%d steered\t%d steers-each\t%d interrupts\t%.0f signals-at-ms\t%d ended\n",
+		scaleBench, cfg.delegations, cfg.followed, cfg.callers, ms(cfg.work), ms(cfg.tick), cfg.steered, cfg.steersEach, cfg.interrupts, ms(cfg.signalsAt), cfg.ended)
 	if err := scaleDirect(ctx, w, log, cfg, agentProc, longURL); err != nil {
 		return err
 	}
@@ -149,7 +154,7 @@ func scaleDirect(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleCo
 		}
 		return nil
 	})
-	steers, interrupts := scaleSignals(ctx, cfg, ids, scaleSignaler{
+	steers, interrupts := scaleSignals(ctx, cfg, start.began, ids, scaleSignaler{
 		steer: func(ctx context.Context, id string, n int) error {
 			return sp.signal(ctx, id, steering.Steer, n+1, steerText(id, n))
 		},
@@ -328,6 +333,7 @@ type startResult struct {
 	lat   []time.Duration // each start's latency, sorted
 	errs  int
 	first error
+	began time.Time // when the first start was sent
 	wall  time.Duration
 }
 
@@ -368,7 +374,7 @@ func startAll(ctx context.Context, cfg scaleConfig, start func(context.Context, 
 		errs[i] = start(ctx, i)
 		lat[i] = time.Since(s)
 	})
-	r := startResult{wall: time.Since(t0)}
+	r := startResult{began: t0, wall: time.Since(t0)}
 	for i, err := range errs {
 		if err != nil {
 			r.errs++
@@ -669,7 +675,7 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 	sf := startFollowed(ctx, cfg, api, true)
 	start, ids, followers, followErrs := sf.start, sf.ids, sf.followers, sf.errs
 	log.Info("scale run: delegations started", "started", len(start.lat), "errors", start.errs, "took", start.wall.Round(time.Millisecond))
-	steers, interrupts := scaleSignals(ctx, cfg, ids, apiSignaler(api))
+	steers, interrupts := scaleSignals(ctx, cfg, start.began, ids, apiSignaler(api))
 	sf.following.Wait()
 	// Every delegation's log, read to its end once the work is over.
 	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api }, time.Time{})
@@ -750,11 +756,17 @@ func steerText(key string, n int) string {
 }
 
 // scaleSignals steers and interrupts the work of keys ("" for work that
-// did not start) while it goes on, with sig: cfg.steered delegations after
-// the followed ones each get cfg.steersEach steers, one a second; the
-// next cfg.interrupts are each interrupted once, spread over the same
-// seconds, and then answered, so their work completes.
-func scaleSignals(ctx context.Context, cfg scaleConfig, keys []string, sig scaleSignaler) (steers, interrupts signalResult) {
+// did not start) while it goes on, with sig, from cfg.signalsAt after
+// began: cfg.steered delegations after the followed ones each get
+// cfg.steersEach steers, one a second; the next cfg.interrupts are each
+// interrupted once, spread over the same seconds, and then answered, so
+// their work completes.
+func scaleSignals(ctx context.Context, cfg scaleConfig, began time.Time, keys []string, sig scaleSignaler) (steers, interrupts signalResult) {
+	select {
+	case <-time.After(time.Until(began.Add(cfg.signalsAt))):
+	case <-ctx.Done():
+		return steers, interrupts
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	note := func(r *signalResult, d time.Duration, err error) {
