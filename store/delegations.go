@@ -53,10 +53,11 @@ const (
 	MaxScanLimit     = 1_000_000
 	MaxEventsLimit   = 1_000_000
 
-	// DefaultHints is twice orchd's default delegation.maxRunning: room
-	// for a node's running delegations and those it takes over.
+	// DefaultHints is DelegationsConfig.Hints and TasksConfig.Hints when
+	// not set: twice orchd's default delegation.maxRunning, room for a
+	// node's running work and the work it takes over.
 	DefaultHints = 40_000
-	// MaxHints bounds Hints.
+	// MaxHints bounds DelegationsConfig.Hints and TasksConfig.Hints.
 	MaxHints = 1_000_000
 )
 

@@ -50,7 +50,7 @@ const (
 // delegation is seldom written after its end, and then it reads first.
 const endedHints = 4096
 
-// newWriteHints remembers up to running delegations that run and
+// newWriteHints remembers up to running delegations that run, and
 // endedHints that ended.
 func newWriteHints(running int) *writeHints {
 	r, _ := simplelru.NewLRU[string, hint](running, nil) // only a non-positive size fails

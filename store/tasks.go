@@ -476,11 +476,11 @@ func (t *Tasks) Update(ctx context.Context, req *taskstore.UpdateRequest) (tasks
 	return taskstore.TaskVersion(rev), nil
 }
 
-// remember notes that user owned task id at rev, so the update naming
-// that revision swaps without reading first; or forgets it once the task
-// is in state, ended: an ended task is seldom updated again, and the
-// tasks that end, by the thousand a second, would push out those still
-// running, each of whose updates it saves a round trip.
+// remember notes that user owned task id at rev, so that the update
+// naming that revision swaps without reading first. A task in an ended
+// state is forgotten instead: it is seldom updated again, and the tasks
+// that end, by the thousand a second, would push out those still
+// running, each of whose updates the hint saves a round trip.
 func (t *Tasks) remember(id a2a.TaskID, state a2a.TaskState, o taskOwner) {
 	if state.Terminal() {
 		t.owners.Remove(id)

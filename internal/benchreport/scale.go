@@ -146,13 +146,11 @@ func scaleDirect(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleCo
 	start := startAll(ctx, cfg, func(ctx context.Context, i int) error {
 		s := &directStream{follow: i < cfg.followed}
 		streams[i] = s
-		started := make(chan string, 1)
+		started := make(chan streamStart, 1)
 		all.Go(func() { s.run(ctx, c, started) })
-		ids[i] = <-started
-		if ids[i] == "" {
-			return cmpOr(s.err, errors.New("the stream ended before its task"))
-		}
-		return nil
+		st := <-started
+		ids[i] = st.id
+		return st.err
 	})
 	steers, interrupts := scaleSignals(ctx, cfg, start.began, ids, scaleSignaler{
 		steer: func(ctx context.Context, id string, n int) error {
@@ -212,13 +210,20 @@ type directStream struct {
 	err    error // why it did not complete, if it did not
 }
 
+// streamStart is how a direct stream started: its task's id, or why it
+// has none.
+type streamStart struct {
+	id  string
+	err error
+}
+
 // run sends the long agent a streaming message with c and reads the
-// stream to its end, sending the task's id on started once its first
-// event came ("" if the call failed before one). When the stream ends
+// stream to its end, saying on started how it started once its first
+// event came, or the call failed before one. When the stream ends
 // INPUT_REQUIRED, as an interrupt stops the work, it answers the task
 // once, as orchd's API is answered in the run through orchd, and reads
 // that stream to its end too.
-func (s *directStream) run(ctx context.Context, c *a2aclient.Client, started chan<- string) {
+func (s *directStream) run(ctx context.Context, c *a2aclient.Client, started chan<- streamStart) {
 	ctx, cancel := context.WithTimeout(ctx, scaleCallTimeout)
 	defer cancel()
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("work"))
@@ -234,7 +239,7 @@ func (s *directStream) run(ctx context.Context, c *a2aclient.Client, started cha
 			if first {
 				first = false
 				id = string(ev.TaskInfo().TaskID)
-				started <- id
+				started <- streamStart{id: id}
 			}
 			s.events++
 			switch e := ev.(type) {
@@ -253,8 +258,8 @@ func (s *directStream) run(ctx context.Context, c *a2aclient.Client, started cha
 		msg.TaskID = a2a.TaskID(id)
 	}
 	if first {
-		started <- ""
 		s.err = cmpOr(s.err, errors.New("the stream ended before its first event"))
+		started <- streamStart{err: s.err}
 	}
 	if s.err == nil {
 		s.err = log.check()
