@@ -72,7 +72,7 @@ func TestPutStep_OneRoundTripWhileRemembered(t *testing.T) {
 		overTheHint bool // more than the pair's 2 messages a step
 	}{
 		{name: "remembered", hints: 64, n: 60},
-		{name: "remembered while more end", hints: 64, n: 60, ended: 3 * endedHints / 2},
+		{name: "remembered while more end", hints: 64, n: 60, ended: 128},
 		{name: "more than remembered", hints: 64, n: 80, overTheHint: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
