@@ -661,7 +661,7 @@ func TestTasks_UpdatesWithoutReadingWhileRemembered(t *testing.T) {
 		t.Logf("%s: %d tasks, %d remembered: %.2f messages sent per update", tc.name, tc.n, hints, sent[tc.name])
 	}
 	remembered := sent["remembered"]
-	if got := sent["remembered while more end"]; got != remembered {
+	if got := sent["remembered while more end"]; got > remembered+0.1 {
 		t.Errorf("%.2f messages per update while tasks end, %.2f otherwise: the ended ones pushed running ones out", got, remembered)
 	}
 	if forgotten := sent["more than remembered"]; forgotten < remembered+0.9 {
