@@ -83,10 +83,6 @@ func (d *Delegations) encodeEnded(r delegation.Record, evs []delegation.Event) (
 	return w, nil
 }
 
-// isNew says whether this process knows nothing of the delegation under
-// key: none of its writes went through here.
-func (d *Delegations) isNew(key string) bool { return d.hints.isNew(key) }
-
 // putEnded writes w, after any write of its delegation still queued
 // (quick.go): together when the delegation is new here, else, or when
 // that fails, one by one.
@@ -96,7 +92,7 @@ func (d *Delegations) putEnded(ctx context.Context, w *endedWrite) error {
 	}
 	octx, cancel := d.s.writeContext(ctx)
 	defer cancel()
-	if d.isNew(w.key) {
+	if d.hints.isNew(w.key) {
 		if w.folded != nil {
 			if d.putTogether(octx, w.key, w.folded, nil) == nil {
 				return nil

@@ -58,18 +58,16 @@ func newWriteHints(running int) *writeHints {
 	return &writeHints{running: r, ended: e}
 }
 
-// get returns what is remembered of key, if anything.
-func (h *writeHints) get(key string) (hint, bool) {
+// get returns what is remembered of key: the zero hint, every part
+// unknown, when nothing is.
+func (h *writeHints) get(key string) hint {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.getLocked(key)
-}
-
-func (h *writeHints) getLocked(key string) (hint, bool) {
 	if v, ok := h.running.Get(key); ok {
-		return v, true
+		return v
 	}
-	return h.ended.Get(key)
+	v, _ := h.ended.Get(key)
+	return v
 }
 
 // place says which delegations a write's hint is kept with.
@@ -105,26 +103,26 @@ func (h *writeHints) update(key string, p place, change func(*hint)) {
 
 // indexed says whether key's index entry is known to exist.
 func (h *writeHints) indexed(key string) bool {
-	v, _ := h.get(key)
+	v := h.get(key)
 	return v.indexed
 }
 
 // markOf says what is known of key's r. key.
 func (h *writeHints) markOf(key string) markState {
-	v, _ := h.get(key)
+	v := h.get(key)
 	return v.mark
 }
 
 // tailOf returns key's log's last event, if known.
 func (h *writeHints) tailOf(key string) (eventTail, bool) {
-	v, _ := h.get(key)
+	v := h.get(key)
 	return v.tail, v.tailKnown
 }
 
 // isNew says whether this process knows nothing of key's writes: neither
 // its index entry nor its log.
 func (h *writeHints) isNew(key string) bool {
-	v, _ := h.get(key)
+	v := h.get(key)
 	return !v.indexed && !v.tailKnown
 }
 

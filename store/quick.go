@@ -114,7 +114,7 @@ func (d *Delegations) QueueEnded(ctx context.Context, r delegation.Record, evs [
 
 // add queues w, and says whether it did.
 func (q *quickWrites) add(w *endedWrite) bool {
-	if q.lag <= 0 || w.folded == nil || !q.d.isNew(w.key) || q.d.s.quickRefused.Load() || q.d.s.writeFailure() != nil {
+	if q.lag <= 0 || w.folded == nil || !q.d.hints.isNew(w.key) || q.d.s.quickRefused.Load() || q.d.s.writeFailure() != nil {
 		return false
 	}
 	size := w.size()

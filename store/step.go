@@ -67,7 +67,7 @@ func (d *Delegations) stepsTogether(key string, r delegation.Record, ev delegati
 	if r.State.Terminal() {
 		return eventTail{}, false
 	}
-	h, _ := d.hints.get(key)
+	h := d.hints.get(key)
 	return h.tail, h.indexed && h.mark == markWritten && h.tailKnown && ev.Seq == h.tail.seq+1
 }
 
