@@ -105,9 +105,11 @@ func (e *Engine) Notify(ctx context.Context, id, token string, body io.Reader, m
 }
 
 // authorizePush checks a notification's token for delegation id, and its
-// rate. It returns the delegation's task ("" when not named yet) and its
-// webhook when the delegation is followed here; a nil webhook means the
-// delegation was checked against the store.
+// rate. It returns the delegation's task ("" when not known yet: for a
+// delegation followed here, until its follower starts) and its webhook
+// when the delegation is followed here; a nil webhook means the
+// delegation was checked against the store. It never waits for the
+// delegation's lock, which its writes to the store hold.
 func (e *Engine) authorizePush(ctx context.Context, id string, sum [sha256.Size]byte, now time.Time) (a2a.TaskID, *pushHook, error) {
 	if h := e.push.get(id); h != nil {
 		if subtle.ConstantTimeCompare(h.hash[:], sum[:]) != 1 {
@@ -115,16 +117,11 @@ func (e *Engine) authorizePush(ctx context.Context, id string, sum [sha256.Size]
 		}
 		h.mu.Lock()
 		ok := h.rate.take(now, PushRate, PushBurst)
+		taskID, started := h.task, h.ended != nil
 		h.mu.Unlock()
 		if !ok {
 			return "", nil, ErrPushRate
 		}
-		h.d.mu.Lock()
-		taskID := h.d.rec.Downstream.TaskID
-		h.d.mu.Unlock()
-		h.mu.Lock()
-		started := h.ended != nil
-		h.mu.Unlock()
 		if live, ok := e.Get(id); !started || (ok && live == h.d) {
 			return taskID, h, nil // about to be followed here, or followed here
 		}

@@ -57,6 +57,13 @@ type pushHook struct {
 
 	mu   sync.Mutex
 	rate bucket
+	// task is the delegation's downstream task once a follower has
+	// read it, "" before: what a notification must name. It is kept
+	// here so a notification is checked and answered without the
+	// delegation's lock, which is held while its writes reach the
+	// store; an agent that sends its notifications in line with its
+	// work (a2a-go does) would wait for them.
+	task a2a.TaskID
 	// f follows the task; nil while none does (before the follower
 	// starts, and while the task waits for input), and pending then
 	// says a notification came meanwhile.
@@ -275,7 +282,7 @@ func (p *pushHub) drop(id string, h *pushHook) {
 func (d *Delegation) followPush(s *session) bool {
 	e := d.engine
 	d.mu.Lock()
-	mode, hash := d.prog.Follow, d.prog.PushToken
+	mode, hash, task := d.prog.Follow, d.prog.PushToken, d.rec.Downstream.TaskID
 	d.mu.Unlock()
 	if mode != FollowPush {
 		return false
@@ -291,6 +298,9 @@ func (d *Delegation) followPush(s *session) bool {
 	d.stopFollow, d.followDone = f.stop, f.done
 	d.mu.Unlock()
 	h.mu.Lock()
+	if task != "" {
+		h.task = task
+	}
 	if h.ended == nil {
 		h.ended = d.AfterEnd(func() { e.push.drop(d.rec.ID, h) })
 	}
@@ -384,6 +394,9 @@ func (f *pushFollower) run() {
 		}
 		lost := ""
 		h.mu.Lock()
+		if taskID != "" {
+			h.task = taskID
+		}
 		switch {
 		case f.stopped || f.ctx.Err() != nil:
 			f.running = false

@@ -378,6 +378,47 @@ func TestPush_ClaimTheAgentDoesNotMakeIsNotBelieved(t *testing.T) {
 	waitState(t, d, a2a.TaskStateCompleted)
 }
 
+// TestPush_AnsweredWhileTheDelegationWrites holds the delegation's lock,
+// as a write to a slow store does, and sends a notification: it is
+// answered at once, and the task is read once the lock is free. An agent
+// that sends its notifications in line with its work (a2a-go does) would
+// otherwise wait for orchd's store, or give the notification up.
+func TestPush_AnsweredWhileTheDelegationWrites(t *testing.T) {
+	t.Parallel()
+	f := newPushFixture(t, Config{SilenceTimeout: time.Minute}, false)
+	d := f.delegate(t)
+	r := waitState(t, d, a2a.TaskStateWorking)
+	url, token := f.agent.token(t, r.Downstream.TaskID)
+	f.quiet(t, d)
+	before := f.agent.calls("GetTask")
+	claim := completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)
+	answered := make(chan int, 1)
+	d.mu.Lock()
+	go func() { // not post: it may fail the test, which only the test's goroutine may
+		code := 0
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(claim))
+		req.Header.Set("A2A-Notification-Token", token)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+			code = res.StatusCode
+		}
+		answered <- code
+	}()
+	select {
+	case code := <-answered:
+		d.mu.Unlock()
+		if code != http.StatusNoContent {
+			t.Fatalf("status %d, want 204", code)
+		}
+	case <-time.After(10 * time.Second):
+		d.mu.Unlock()
+		t.Fatalf("the notification was not answered while the delegation's lock was held; then: %d", <-answered)
+	}
+	testwait.Until(t, 10*time.Second, "the notification's read", func() bool { return f.agent.calls("GetTask") > before })
+	f.agent.finish()
+	waitState(t, d, a2a.TaskStateCompleted)
+}
+
 func TestPush_LostNotificationsAreCaughtBySafetyRead(t *testing.T) {
 	t.Parallel()
 	f := newPushFixture(t, Config{SilenceTimeout: 200 * time.Millisecond}, false)
