@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -258,12 +259,52 @@ func TestAPI_Agents(t *testing.T) {
 	}
 }
 
-// testLogger logs through t.Log with -v, and discards otherwise.
+// testLogger logs through t.Log with -v. Otherwise it keeps the last
+// keptLogLines lines and logs them only if the test fails, so a failure
+// on a busy CI machine shows what the daemon did before it.
 func testLogger(t testing.TB) *slog.Logger {
+	var w io.Writer = tWriter{t}
 	if !testing.Verbose() {
-		return nil
+		r := &lineRing{max: keptLogLines}
+		t.Cleanup(func() { // runs after the daemon's own cleanup stopped it
+			if t.Failed() {
+				t.Logf("the daemon's last %d log lines:\n%s", keptLogLines, r.String())
+			}
+		})
+		w = r
 	}
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// keptLogLines bounds what testLogger keeps of a daemon's log.
+const keptLogLines = 400
+
+// lineRing keeps the last max lines written to it.
+type lineRing struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+	next  int // where the next line goes once lines is full
+}
+
+func (r *lineRing) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lines) < r.max {
+		r.lines = append(r.lines, line)
+	} else {
+		r.lines[r.next] = line
+		r.next = (r.next + 1) % r.max
+	}
+	return len(p), nil
+}
+
+// String returns the lines kept, oldest first.
+func (r *lineRing) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(append(slices.Clone(r.lines[r.next:]), r.lines[:r.next]...), "\n")
 }
 
 type tWriter struct{ t testing.TB }

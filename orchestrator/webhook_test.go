@@ -45,6 +45,7 @@ type pushingAgent struct {
 	// reading the GetTasks being served.
 	pushedAt, readAt time.Time
 	pushing, reading int
+	pushErrs         []string // why notifications failed, in order
 }
 
 func startPushingAgent(t *testing.T) *pushingAgent {
@@ -90,6 +91,14 @@ func startPushingAgent(t *testing.T) *pushingAgent {
 
 func (a *pushingAgent) finish() { a.once.Do(func() { close(a.release) }) }
 
+// String says what the agent was asked and what it pushed: for a
+// failure's message.
+func (a *pushingAgent) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return fmt.Sprintf("called %v; %d notifications sent, failed: %q", a.methods, a.sent.Load(), a.pushErrs)
+}
+
 func (a *pushingAgent) calls(method string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -128,6 +137,9 @@ func (c countingSender) SendPush(ctx context.Context, cfg *a2a.PushConfig, ev a2
 	err := c.s.SendPush(ctx, cfg, ev)
 	c.a.mu.Lock()
 	c.a.pushing--
+	if err != nil {
+		c.a.pushErrs = append(c.a.pushErrs, err.Error())
+	}
 	c.a.mu.Unlock()
 	return err
 }
@@ -321,17 +333,22 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 		// A 3-node cluster in this process places a bucket slowly when
 		// the machine is loaded: each store call may take 20 s, not 5.
 		cfg.Store.Timeout = Duration(20 * time.Second)
-		cfg.Delegation.SilenceTimeout = Duration(time.Minute)
+		// Far beyond the waits below, so no safety read stands in for a
+		// notification.
+		cfg.Delegation.SilenceTimeout = Duration(10 * time.Minute)
 		cfg.Delegation.Follow = delegation.FollowPush
 		cfg.Agents = []registry.Spec{{ID: "pusher", URL: agent.URL}}
 		bases = append(bases, startDaemon(t, cfg))
 	}
 	owner, other := bases[0], bases[1]
+	// Each step below takes a few store calls, and a loaded machine
+	// has made one take seconds.
+	const within = time.Minute
 	var rec delegation.Record
 	if code := call(t, "POST", owner+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
 		t.Fatalf("POST /v1/delegations = %d", code)
 	}
-	testwait.Until(t, 10*time.Second, "the delegation to work", func() bool {
+	testwait.Until(t, within, "the delegation to work", func() bool {
 		var r delegation.Record
 		return callNoFail(owner+"/v1/delegations/"+rec.ID, &r) == 200 && r.State == a2a.TaskStateWorking && r.Downstream.TaskID != ""
 	})
@@ -343,7 +360,7 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 		t.Fatalf("push configs %v, %v", cfgs, err)
 	}
 	token := cfgs[0].Token
-	testwait.Until(t, 10*time.Second, "the agent's first notifications to be read", agent.read)
+	testwait.Until(t, within, "the agent's first notifications to be read", agent.read)
 	before := agent.calls("GetTask")
 	body, _ := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: rec.Downstream.TaskID, ContextID: rec.Downstream.ContextID,
 		Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}})
@@ -354,10 +371,15 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 	if code, b := postNotification(t, hook, "A2A-Notification-Token", token, body); code != http.StatusNoContent {
 		t.Fatalf("notification to the other replica: %d %s, want 204", code, b)
 	}
-	testwait.Until(t, 10*time.Second, "the owner to read the task", func() bool { return agent.calls("GetTask") > before })
+	testwait.Until(t, within, "the owner to read the task", func() bool { return agent.calls("GetTask") > before })
 	agent.finish()
-	testwait.Until(t, 10*time.Second, "the delegation to complete", func() bool {
-		var r delegation.Record
-		return callNoFail(other+"/v1/delegations/"+rec.ID, &r) == 200 && r.State == a2a.TaskStateCompleted
+	testwait.Succeeds(t, within, "the delegation to complete, read through the other replica", func() error {
+		var r, o delegation.Record
+		code := callNoFail(other+"/v1/delegations/"+rec.ID, &r)
+		if code == 200 && r.State == a2a.TaskStateCompleted {
+			return nil
+		}
+		ocode := callNoFail(owner+"/v1/delegations/"+rec.ID, &o)
+		return fmt.Errorf("the other replica answers %d %s, the owner %d %s; the agent was %v", code, r.State, ocode, o.State, agent)
 	})
 }
