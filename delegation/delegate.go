@@ -420,17 +420,26 @@ func (d *Delegation) follow(s *session) {
 
 // settled runs when the downstream task ended or waits for input. Several
 // paths may see the same end (the follower, a cancel, the silence probe);
-// the first to see it ended hands the delegation to Engine.ended, once.
+// the first to see it ended hands the delegation to Engine.ended, once,
+// and gives its lease up, once the store has kept the end: until then
+// keepEnd writes it again (keepend.go).
 func (d *Delegation) settled() {
 	d.mu.Lock()
-	first := d.rec.State.Terminal() && !d.listed
+	first := d.rec.State.Terminal() && !d.listed && !d.keeping
+	unkept := first && d.persistErr != nil
 	var lease Lease
-	if first {
+	switch {
+	case unkept:
+		d.keeping = true
+	case first:
 		d.listed = true
 		lease, d.lease = d.lease, nil
 	}
 	d.mu.Unlock()
-	if first {
+	switch {
+	case unkept:
+		d.keepEnd()
+	case first:
 		release(lease)
 		d.engine.ended(d.rec.ID)
 	}

@@ -121,8 +121,9 @@ type Delegation struct {
 	settledAtOnce bool
 	// life bounds the started delegation in time (deadline.go).
 	life lifetime
-	// listed is set once the ended delegation was handed to Engine.ended.
-	listed bool
+	// listed is set once the ended delegation was handed to Engine.ended;
+	// keeping while keepEnd writes an end the store did not keep, before.
+	listed, keeping bool
 	// lease is this process's lease on the delegation, nil when the
 	// engine has no Leases.
 	lease Lease

@@ -1,0 +1,133 @@
+package delegation
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
+)
+
+// endRefusingStore refuses every write of a delegation's end while
+// refuse is set, as a store that is down at that moment does, and counts
+// the writes it refused.
+type endRefusingStore struct {
+	*MemoryStore
+	refuse  atomic.Bool
+	refused atomic.Int32
+}
+
+func (s *endRefusingStore) Put(ctx context.Context, r Record) error {
+	if r.State.Terminal() && s.refuse.Load() {
+		s.refused.Add(1)
+		return errors.New("the store is down")
+	}
+	return s.MemoryStore.Put(ctx, r)
+}
+
+func (s *endRefusingStore) Append(ctx context.Context, id string, ev Event) error {
+	if ev.State.Terminal() && s.refuse.Load() {
+		s.refused.Add(1)
+		return errors.New("the store is down")
+	}
+	return s.MemoryStore.Append(ctx, id, ev)
+}
+
+// TestKeepEnd_WrittenOnceTheStoreIsBack ends a delegation while the store
+// refuses its end: the store goes on showing it running while it refuses,
+// and once it takes writes again the end is there, its log whole and the
+// delegation no longer running.
+func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
+	t.Parallel()
+	store := &endRefusingStore{MemoryStore: NewMemoryStore(0)}
+	store.refuse.Store(true)
+	f := newFixtureStore(t, Config{}, store)
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(200*time.Millisecond))
+	f.add(t, "worker", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateCompleted)
+	testwait.Until(t, 10*time.Second, "the end to be tried again", func() bool { return store.refused.Load() >= 3 })
+	if r, err := store.MemoryStore.Get(t.Context(), d.ID()); err != nil || r.State.Terminal() {
+		t.Fatalf("stored while the store refuses the end: %s, %v; want it running", r.State, err)
+	}
+	store.refuse.Store(false)
+	testwait.Succeeds(t, 10*time.Second, "the end kept", func() error {
+		r, err := store.MemoryStore.Get(t.Context(), d.ID())
+		switch {
+		case err != nil:
+			return err
+		case r.State != a2a.TaskStateCompleted:
+			return errors.New("stored " + string(r.State))
+		}
+		return nil
+	})
+	if ids, err := store.Running(t.Context()); err != nil || len(ids) != 0 {
+		t.Errorf("running in the store once the end is kept: %v, %v", ids, err)
+	}
+	evs, err := store.MemoryStore.Events(t.Context(), d.ID(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := 0
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: %+v", i, ev.Seq, evs)
+		}
+		if ev.State.Terminal() {
+			ends++
+		}
+	}
+	if ends != 1 || !evs[len(evs)-1].State.Terminal() {
+		t.Errorf("the log holds %d ends, want one, last: %+v", ends, evs)
+	}
+}
+
+// TestKeepEnd_ClosedBeforeTheStoreIsBack closes the engine while the
+// store still refuses a delegation's end: Close does not wait for the
+// store, the record still says running, and the next process carries the
+// delegation on and keeps the end the agent reports.
+func TestKeepEnd_ClosedBeforeTheStoreIsBack(t *testing.T) {
+	t.Parallel()
+	store := &endRefusingStore{MemoryStore: NewMemoryStore(0)}
+	store.refuse.Store(true)
+	f := newFixtureStore(t, Config{}, store)
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(200*time.Millisecond))
+	f.add(t, "worker", agent.URL)
+	d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, d, a2a.TaskStateCompleted)
+	testwait.Until(t, 10*time.Second, "the end to be tried again", func() bool { return store.refused.Load() >= 2 })
+	closed := make(chan struct{})
+	go func() { f.engine.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waits for a store that refuses the end")
+	}
+	if r, err := store.MemoryStore.Get(t.Context(), d.ID()); err != nil || r.State.Terminal() {
+		t.Fatalf("stored after Close: %s, %v; want it running", r.State, err)
+	}
+	e := f.restart(t, Config{}, store.MemoryStore)
+	resumed, ok := e.Get(d.ID())
+	if !ok {
+		t.Fatal("the next engine does not carry the delegation on")
+	}
+	waitState(t, resumed, a2a.TaskStateCompleted)
+	testwait.Succeeds(t, 10*time.Second, "the end kept by the next engine", func() error {
+		r, err := store.MemoryStore.Get(t.Context(), d.ID())
+		if err == nil && r.State != a2a.TaskStateCompleted {
+			err = errors.New("stored " + string(r.State))
+		}
+		return err
+	})
+}
