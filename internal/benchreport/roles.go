@@ -24,6 +24,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/orchd/orchd/steering"
@@ -236,6 +237,9 @@ func steerableHandler(base string) http.Handler {
 		func(st *steering.Steering) steeringWork { return &steerExec{st: st} })
 }
 
+// pushTimeout bounds each push notification the benchmark agents send.
+const pushTimeout = 10 * time.Second
+
 // steeringWork is the work of an agent serving steering signals
 // (steeringHandler): its executions and the signals they took are
 // counted.
@@ -248,6 +252,9 @@ type steeringWork interface {
 // that takes steering signals with orchd's steering package (steerable
 // and interruptible), doing the work work makes: JSON-RPC at /rpc, its
 // card, its counts at statsPath and the steers it took at steersPath.
+// It streams, and sends push notifications to a task's webhook when the
+// message that started the task gave one (a2a-go's HTTP sender, in line
+// with the work, as a2a-go does).
 func steeringHandler(base, name, description, skill string, work func(*steering.Steering) steeringWork) http.Handler {
 	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	st := steering.New(steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Name: name, Tasks: store})
@@ -255,13 +262,15 @@ func steeringHandler(base, name, description, skill string, work func(*steering.
 	runs, taken := x.counted()
 	card := &a2a.AgentCard{Name: name, Description: description, Version: "1",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{st.Extension()}},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true, PushNotifications: true, Extensions: []a2a.AgentExtension{st.Extension()}},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: skill, Name: skill, Tags: []string{skill}}}}
 	counts := &methodCounts{n: map[string]int64{}}
 	subs := &subscriptions{first: map[a2a.TaskID]int64{}}
+	// Push notifications go to webhooks on loopback, where orchd is.
+	sender := push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: pushTimeout, AllowPrivateNetworks: true})
 	handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts, subs),
-		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
+		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()), a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender))
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", steering.Echo(a2asrv.NewJSONRPCHandler(handler)))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))

@@ -78,6 +78,7 @@ func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //	                                 <n> interrupts <n> interrupts-failed <ms> interrupt-p50-ms <ms> interrupt-p99-ms
 //	BenchmarkProcessScale/orchd    1 ... the direct run's first line, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <n> peak-goroutines <ms> orchd-cpu-ms
 //	                                 ... the direct run's signals, then <n> log-gaps <n> log-duplicates <n> warn-lines <n> error-lines
+//	BenchmarkProcessScale/push     1 ... as orchd's, through an orchd following the agent by push notifications
 //	BenchmarkProcessScale/recovery 1 <n> delegations <n> ended-before <ms> ready-ms <n> completed <n> lost <n> log-gaps <n> log-duplicates
 //	                                 <n> followers <n> follower-gaps <n> follower-duplicates <n> followers-resumed <MiB> peak-rss-MiB <n> warn-lines <n> error-lines
 //
@@ -114,6 +115,11 @@ func scaleRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfi
 	}
 	spec := orchdSpec{name: "orchd", skills: []string{kindLong, kindMessage}, agents: agents}
 	if err := scaleOrchd(ctx, w, log, h, cfg, spec, agentProc, longURL); err != nil {
+		return err
+	}
+	push := spec
+	push.name, push.extra = scalePush, "delegation:\n  follow: push\n"
+	if err := scaleOrchd(ctx, w, log, h, cfg, push, agentProc, longURL); err != nil {
 		return err
 	}
 	spec.name = "orchd-recovery"
@@ -650,8 +656,13 @@ func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *
 	return r
 }
 
-// scaleOrchd sends the scale load through orchd's API and writes its
-// result line.
+// scalePush names the scale run through an orchd that follows the
+// agent's tasks by push notifications (delegation.follow: push), in its
+// result line and as its daemon.
+const scalePush = "push"
+
+// scaleOrchd sends the scale load through orchd run as spec says, and
+// writes its result line, named spec.name.
 func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, cfg scaleConfig, spec orchdSpec, agentProc *proc, longURL string) error {
 	d, base, err := h.daemon(ctx, spec)
 	if err != nil {
@@ -722,8 +733,8 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 	for _, l := range firstLines {
 		log.Warn("orchd logged", "line", l)
 	}
-	fmt.Fprintf(w, "%s/orchd\t1\t%d delegations\t%.0f start-wall-ms\t%.1f start-p50-ms\t%.1f start-p99-ms\t%.1f event-p50-ms\t%.1f event-p99-ms\t%d completed\t%d lost\t%d agent-events\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms",
-		scaleBench, cfg.delegations, ms(start.wall), ms(start.pct(50)), ms(start.pct(99)), ms(pctOf(lat, 50)), ms(pctOf(lat, 99)),
+	fmt.Fprintf(w, "%s/%s\t1\t%d delegations\t%.0f start-wall-ms\t%.1f start-p50-ms\t%.1f start-p99-ms\t%.1f event-p50-ms\t%.1f event-p99-ms\t%d completed\t%d lost\t%d agent-events\t%.1f agent-peak-rss-MiB\t%.0f agent-cpu-ms",
+		scaleBench, spec.name, cfg.delegations, ms(start.wall), ms(start.pct(50)), ms(start.pct(99)), ms(pctOf(lat, 50)), ms(pctOf(lat, 99)),
 		logs.completed, logs.lost, logs.events, mib(agentSt.hwmKiB), ms(agentCPU1-agentCPU0))
 	fmt.Fprintf(w, "\t%.1f peak-rss-MiB\t%.1f rss-before-MiB\t%d peak-threads\t%d peak-goroutines\t%.0f orchd-cpu-ms",
 		mib(st.hwmKiB), mib(before.rssKiB), max(peaks.threads, st.threads), peaks.goroutines, ms(orchdCPU1-orchdCPU0))
