@@ -47,6 +47,8 @@ type pushHub struct {
 	hooks map[string]*pushHook
 	// store bounds the notifications checked against the store.
 	store bucket
+	// reads runs the followers' reads of their tasks.
+	reads pushReads
 }
 
 // pushHook is a delegation's webhook in this process: its token's hash,
@@ -282,7 +284,7 @@ func (p *pushHub) drop(id string, h *pushHook) {
 func (d *Delegation) followPush(s *session) bool {
 	e := d.engine
 	d.mu.Lock()
-	mode, hash, task := d.prog.Follow, d.prog.PushToken, d.rec.Downstream.TaskID
+	mode, hash, task, agent := d.prog.Follow, d.prog.PushToken, d.rec.Downstream.TaskID, d.rec.Downstream.Agent
 	d.mu.Unlock()
 	if mode != FollowPush {
 		return false
@@ -293,7 +295,7 @@ func (d *Delegation) followPush(s *session) bool {
 	}
 	s.drop() // no stream is read in push mode
 	ctx, cancel := context.WithCancel(d.traced(e.ctx))
-	f := &pushFollower{h: h, d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval}
+	f := &pushFollower{h: h, d: d, agent: agent, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval}
 	d.mu.Lock()
 	d.stopFollow, d.followDone = f.stop, f.done
 	d.mu.Unlock()
@@ -333,11 +335,12 @@ func (d *Delegation) followPush(s *session) bool {
 
 // pushFollower follows one stretch of a task by push: until the task
 // settles or following stops. It reads the task when kicked (by a
-// notification, or by its safety timer) in a goroutine that runs only
-// while it reads.
+// notification, or by its safety timer), in a worker of its agent's read
+// queue (pushReads): no goroutine is its own while it waits.
 type pushFollower struct {
 	h      *pushHook
 	d      *Delegation
+	agent  string // the agent whose queue its reads wait in (pushReads)
 	ctx    context.Context
 	cancel context.CancelFunc
 	// done is closed once the follower has stopped and no read runs.
@@ -369,20 +372,18 @@ func (f *pushFollower) kick() {
 	}
 	f.running = true
 	h.mu.Unlock()
-	if !f.d.engine.track() {
+	if !f.d.engine.push.reads.add(f.d.engine, f) {
 		h.mu.Lock()
 		f.running = false
 		f.stopLocked()
 		h.mu.Unlock()
-		return
 	}
-	go f.run()
 }
 
-// run reads the task until no kick is left, then returns.
+// run reads the task until no kick is left, then returns; a pushReads
+// worker runs it.
 func (f *pushFollower) run() {
 	d, e, h := f.d, f.d.engine, f.h
-	defer e.wg.Done()
 	for {
 		d.mu.Lock()
 		taskID := d.rec.Downstream.TaskID

@@ -40,6 +40,11 @@ type pushAgent struct {
 	mu      sync.Mutex
 	methods []string
 	release chan struct{}
+	// gate, while not nil, holds each GetTask until it is closed;
+	// reading counts the GetTasks being served, mostReading the most at
+	// once.
+	gate                 chan struct{}
+	reading, mostReading int
 }
 
 // startPushAgent serves a push agent until the test ends; streaming says
@@ -76,11 +81,25 @@ func startAgentDeclaringPush(t testing.TB, streaming, serves bool) *pushAgent {
 			Method string `json:"method"`
 		}
 		_ = json.Unmarshal(b, &m)
+		read := m.Method == "GetTask"
 		a.mu.Lock()
 		a.methods = append(a.methods, m.Method)
+		gate := a.gate
+		if read {
+			a.reading++
+			a.mostReading = max(a.mostReading, a.reading)
+		}
 		a.mu.Unlock()
+		if read && gate != nil {
+			<-gate
+		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		rpc.ServeHTTP(w, r)
+		if read {
+			a.mu.Lock()
+			a.reading--
+			a.mu.Unlock()
+		}
 	}))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	return a
@@ -419,6 +438,79 @@ func TestPush_AnsweredWhileTheDelegationWrites(t *testing.T) {
 	testwait.Until(t, 10*time.Second, "the notification's read", func() bool { return f.agent.calls("GetTask") > before })
 	f.agent.finish()
 	waitState(t, d, a2a.TaskStateCompleted)
+}
+
+// TestPush_ReadsOfOneAgentAreBounded notifies more delegations to one
+// agent than maxPushReads while the agent holds every read: no more than
+// maxPushReads reads reach it at once, the rest wait their turn, and once
+// the agent answers every notification has had its read.
+func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
+	t.Parallel()
+	f := newPushFixture(t, Config{SilenceTimeout: time.Minute, Follow: FollowPush}, false)
+	n := maxPushReads + 16
+	ds := make([]*Delegation, n)
+	for i := range ds {
+		ds[i] = f.delegate(t)
+	}
+	type hook struct{ url, token string }
+	hooks := make([]hook, n)
+	for i, d := range ds {
+		r := waitState(t, d, a2a.TaskStateWorking)
+		hooks[i].url, hooks[i].token = f.agent.token(t, r.Downstream.TaskID)
+		f.quiet(t, d)
+	}
+	before := f.agent.calls("GetTask")
+	gate := make(chan struct{})
+	f.agent.mu.Lock()
+	f.agent.gate, f.agent.mostReading = gate, 0
+	f.agent.mu.Unlock()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	defer release()
+	for i, d := range ds {
+		r := d.Record()
+		if code := post(t, hooks[i].url, hooks[i].token, completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)); code != http.StatusNoContent {
+			t.Fatalf("notification %d: status %d, want 204", i, code)
+		}
+	}
+	reading := func() (now, most int) {
+		f.agent.mu.Lock()
+		defer f.agent.mu.Unlock()
+		return f.agent.reading, f.agent.mostReading
+	}
+	testwait.Until(t, 10*time.Second, "the agent to hold the reads it was sent", func() bool { now, _ := reading(); return now >= maxPushReads })
+	f.engine.push.reads.mu.Lock()
+	q := f.engine.push.reads.agents["pusher"]
+	workers, waiting := q.workers, len(q.waiting)
+	f.engine.push.reads.mu.Unlock()
+	if _, most := reading(); most != maxPushReads || workers != maxPushReads || waiting != n-maxPushReads {
+		t.Errorf("%d reads at the agent at most, %d workers, %d waiting; want %d, %d, %d", most, workers, waiting, maxPushReads, maxPushReads, n-maxPushReads)
+	}
+	release()
+	testwait.Until(t, 10*time.Second, "every notification's read", func() bool { return f.agent.calls("GetTask")-before >= n })
+	if _, most := reading(); most > maxPushReads {
+		t.Errorf("%d reads at the agent at once, want at most %d", most, maxPushReads)
+	}
+	for _, d := range ds {
+		f.quiet(t, d)
+		if got := d.Record(); got.State != a2a.TaskStateWorking {
+			t.Errorf("%s after the claim: %s, want WORKING, as the agent has it", d.ID(), got.State)
+		}
+	}
+	testwait.Until(t, 10*time.Second, "the read queue to be gone", func() bool {
+		f.engine.push.reads.mu.Lock()
+		defer f.engine.push.reads.mu.Unlock()
+		return len(f.engine.push.reads.agents) == 0
+	})
+	f.agent.finish()
+	for _, d := range ds {
+		waitState(t, d, a2a.TaskStateCompleted)
+	}
 }
 
 func TestPush_LostNotificationsAreCaughtBySafetyRead(t *testing.T) {
