@@ -38,12 +38,11 @@ func (s *endRefusingStore) Append(ctx context.Context, id string, ev Event) erro
 	return s.MemoryStore.Append(ctx, id, ev)
 }
 
-// TestKeepEnd_WrittenOnceTheStoreIsBack ends a delegation while the store
-// refuses its end: the store goes on showing it running while it refuses,
-// and once it takes writes again the end is there, its log whole and the
-// delegation no longer running.
-func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
-	t.Parallel()
+// endRefused runs a delegation to its end on an engine whose store
+// refuses the end, and returns once the end was refused a few times, the
+// store still showing the delegation running.
+func endRefused(t *testing.T) (*fixture, *endRefusingStore, *Delegation) {
+	t.Helper()
 	store := &endRefusingStore{MemoryStore: NewMemoryStore(0)}
 	store.refuse.Store(true)
 	f := newFixtureStore(t, Config{}, store)
@@ -58,17 +57,18 @@ func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
 	if r, err := store.MemoryStore.Get(t.Context(), d.ID()); err != nil || r.State.Terminal() {
 		t.Fatalf("stored while the store refuses the end: %s, %v; want it running", r.State, err)
 	}
+	return f, store, d
+}
+
+// TestKeepEnd_WrittenOnceTheStoreIsBack ends a delegation while the store
+// refuses its end: the store goes on showing it running while it refuses,
+// and once it takes writes again the end is there, its log whole and the
+// delegation no longer running.
+func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
+	t.Parallel()
+	_, store, d := endRefused(t)
 	store.refuse.Store(false)
-	testwait.Succeeds(t, 10*time.Second, "the end kept", func() error {
-		r, err := store.MemoryStore.Get(t.Context(), d.ID())
-		switch {
-		case err != nil:
-			return err
-		case r.State != a2a.TaskStateCompleted:
-			return errors.New("stored " + string(r.State))
-		}
-		return nil
-	})
+	waitStoredCompleted(t, store.MemoryStore, d.ID())
 	if ids, err := store.Running(t.Context()); err != nil || len(ids) != 0 {
 		t.Errorf("running in the store once the end is kept: %v, %v", ids, err)
 	}
@@ -96,17 +96,7 @@ func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
 // delegation on and keeps the end the agent reports.
 func TestKeepEnd_ClosedBeforeTheStoreIsBack(t *testing.T) {
 	t.Parallel()
-	store := &endRefusingStore{MemoryStore: NewMemoryStore(0)}
-	store.refuse.Store(true)
-	f := newFixtureStore(t, Config{}, store)
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(200*time.Millisecond))
-	f.add(t, "worker", agent.URL)
-	d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, d, a2a.TaskStateCompleted)
-	testwait.Until(t, 10*time.Second, "the end to be tried again", func() bool { return store.refused.Load() >= 2 })
+	f, store, d := endRefused(t)
 	closed := make(chan struct{})
 	go func() { f.engine.Close(); close(closed) }()
 	select {
@@ -123,8 +113,14 @@ func TestKeepEnd_ClosedBeforeTheStoreIsBack(t *testing.T) {
 		t.Fatal("the next engine does not carry the delegation on")
 	}
 	waitState(t, resumed, a2a.TaskStateCompleted)
-	testwait.Succeeds(t, 10*time.Second, "the end kept by the next engine", func() error {
-		r, err := store.MemoryStore.Get(t.Context(), d.ID())
+	waitStoredCompleted(t, store.MemoryStore, d.ID())
+}
+
+// waitStoredCompleted waits until store holds delegation id COMPLETED.
+func waitStoredCompleted(t *testing.T, store *MemoryStore, id string) {
+	t.Helper()
+	testwait.Succeeds(t, 10*time.Second, "the end stored", func() error {
+		r, err := store.Get(t.Context(), id)
 		if err == nil && r.State != a2a.TaskStateCompleted {
 			err = errors.New("stored " + string(r.State))
 		}

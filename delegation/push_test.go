@@ -283,6 +283,17 @@ func completedClaim(t testing.TB, task a2a.TaskID, contextID string) []byte {
 	return b
 }
 
+// working waits until d works and the agent's first notifications were
+// read (quiet), and returns its record then and its webhook's URL and
+// token.
+func (f *pushFixture) working(t testing.TB, d *Delegation) (r Record, url, token string) {
+	t.Helper()
+	r = waitState(t, d, a2a.TaskStateWorking)
+	url, token = f.agent.token(t, r.Downstream.TaskID)
+	f.quiet(t, d)
+	return d.Record(), url, token
+}
+
 // quiet waits until the agent has sent the notifications of a task at
 // work (SUBMITTED and WORKING), and they were taken and the task read
 // after them.
@@ -342,10 +353,7 @@ func TestPush_ForgedNotificationIsRefused(t *testing.T) {
 	t.Parallel()
 	f := newPushFixture(t, Config{SilenceTimeout: time.Minute}, false)
 	d := f.delegate(t)
-	r := waitState(t, d, a2a.TaskStateWorking)
-	url, _ := f.agent.token(t, r.Downstream.TaskID)
-	f.quiet(t, d)
-	r = d.Record()
+	r, url, _ := f.working(t, d)
 	before, events := f.agent.calls("GetTask"), r.LastEvent
 	claim := completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)
 	for _, tc := range []struct{ name, url, token string }{
@@ -372,9 +380,7 @@ func TestPush_ClaimTheAgentDoesNotMakeIsNotBelieved(t *testing.T) {
 	t.Parallel()
 	f := newPushFixture(t, Config{SilenceTimeout: time.Minute}, false)
 	d := f.delegate(t)
-	r := waitState(t, d, a2a.TaskStateWorking)
-	url, token := f.agent.token(t, r.Downstream.TaskID)
-	f.quiet(t, d) // the agent's own notifications are read first
+	r, url, token := f.working(t, d) // the agent's own notifications are read first
 	before := f.agent.calls("GetTask")
 	if code := post(t, url, token, completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)); code != http.StatusNoContent {
 		t.Fatalf("status %d, want 204", code)
@@ -408,9 +414,7 @@ func TestPush_AnsweredWhileTheDelegationWrites(t *testing.T) {
 	t.Parallel()
 	f := newPushFixture(t, Config{SilenceTimeout: time.Minute}, false)
 	d := f.delegate(t)
-	r := waitState(t, d, a2a.TaskStateWorking)
-	url, token := f.agent.token(t, r.Downstream.TaskID)
-	f.quiet(t, d)
+	r, url, token := f.working(t, d)
 	before := f.agent.calls("GetTask")
 	claim := completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)
 	answered := make(chan int, 1)
@@ -455,9 +459,7 @@ func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
 	type hook struct{ url, token string }
 	hooks := make([]hook, n)
 	for i, d := range ds {
-		r := waitState(t, d, a2a.TaskStateWorking)
-		hooks[i].url, hooks[i].token = f.agent.token(t, r.Downstream.TaskID)
-		f.quiet(t, d)
+		_, hooks[i].url, hooks[i].token = f.working(t, d)
 	}
 	before := f.agent.calls("GetTask")
 	gate := make(chan struct{})
@@ -593,9 +595,7 @@ func TestPush_RateIsBounded(t *testing.T) {
 	// while: the safety read finds the task completed.
 	f := newPushFixture(t, Config{SilenceTimeout: 300 * time.Millisecond}, false)
 	d := f.delegate(t)
-	r := waitState(t, d, a2a.TaskStateWorking)
-	url, token := f.agent.token(t, r.Downstream.TaskID)
-	f.quiet(t, d)
+	r, url, token := f.working(t, d)
 	before := f.agent.calls("GetTask")
 	body := completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)
 	took0 := f.hook.took.Load()
