@@ -10,8 +10,8 @@ import "sync"
 // the starts (2026-12-07). Past the bound a notification's read waits in
 // its agent's queue, and notifications that come meanwhile are folded into
 // it, as they are into a read under way: the task read shows every status
-// since the last, so nothing is lost, only read later. Polling has its
-// own bound (pollLimiter).
+// since the last, so nothing is lost, only read later. Polls are paced
+// their own way (pollBudget).
 const maxPushReads = 64
 
 // pushReads runs the reads of push followers (pushFollower.run), at most
