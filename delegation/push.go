@@ -461,6 +461,9 @@ func (f *pushFollower) stopLocked() {
 			f.h.f = nil
 		}
 	}
+	if f.running && f.d.engine.push.reads.remove(f) {
+		f.running = false // its read had not begun
+	}
 	if !f.running && !f.closed {
 		f.closed = true
 		close(f.done)

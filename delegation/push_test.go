@@ -493,8 +493,23 @@ func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
 	if _, most := reading(); most != maxPushReads || workers != maxPushReads || waiting != n-maxPushReads {
 		t.Errorf("%d reads at the agent at most, %d workers, %d waiting; want %d, %d, %d", most, workers, waiting, maxPushReads, maxPushReads, n-maxPushReads)
 	}
+	// A delegation whose read waits its turn is canceled without waiting
+	// for the reads ahead of it.
+	last := ds[n-1]
+	canceled := make(chan error, 1)
+	go func() { _, err := f.engine.Cancel(t.Context(), last.ID()); canceled <- err }()
+	select {
+	case err := <-canceled:
+		if err != nil {
+			t.Errorf("cancel of a delegation whose read waits: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatalf("the cancel of a delegation whose read waits waited for the reads ahead of it; then: %v", <-canceled)
+	}
+	ds = ds[:n-1]
 	release()
-	testwait.Until(t, 10*time.Second, "every notification's read", func() bool { return f.agent.calls("GetTask")-before >= n })
+	testwait.Until(t, 10*time.Second, "every notification's read", func() bool { return f.agent.calls("GetTask")-before >= n-1 })
 	if _, most := reading(); most > maxPushReads {
 		t.Errorf("%d reads at the agent at once, want at most %d", most, maxPushReads)
 	}

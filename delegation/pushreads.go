@@ -1,6 +1,9 @@
 package delegation
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // maxPushReads bounds the task reads push notifications ask of one agent
 // at once, from one process. A read is a GetTask call held open until the
@@ -81,4 +84,23 @@ func (r *pushReads) work(e *Engine, agent string, q *agentReads) {
 		r.mu.Unlock()
 		f.run()
 	}
+}
+
+// remove takes f's read out of its agent's queue, if it waits there yet,
+// and reports whether it did: a follower stopped meanwhile (a cancel, the
+// deadline) ends without waiting for the reads ahead of it. Callers hold
+// f's hook's lock (the one lock order: pushHook.mu, then pushReads.mu).
+func (r *pushReads) remove(f *pushFollower) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.agents[f.agent]
+	if q == nil {
+		return false
+	}
+	i := slices.Index(q.waiting, f)
+	if i < 0 {
+		return false
+	}
+	q.waiting = slices.Delete(q.waiting, i, i+1)
+	return true
 }
