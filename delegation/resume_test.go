@@ -335,6 +335,15 @@ func TestResume_ReopensWithOneCall(t *testing.T) {
 					task, err := client.GetTask(t.Context(), &a2a.GetTaskRequest{ID: rec.Downstream.TaskID})
 					return err == nil && task.Status.State.Terminal()
 				})
+				// a2a-go holds the execution a while after it stored the
+				// end, and a subscription meanwhile is taken and given
+				// the end: wait until it lets go, so orchd's is refused.
+				testwait.Until(t, 10*time.Second, "the agent to refuse a subscription to the ended task", func() bool {
+					for _, err := range client.SubscribeToTask(t.Context(), &a2a.SubscribeToTaskRequest{ID: rec.Downstream.TaskID}) {
+						return err != nil
+					}
+					return false
+				})
 			}
 			before := len(agent.Calls())
 			e := f.restart(t, Config{}, store)
