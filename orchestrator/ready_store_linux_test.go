@@ -172,3 +172,73 @@ func waitReady(t *testing.T, c *child, want int, within time.Duration, what stri
 	})
 	return r
 }
+
+// TestReady_EndWrittenOnceTheStoreWritesAgain ends a delegation while
+// every write of the daemon's embedded store fails, as on a full disk:
+// the daemon serves the end meanwhile, and once writes succeed again the
+// store has it, without a restart: its listing, read from the store, shows
+// the delegation COMPLETED, and its log holds every event once.
+func TestReady_EndWrittenOnceTheStoreWritesAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole daemon as a process and makes its store fail")
+	}
+	t.Parallel()
+	release := make(chan struct{})
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
+	c := childDaemon(t, t.TempDir(), "")
+	if code := call(t, "POST", c.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add agent = %d", code)
+	}
+	var rec delegation.Record
+	if code := call(t, "POST", c.base+"/v1/delegations", workBody, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	events := c.base + "/v1/delegations/" + rec.ID + "/events"
+	readUntil(t, events, "", func(ev delegation.Event) bool { return ev.Kind == "artifact" })
+	c.limitFileSize(t, 1)
+	close(release) // the agent ends the work; its last events' writes fail
+	testwait.Until(t, 30*time.Second, "the daemon to serve the end", func() bool {
+		var r delegation.Record
+		return callNoFail(c.base+"/v1/delegations/"+rec.ID, &r) == 200 && r.State == a2a.TaskStateCompleted
+	})
+	waitReady(t, c, 503, 30*time.Second, "unready while the store's writes fail")
+	stored := func() (a2a.TaskState, error) {
+		var list httpapi.DelegationList
+		if code := callNoFail(c.base+"/v1/delegations?pageSize=10", &list); code != 200 {
+			return "", fmt.Errorf("list = %d", code)
+		}
+		for _, r := range list.Delegations {
+			if r.ID == rec.ID {
+				return r.State, nil
+			}
+		}
+		return "", errors.New("not listed")
+	}
+	if st, err := stored(); err == nil && st.Terminal() {
+		t.Fatalf("the store has the end (%s) while its writes fail", st)
+	}
+	c.limitFileSize(t, unix.RLIM_INFINITY)
+	freed := time.Now()
+	waitReady(t, c, 200, 30*time.Second, "ready again once writes can succeed")
+	testwait.Succeeds(t, 30*time.Second, "the end in the store", func() error {
+		st, err := stored()
+		if err == nil && st != a2a.TaskStateCompleted {
+			err = fmt.Errorf("stored %s", st)
+		}
+		return err
+	})
+	t.Logf("the end was stored %s after space returned", time.Since(freed).Round(time.Millisecond))
+	evs := readEvents(t, events, "")
+	ends := 0
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: %s", i, ev.Seq, kinds(evs))
+		}
+		if ev.State.Terminal() {
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Errorf("%d ends in the log, want 1: %s", ends, kinds(evs))
+	}
+}
