@@ -281,6 +281,19 @@ func kinds(evs []delegation.Event) string {
 	return b.String()
 }
 
+// childWithGatedAgent starts a streaming agent whose tasks work until
+// release is closed (gatedWork), and a child daemon (extra as for
+// childDaemon) that knows it.
+func childWithGatedAgent(t *testing.T, release <-chan struct{}, extra string) (*testagent.Agent, *child) {
+	t.Helper()
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
+	c := childDaemon(t, t.TempDir(), extra)
+	if code := call(t, "POST", c.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add the agent to %s = %d", c.base, code)
+	}
+	return agent, c
+}
+
 // TestDurable_MiddleHopRestarts kills B in A → B → agent with SIGKILL
 // mid-task and starts it again: A's delegation carries on to the end,
 // with the artifact whole.
@@ -290,11 +303,7 @@ func TestDurable_MiddleHopRestarts(t *testing.T) {
 	}
 	t.Parallel()
 	release := make(chan struct{})
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
-	b := childDaemon(t, t.TempDir(), "agent:\n  name: b\n")
-	if code := call(t, "POST", b.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
-		t.Fatalf("add the agent to b = %d", code)
-	}
+	_, b := childWithGatedAgent(t, release, "agent:\n  name: b\n")
 	cfg := loadDefaults(t)
 	cfg.Delegation.PollInterval = Duration(50 * time.Millisecond)
 	a := startDaemon(t, cfg)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/mcpserver"
 )
@@ -25,11 +24,7 @@ func TestDurable_MCPTaskAcrossKillNine(t *testing.T) {
 	}
 	t.Parallel()
 	release := make(chan struct{})
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
-	c := childDaemon(t, t.TempDir(), "")
-	if code := call(t, "POST", c.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
-		t.Fatalf("add agent = %d", code)
-	}
+	agent, c := childWithGatedAgent(t, release, "")
 	args := map[string]any{"text": "go", "skill": "work", "idempotencyKey": "report-42", "waitSeconds": 0}
 	first := mcpDelegate(t, c.base, args)
 	if first.State != "working" && first.State != "submitted" {

@@ -184,11 +184,7 @@ func TestReady_EndWrittenOnceTheStoreWritesAgain(t *testing.T) {
 	}
 	t.Parallel()
 	release := make(chan struct{})
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
-	c := childDaemon(t, t.TempDir(), "")
-	if code := call(t, "POST", c.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
-		t.Fatalf("add agent = %d", code)
-	}
+	_, c := childWithGatedAgent(t, release, "")
 	var rec delegation.Record
 	if code := call(t, "POST", c.base+"/v1/delegations", workBody, &rec); code != 201 {
 		t.Fatalf("delegate = %d", code)
