@@ -9,7 +9,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
 )
 
@@ -45,13 +44,7 @@ func endRefused(t *testing.T) (*fixture, *endRefusingStore, *Delegation) {
 	t.Helper()
 	store := &endRefusingStore{MemoryStore: NewMemoryStore(0)}
 	store.refuse.Store(true)
-	f := newFixtureStore(t, Config{}, store)
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(200*time.Millisecond))
-	f.add(t, "worker", agent.URL)
-	d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, d := delegateToWorker(t, store, true, 200*time.Millisecond)
 	waitState(t, d, a2a.TaskStateCompleted)
 	testwait.Until(t, 10*time.Second, "the end to be tried again", func() bool { return store.refused.Load() >= 3 })
 	if r, err := store.MemoryStore.Get(t.Context(), d.ID()); err != nil || r.State.Terminal() {
@@ -107,11 +100,7 @@ func TestKeepEnd_ClosedBeforeTheStoreIsBack(t *testing.T) {
 	if r, err := store.MemoryStore.Get(t.Context(), d.ID()); err != nil || r.State.Terminal() {
 		t.Fatalf("stored after Close: %s, %v; want it running", r.State, err)
 	}
-	e := f.restart(t, Config{}, store.MemoryStore)
-	resumed, ok := e.Get(d.ID())
-	if !ok {
-		t.Fatal("the next engine does not carry the delegation on")
-	}
+	_, resumed := f.restartFollowing(t, Config{}, store.MemoryStore, d.ID())
 	waitState(t, resumed, a2a.TaskStateCompleted)
 	waitStoredCompleted(t, store.MemoryStore, d.ID())
 }

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-
-	"github.com/orchd/orchd/internal/testagent"
 )
 
 // TestResume_AgentDownAtRestart: a delegation whose agent cannot be read
@@ -22,13 +20,7 @@ func TestResume_AgentDownAtRestart(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				store := NewMemoryStore(0)
-				f := newFixtureStore(t, Config{}, store)
-				agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: streaming}, testagent.Work(time.Second))
-				f.add(t, "worker", agent.URL)
-				d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
-				if err != nil {
-					t.Fatal(err)
-				}
+				f, agent, d := delegateToWorker(t, store, streaming, time.Second)
 				waitState(t, d, a2a.TaskStateWorking)
 				agent.Stop()
 				// Polls a second apart, backing off, leave the agent
@@ -38,11 +30,7 @@ func TestResume_AgentDownAtRestart(t *testing.T) {
 				if !comesBack {
 					cfg = Config{PollInterval: 20 * time.Millisecond, SilenceTimeout: 300 * time.Millisecond}
 				}
-				e := f.restart(t, cfg, store)
-				resumed, ok := e.Get(d.ID())
-				if !ok {
-					t.Fatal("the new engine does not follow the running delegation")
-				}
+				_, resumed := f.restartFollowing(t, cfg, store, d.ID())
 				if !comesBack {
 					rec := waitRecord(t, resumed, "failed", func(r Record) bool { return r.State.Terminal() })
 					if rec.State != a2a.TaskStateFailed || !strings.Contains(rec.Error, "lost track of task") {

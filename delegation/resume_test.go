@@ -34,6 +34,18 @@ func (f *fixture) restart(t *testing.T, cfg Config, store Store) *Engine {
 	return e
 }
 
+// restartFollowing is restart, failing the test unless the new engine
+// follows delegation id; it returns the engine and the delegation.
+func (f *fixture) restartFollowing(t *testing.T, cfg Config, store Store, id string) (*Engine, *Delegation) {
+	t.Helper()
+	e := f.restart(t, cfg, store)
+	d, ok := e.Get(id)
+	if !ok {
+		t.Fatal("the new engine does not follow the running delegation")
+	}
+	return e, d
+}
+
 // workingOnStore starts an engine on a memory store with a worker agent
 // (testagent.Work with delay, streaming or not), delegates to it and
 // waits for the delegation to work, as working does, keeping the store
@@ -41,6 +53,14 @@ func (f *fixture) restart(t *testing.T, cfg Config, store Store) *Engine {
 func workingOnStore(t *testing.T, streaming bool, delay time.Duration) (*fixture, *MemoryStore, *testagent.Agent, *Delegation, Record) {
 	t.Helper()
 	store := NewMemoryStore(0)
+	f, agent, d := delegateToWorker(t, store, streaming, delay)
+	return f, store, agent, d, waitState(t, d, a2a.TaskStateWorking)
+}
+
+// delegateToWorker starts an engine on store with a worker agent
+// (testagent.Work with delay, streaming or not) and delegates to it.
+func delegateToWorker(t *testing.T, store Store, streaming bool, delay time.Duration) (*fixture, *testagent.Agent, *Delegation) {
+	t.Helper()
 	f := newFixtureStore(t, Config{}, store)
 	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: streaming}, testagent.Work(delay))
 	f.add(t, "worker", agent.URL)
@@ -48,7 +68,7 @@ func workingOnStore(t *testing.T, streaming bool, delay time.Duration) (*fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, store, agent, d, waitState(t, d, a2a.TaskStateWorking)
+	return f, agent, d
 }
 
 func TestResume_CarriesOnAfterRestart(t *testing.T) {
@@ -58,11 +78,7 @@ func TestResume_CarriesOnAfterRestart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f, store, _, d, _ := workingOnStore(t, streaming, 400*time.Millisecond)
-			e := f.restart(t, Config{}, store)
-			resumed, ok := e.Get(d.ID())
-			if !ok {
-				t.Fatal("the new engine does not follow the running delegation")
-			}
+			e, resumed := f.restartFollowing(t, Config{}, store, d.ID())
 			rec := waitState(t, resumed, a2a.TaskStateCompleted)
 			if len(rec.Artifacts) != 1 || !strings.Contains(artifactText(rec.Artifacts[0]), "part two") {
 				t.Errorf("artifacts = %v", rec.Artifacts)
@@ -135,22 +151,12 @@ func TestResume_KilledAfterTheFirstEvent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			store := &dyingStore{MemoryStore: NewMemoryStore(0)}
-			f := newFixtureStore(t, Config{}, store)
-			agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: streaming}, testagent.Work(400*time.Millisecond))
-			f.add(t, "worker", agent.URL)
-			d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, _, d := delegateToWorker(t, store, streaming, 400*time.Millisecond)
 			waitState(t, d, a2a.TaskStateWorking)
 			if !store.dead.Load() {
 				t.Fatal("no WORKING event reached the store")
 			}
-			e := f.restart(t, Config{}, store.MemoryStore)
-			resumed, ok := e.Get(d.ID())
-			if !ok {
-				t.Fatal("the new engine does not follow the running delegation")
-			}
+			e, resumed := f.restartFollowing(t, Config{}, store.MemoryStore, d.ID())
 			rec := waitState(t, resumed, a2a.TaskStateCompleted)
 			if rec.Downstream.TaskID == "" || len(rec.Artifacts) != 1 {
 				t.Errorf("record = %+v", rec)
@@ -258,13 +264,7 @@ func (s *stepLosingStore) PutStep(ctx context.Context, r Record, ev Event) error
 func TestResume_RecordAheadOfItsLog(t *testing.T) {
 	t.Parallel()
 	store := &stepLosingStore{MemoryStore: NewMemoryStore(0)}
-	f := newFixtureStore(t, Config{}, store)
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, testagent.Work(400*time.Millisecond))
-	f.add(t, "worker", agent.URL)
-	d, err := f.engine.Delegate(t.Context(), Request{Skill: "work", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, d := delegateToWorker(t, store, true, 400*time.Millisecond)
 	testwait.Until(t, 10*time.Second, "a step after the first event reaches the store", store.dead.Load)
 	kept, err := store.MemoryStore.Get(t.Context(), d.ID())
 	if err != nil {
@@ -277,11 +277,7 @@ func TestResume_RecordAheadOfItsLog(t *testing.T) {
 	if len(logged) == 0 || logged[len(logged)-1].Seq >= kept.LastEvent {
 		t.Fatalf("the record's last event %d is not ahead of the log %+v", kept.LastEvent, logged)
 	}
-	e := f.restart(t, Config{}, store.MemoryStore)
-	resumed, ok := e.Get(d.ID())
-	if !ok {
-		t.Fatal("the new engine does not follow the running delegation")
-	}
+	e, resumed := f.restartFollowing(t, Config{}, store.MemoryStore, d.ID())
 	waitState(t, resumed, a2a.TaskStateCompleted)
 	evs, ended, err := e.Events(t.Context(), d.ID(), 0, 0)
 	if err != nil || !ended {
@@ -346,11 +342,7 @@ func TestResume_ReopensWithOneCall(t *testing.T) {
 				})
 			}
 			before := len(agent.Calls())
-			e := f.restart(t, Config{}, store)
-			resumed, ok := e.Get(d.ID())
-			if !ok {
-				t.Fatal("the new engine does not follow the running delegation")
-			}
+			_, resumed := f.restartFollowing(t, Config{}, store, d.ID())
 			rec = waitState(t, resumed, a2a.TaskStateCompleted)
 			if len(rec.Artifacts) != 1 || !strings.Contains(artifactText(rec.Artifacts[0]), "part two") {
 				t.Errorf("artifacts = %v", rec.Artifacts)

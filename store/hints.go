@@ -102,16 +102,10 @@ func (h *writeHints) update(key string, p place, change func(*hint)) {
 }
 
 // indexed says whether key's index entry is known to exist.
-func (h *writeHints) indexed(key string) bool {
-	v := h.get(key)
-	return v.indexed
-}
+func (h *writeHints) indexed(key string) bool { return h.get(key).indexed }
 
 // markOf says what is known of key's r. key.
-func (h *writeHints) markOf(key string) markState {
-	v := h.get(key)
-	return v.mark
-}
+func (h *writeHints) markOf(key string) markState { return h.get(key).mark }
 
 // tailOf returns key's log's last event, if known.
 func (h *writeHints) tailOf(key string) (eventTail, bool) {
