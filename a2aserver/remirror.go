@@ -93,16 +93,22 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 				break
 			}
 		}
-		var changed <-chan struct{}
-		if evs, changed, _ = d.Events(after); len(evs) > 0 {
-			continue // came while the last ones were written
+		// The wake-up first, then the read, so that an event in between
+		// is not missed. The read goes through the engine, not the
+		// delegation's memory, which keeps only its latest events: a slow
+		// write may have let more go by.
+		changed := d.Changed()
+		if evs, _, err = x.engine.Events(ctx, d.ID(), after, 0); err != nil {
+			x.log.Warn("read the events of a carried-on delegation; tried again at its next event", "delegation", d.ID(), "error", err)
+		}
+		if len(evs) > 0 {
+			continue
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return
 		}
-		evs, _, _ = d.Events(after)
 	}
 	rec := d.Record()
 	if rec.State.Terminal() {

@@ -60,7 +60,10 @@ func TestArtifacts_StreamedInLinearSpace(t *testing.T) {
 	if record > 8<<10 || log > 2*len(want) {
 		t.Errorf("the store holds a record of %d bytes and a log of %d for an artifact of %d; want a small record and a log about the artifact's size", record, log, len(want))
 	}
-	evs, _, _ := d.Events(0)
+	evs, _, err := f.engine.Events(t.Context(), d.ID(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	appended := 0
 	for _, ev := range evs {
 		if ev.Kind == "artifact" && ev.Append {

@@ -83,6 +83,16 @@ var helpers = helperproc.Commands{
 	"push-agent": func([]string) int {
 		return serveForever(foreverAgent{name: "Forever", skill: "forever", streaming: true, push: true})
 	},
+	// chatty-agent streams as many status messages as its argument says
+	// on each task, then works on until the process ends.
+	"chatty-agent": func(args []string) int {
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		return serveForever(foreverAgent{name: "Chatty", skill: "chat", streaming: true, says: n})
+	},
 	// out-of-files delegates to the agent at its argument with no file
 	// descriptor left (limits_test.go).
 	"out-of-files": outOfFilesHelper,
@@ -113,10 +123,12 @@ func agentProcess(b *testing.B, helper string, args ...string) string {
 	return strings.TrimSpace(line)
 }
 
-// foreverAgent describes an agent of forever tasks.
+// foreverAgent describes an agent of forever tasks, which say says
+// status messages first.
 type foreverAgent struct {
 	name, skill     string
 	streaming, push bool
+	says            int
 }
 
 // serveForever serves the agent on 127.0.0.1, prints its URL, and serves
@@ -138,7 +150,7 @@ func serveForever(a foreverAgent) int {
 		opts = append(opts, a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(forever{}, opts...)))
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(forever{says: a.says}, opts...)))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
@@ -149,14 +161,21 @@ func serveForever(a foreverAgent) int {
 }
 
 // forever works on every task until the process ends or the task is
-// canceled.
-type forever struct{}
+// canceled, after it says says status messages of 200 bytes.
+type forever struct{ says int }
 
-func (forever) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+func (f forever) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		if yield(a2a.NewSubmittedTask(ec, ec.Message), nil) && yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
-			<-ctx.Done()
+		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) || !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
 		}
+		for i := range f.says {
+			text := fmt.Sprintf("%-200d", i)
+			if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text))), nil) {
+				return
+			}
+		}
+		<-ctx.Done()
 	}
 }
 

@@ -50,6 +50,12 @@ type Config struct {
 	// MaxEvents bounds each delegation's retained event log. Default
 	// DefaultMaxEvents.
 	MaxEvents int
+	// LiveEvents is how many of a delegation's latest events it keeps in
+	// memory, where the readers following it take them without a store
+	// read; older ones are read from the store, which keeps the whole
+	// log. Events the store has not taken yet stay in memory however many
+	// (up to MaxEvents). Default DefaultLiveEvents.
+	LiveEvents int
 	// MaxArtifactBytes bounds what a delegation's artifacts hold together,
 	// in bytes of JSON, and MaxArtifacts how many there are (at most
 	// MaxEvents/4); MaxEventBytes bounds one event, an artifact update or
@@ -156,6 +162,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxEvents <= 0 {
 		c.MaxEvents = DefaultMaxEvents
 	}
+	if c.LiveEvents <= 0 {
+		c.LiveEvents = DefaultLiveEvents
+	}
 	c = c.artifactBounds()
 	if c.KeepFinished <= 0 {
 		c.KeepFinished = 1_000
@@ -181,3 +190,10 @@ func (c Config) withDefaults() Config {
 // DefaultMaxEvents is how many events of each delegation are kept unless
 // Config.MaxEvents says otherwise.
 const DefaultMaxEvents = 10_000
+
+// DefaultLiveEvents is how many of a delegation's latest events stay in
+// memory unless Config.LiveEvents says otherwise: a reader woken at each
+// event is at most a few behind, and a burst (an artifact streamed in
+// chunks) fits, while a delegation that runs for hours holds 16 events
+// rather than up to MaxEvents.
+const DefaultLiveEvents = 16

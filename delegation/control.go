@@ -225,7 +225,9 @@ func (e *Engine) cancelTask(ctx context.Context, d *Delegation, taskID a2a.TaskI
 // whether it ended.
 func (d *Delegation) waitEnded(ctx context.Context) bool {
 	for {
-		_, changed, ended := d.Events(1 << 62)
+		d.mu.Lock()
+		ended, changed := d.rec.State.Terminal(), d.changedLocked()
+		d.mu.Unlock()
 		if ended {
 			return true
 		}

@@ -197,12 +197,20 @@ func (d *Delegation) modes() steering.Modes {
 
 // Events returns the events kept in memory after seq, a channel closed at
 // the next change, and whether the delegation has ended (no events will
-// follow the ones returned). Events before the memory window are gone from
-// here; the first returned event then has a Seq above seq+1, and
-// [Engine.Events] reads them from the store.
+// follow the ones returned). Memory keeps the latest Config.LiveEvents
+// (and those the store has not taken yet): when older ones follow seq,
+// the first returned event has a Seq above seq+1, and [Engine.Events]
+// reads them from the store.
 func (d *Delegation) Events(after int64) ([]Event, <-chan struct{}, bool) {
 	evs, changed, ended, _ := d.window(after)
 	return evs, changed, ended
+}
+
+// Changed returns a channel closed at the delegation's next event.
+func (d *Delegation) Changed() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changedLocked()
 }
 
 // window returns the events kept in memory after seq, the channel closed
@@ -282,17 +290,34 @@ func (d *Delegation) emitLocked(ev Event) {
 	ev.Seq = d.first + int64(len(d.events))
 	d.rec.LastEvent = ev.Seq
 	d.events = append(d.events, ev)
-	if over := len(d.events) - d.engine.cfg.MaxEvents; over > 0 {
-		d.events = slices.Delete(d.events, 0, over)
-		d.first += int64(over)
-	}
 	d.wakeLocked()
 	d.unsaved = append(d.unsaved, ev)
 	if over := len(d.unsaved) - d.engine.cfg.MaxEvents; over > 0 {
 		d.unsaved = d.unsaved[over:] // the log keeps no more than that either
 	}
 	d.persistLocked()
+	d.forgetSavedLocked()
 	d.restateIfDueLocked()
+}
+
+// forgetSavedLocked drops from memory the events older than the latest
+// LiveEvents that the store holds: readers after them read the store
+// (Engine.Events). The events the store has not taken yet stay, up to
+// MaxEvents, so no reader meets a gap while it is down. Callers hold mu.
+func (d *Delegation) forgetSavedLocked() {
+	cfg := d.engine.cfg
+	keep := min(max(cfg.LiveEvents, len(d.unsaved)), cfg.MaxEvents)
+	over := len(d.events) - keep
+	if over <= 0 {
+		return
+	}
+	if cap(d.events) > 4*keep {
+		// Grown while the store was down: let that memory go.
+		d.events = slices.Clone(d.events[over:])
+	} else {
+		d.events = slices.Delete(d.events, 0, over)
+	}
+	d.first += int64(over)
 }
 
 // persistLocked writes the events not stored yet, then the record, to the
