@@ -53,7 +53,10 @@ const (
 // its webhook with token, its body read from body (at most maxBytes). The
 // token is checked first, then the rate; the body must be an A2A stream
 // response naming the delegation's task. Nothing in it is believed: the
-// process following the delegation reads the task from the agent.
+// process following the delegation reads the task from the agent, unless
+// the notification names the very status that process read last
+// (statusMark), or the task's creation, when a read would bring nothing
+// newer (notice).
 //
 // It fails with ErrPushRefused for an unknown delegation or a wrong token
 // alike, ErrPushRate, ErrPushTooLarge (the task is read all the same),
@@ -70,16 +73,18 @@ func (e *Engine) Notify(ctx context.Context, id, token string, body io.Reader, m
 	if err != nil {
 		return err
 	}
-	named, err := readNotification(body, maxBytes)
+	n, err := readNotification(body, maxBytes)
 	switch {
 	case errors.Is(err, ErrPushTooLarge):
 	case err != nil:
 		return err
-	case taskID != "" && named != taskID:
-		return fmt.Errorf("%w: the notification names task %q, not the delegation's", ErrBadRequest, named)
+	case taskID != "" && n.task != taskID:
+		return fmt.Errorf("%w: the notification names task %q, not the delegation's", ErrBadRequest, n.task)
+	case n.created:
+		return nil // orchd has the task from the agent's answer
 	}
 	if local != nil {
-		local.notify()
+		local.notify(n.mark, n.marked)
 		return err
 	}
 	d, owner, rerr := e.route(ctx, id)
@@ -154,17 +159,89 @@ func (e *Engine) authorizePush(ctx context.Context, id string, sum [sha256.Size]
 }
 
 // notify passes a notification to the webhook's follower, or keeps it for
-// the next one.
-func (h *pushHook) notify() {
+// the next one. marked says the notification named the status mark; one
+// naming the status the follower last read is dropped.
+func (h *pushHook) notify(mark statusMark, marked bool) {
 	h.mu.Lock()
 	f := h.f
-	if f == nil {
+	switch {
+	case f == nil:
+		h.pendingMarked = marked && (!h.pending || h.pendingMarked && h.pendingMark.same(mark))
+		h.pendingMark = mark
 		h.pending = true
+	case marked && h.knows && h.known.same(mark):
+		f = nil // nothing newer than the last read
 	}
 	h.mu.Unlock()
 	if f != nil {
 		f.kick()
 	}
+}
+
+// pendingNewsLocked reports whether the notifications that came before
+// the follower started may bring something newer than the status it
+// knows; callers hold h.mu.
+func (h *pushHook) pendingNewsLocked() bool {
+	return h.pending && !(h.pendingMarked && h.knows && h.known.same(h.pendingMark))
+}
+
+// statusMark tells one status of a task from another: its state, its
+// message's id and its timestamp. A notification naming the status the
+// follower read last brings nothing a read would not already have
+// applied, so it costs no read.
+type statusMark struct {
+	state a2a.TaskState
+	msg   string
+	at    time.Time
+}
+
+// markOf is st's mark, and whether it tells st apart from the task's
+// other statuses: one with neither a message id nor a timestamp does not.
+func markOf(st a2a.TaskStatus) (statusMark, bool) {
+	m := statusMark{state: st.State}
+	if st.Message != nil {
+		m.msg = st.Message.ID
+	}
+	if st.Timestamp != nil {
+		m.at = *st.Timestamp
+	}
+	return m, m.msg != "" || !m.at.IsZero()
+}
+
+// same reports whether m and o mark the same status.
+func (m statusMark) same(o statusMark) bool {
+	return m.state == o.state && m.msg == o.msg && m.at.Equal(o.at)
+}
+
+// notice is what orchd takes from a notification's body: the task it
+// names and, when it says only what the task's status is (a task without
+// artifacts, or a status update, either without metadata, which may carry
+// news such as a hop's lineage), that status's mark. created is set for
+// the task just created (SUBMITTED, with nothing else), which a2a-go
+// notifies first and orchd has from the agent's answer, before it follows
+// the task by push: it costs no read either.
+type notice struct {
+	task    a2a.TaskID
+	mark    statusMark
+	marked  bool
+	created bool
+}
+
+// noticeOf is ev's notice.
+func noticeOf(ev a2a.Event) notice {
+	n := notice{task: ev.TaskInfo().TaskID}
+	switch ev := ev.(type) {
+	case *a2a.Task:
+		if len(ev.Artifacts) == 0 && len(ev.Metadata) == 0 {
+			n.mark, n.marked = markOf(ev.Status)
+			n.created = ev.Status.State == a2a.TaskStateSubmitted && ev.Status.Message == nil
+		}
+	case *a2a.TaskStatusUpdateEvent:
+		if len(ev.Metadata) == 0 {
+			n.mark, n.marked = markOf(ev.Status)
+		}
+	}
+	return n
 }
 
 // notifyLocal passes a notification to delegation d, followed here: its
@@ -176,23 +253,27 @@ func (e *Engine) notifyLocal(d *Delegation) error {
 		return errMoved
 	}
 	if h := e.push.get(d.rec.ID); h != nil && h.d == d {
-		h.notify()
+		h.notify(statusMark{}, false) // passed on from another replica: read
 	}
 	return nil
 }
 
 // readNotification reads a push notification's body, at most maxBytes of
-// it, and returns the task it names. A body over the limit fails with
+// it, and returns its notice. A body over the limit fails with
 // ErrPushTooLarge.
-func readNotification(body io.Reader, maxBytes int64) (a2a.TaskID, error) {
+func readNotification(body io.Reader, maxBytes int64) (notice, error) {
 	b, err := io.ReadAll(io.LimitReader(body, maxBytes+1))
 	if err != nil {
-		return "", fmt.Errorf("%w: read the notification: %v", ErrBadRequest, err)
+		return notice{}, fmt.Errorf("%w: read the notification: %v", ErrBadRequest, err)
 	}
 	if int64(len(b)) > maxBytes {
-		return "", fmt.Errorf("%w: over %d bytes", ErrPushTooLarge, maxBytes)
+		return notice{}, fmt.Errorf("%w: over %d bytes", ErrPushTooLarge, maxBytes)
 	}
-	return ParseNotification(b)
+	ev, err := parseNotification(b)
+	if err != nil {
+		return notice{}, err
+	}
+	return noticeOf(ev), nil
 }
 
 // ParseNotification parses a push notification's body, an A2A stream
@@ -200,16 +281,24 @@ func readNotification(body io.Reader, maxBytes int64) (a2a.TaskID, error) {
 // and returns the task it names. It fails with ErrBadRequest for anything
 // else.
 func ParseNotification(b []byte) (a2a.TaskID, error) {
+	ev, err := parseNotification(b)
+	if err != nil {
+		return "", err
+	}
+	return ev.TaskInfo().TaskID, nil
+}
+
+// parseNotification is ParseNotification, returning the event.
+func parseNotification(b []byte) (a2a.Event, error) {
 	var sr a2a.StreamResponse
 	if err := json.Unmarshal(b, &sr); err != nil {
-		return "", fmt.Errorf("%w: the notification is not an A2A stream response: %v", ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: the notification is not an A2A stream response: %v", ErrBadRequest, err)
 	}
 	if sr.Event == nil {
-		return "", fmt.Errorf("%w: the notification holds no event", ErrBadRequest)
+		return nil, fmt.Errorf("%w: the notification holds no event", ErrBadRequest)
 	}
-	id := sr.Event.TaskInfo().TaskID
-	if id == "" {
-		return "", fmt.Errorf("%w: the notification names no task", ErrBadRequest)
+	if sr.Event.TaskInfo().TaskID == "" {
+		return nil, fmt.Errorf("%w: the notification names no task", ErrBadRequest)
 	}
-	return id, nil
+	return sr.Event, nil
 }

@@ -68,9 +68,17 @@ type pushHook struct {
 	task a2a.TaskID
 	// f follows the task; nil while none does (before the follower
 	// starts, and while the task waits for input), and pending then
-	// says a notification came meanwhile.
-	f       *pushFollower
-	pending bool
+	// says a notification came meanwhile; pendingMarked, that every one
+	// named the status pendingMark.
+	f             *pushFollower
+	pending       bool
+	pendingMarked bool
+	pendingMark   statusMark
+	// known is the mark of the task's status as last read (from the
+	// agent's answer, or a read), when knows: a notification naming it
+	// is not read again (statusMark).
+	known statusMark
+	knows bool
 	// ended undoes the drop of the hook at the delegation's end; expire
 	// drops a hook whose delegation never started being followed.
 	ended  func() bool
@@ -323,8 +331,11 @@ func (d *Delegation) followPush(s *session) bool {
 		old.stopLocked()
 	}
 	h.f = f
-	read := s.first == nil || h.pending
-	h.pending = false
+	if t, ok := s.first.(*a2a.Task); ok {
+		h.known, h.knows = markOf(t.Status)
+	}
+	read := s.first == nil || h.pendingNewsLocked()
+	h.pending, h.pendingMarked = false, false
 	f.timer = time.AfterFunc(e.cfg.SilenceTimeout, f.kick)
 	h.mu.Unlock()
 	if read {
@@ -397,6 +408,9 @@ func (f *pushFollower) run() {
 		h.mu.Lock()
 		if taskID != "" {
 			h.task = taskID
+		}
+		if err == nil {
+			h.known, h.knows = markOf(task.Status)
 		}
 		switch {
 		case f.stopped || f.ctx.Err() != nil:

@@ -405,6 +405,46 @@ func TestPush_ClaimTheAgentDoesNotMakeIsNotBelieved(t *testing.T) {
 	waitState(t, d, a2a.TaskStateCompleted)
 }
 
+// TestPush_StatusReadCostsNoRead notifies the status the follower read
+// last, then a newer one: the first is answered and costs no read of the
+// task, the second is read, and the agent's own first notification (its
+// task as orchd had it from the answer) was not read either.
+func TestPush_StatusReadCostsNoRead(t *testing.T) {
+	t.Parallel()
+	f := newPushFixture(t, Config{SilenceTimeout: time.Minute}, false)
+	d := f.delegate(t)
+	r, url, token := f.working(t, d)
+	if got, took := f.agent.calls("GetTask"), int(f.hook.took.Load()); got >= took {
+		t.Errorf("%d reads for the agent's %d first notifications; want the SUBMITTED task, known from its answer, not read", got, took)
+	}
+	task, err := d.getTask(t.Context(), r.Downstream.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.quiet(t, d)
+	before := f.agent.calls("GetTask")
+	notifyStatus := func(st a2a.TaskStatus) {
+		t.Helper()
+		b, err := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: st}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := post(t, url, token, b); code != http.StatusNoContent {
+			t.Fatalf("status %d, want 204", code)
+		}
+	}
+	notifyStatus(task.Status) // as last read: nothing to read
+	later := time.Now()
+	notifyStatus(a2a.TaskStatus{State: a2a.TaskStateWorking, Timestamp: &later})
+	testwait.Until(t, 10*time.Second, "the newer status's read", func() bool { return f.agent.calls("GetTask") > before })
+	f.quiet(t, d)
+	if n := f.agent.calls("GetTask") - before; n != 1 {
+		t.Errorf("%d reads for a notification of the status read last and one of a newer; want 1", n)
+	}
+	f.agent.finish()
+	waitState(t, d, a2a.TaskStateCompleted)
+}
+
 // TestPush_AnsweredWhileTheDelegationWrites holds the delegation's lock,
 // as a write to a slow store does, and sends a notification: it is
 // answered at once, and the task is read once the lock is free. An agent
