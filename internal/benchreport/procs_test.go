@@ -226,6 +226,9 @@ func checkScaleRun(t *testing.T, res results) {
 		scaleBench + "/" + scalePush: {"completed": n, "lost": 0, "log-gaps": 0, "log-duplicates": 0,
 			"steers": float64(tinyScale.steered * tinyScale.steersEach), "steers-failed": 0, "steers-misdelivered": 0,
 			"interrupts": float64(tinyScale.interrupts), "interrupts-failed": 0, "error-lines": 0},
+		scaleBench + "/" + scalePoll: {"completed": n, "lost": 0, "log-gaps": 0, "log-duplicates": 0,
+			"steers": float64(tinyScale.steered * tinyScale.steersEach), "steers-failed": 0, "steers-misdelivered": 0,
+			"interrupts": float64(tinyScale.interrupts), "interrupts-failed": 0, "error-lines": 0},
 		scaleBench + "/recovery": {"completed": n, "lost": 0, "log-gaps": 0, "log-duplicates": 0,
 			"follower-gaps": 0, "follower-duplicates": 0, "followers-resumed": float64(tinyScale.followed)},
 	} {
@@ -235,7 +238,7 @@ func checkScaleRun(t *testing.T, res results) {
 			}
 		}
 	}
-	for _, run := range []string{"orchd", scalePush} {
+	for _, run := range []string{"orchd", scalePush, scalePoll} {
 		for _, unit := range []string{"event-p99-ms", "peak-rss-MiB", "orchd-cpu-ms", "agent-events"} {
 			if v, err := res.Med(scaleBench+"/"+run, unit); err != nil || v <= 0 {
 				t.Errorf("%s: %v %s (%v)", run, v, unit, err)

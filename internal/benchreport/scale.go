@@ -79,6 +79,7 @@ func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //	BenchmarkProcessScale/orchd    1 ... the direct run's first line, then <MiB> peak-rss-MiB <MiB> rss-before-MiB <n> peak-threads <n> peak-goroutines <ms> orchd-cpu-ms
 //	                                 ... the direct run's signals, then <n> log-gaps <n> log-duplicates <n> warn-lines <n> error-lines
 //	BenchmarkProcessScale/push     1 ... as orchd's, through an orchd following the agent by push notifications
+//	BenchmarkProcessScale/poll     1 ... as orchd's, through an orchd polling the agent's tasks, at most every tick
 //	BenchmarkProcessScale/recovery 1 <n> delegations <n> ended-before <ms> ready-ms <n> completed <n> lost <n> log-gaps <n> log-duplicates
 //	                                 <n> followers <n> follower-gaps <n> follower-duplicates <n> followers-resumed <MiB> peak-rss-MiB <n> warn-lines <n> error-lines
 //
@@ -120,6 +121,11 @@ func scaleRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfi
 	push := spec
 	push.name, push.extra = scalePush, "delegation:\n  follow: push\n"
 	if err := scaleOrchd(ctx, w, log, h, cfg, push, agentProc, longURL); err != nil {
+		return err
+	}
+	poll := spec
+	poll.name, poll.extra = scalePoll, fmt.Sprintf("delegation:\n  follow: poll\n  pollInterval: %s\n", cfg.tick)
+	if err := scaleOrchd(ctx, w, log, h, cfg, poll, agentProc, longURL); err != nil {
 		return err
 	}
 	spec.name = "orchd-recovery"
@@ -660,6 +666,12 @@ func readLogs(ctx context.Context, ids []string, callers int, apiFor func(int) *
 // agent's tasks by push notifications (delegation.follow: push), in its
 // result line and as its daemon.
 const scalePush = "push"
+
+// scalePoll names the scale run through an orchd that polls the agent's
+// tasks (delegation.follow: poll), at most once a tick of the agent's
+// (pollInterval): what an operator sets for agents that change that
+// often.
+const scalePoll = "poll"
 
 // scaleOrchd sends the scale load through orchd run as spec says, and
 // writes its result line, named spec.name.
