@@ -331,8 +331,12 @@ func (d *Delegation) followPush(s *session) bool {
 		old.stopLocked()
 	}
 	h.f = f
-	if t, ok := s.first.(*a2a.Task); ok {
-		h.known, h.knows = markOf(t.Status)
+	h.known, h.knows = statusMark{}, false
+	switch ev := s.first.(type) {
+	case *a2a.Task:
+		h.known, h.knows = markOf(ev.Status)
+	case *a2a.TaskStatusUpdateEvent:
+		h.known, h.knows = markOf(ev.Status)
 	}
 	read := s.first == nil || h.pendingNewsLocked()
 	h.pending, h.pendingMarked = false, false
