@@ -121,7 +121,9 @@ func (d *Delegation) applyTaskLocked(t *a2a.Task) {
 // last status applied is still the task's (the history holds only older
 // ones), when it is not in the history at all (nothing places the
 // messages after it), or while the delegation waits for input (the task
-// cannot move on before orchd sends the input).
+// cannot move on before orchd sends the input). A steer or interrupt is
+// no input: orchd sends one while the task works, whether or not it has
+// read the statuses before it.
 func (d *Delegation) missedStatusesLocked(t *a2a.Task) []*a2a.Message {
 	last := d.prog.LastStatus
 	if waiting(d.rec.State) || t.Status.Message != nil && t.Status.Message.ID == last {
@@ -133,7 +135,7 @@ func (d *Delegation) missedStatusesLocked(t *a2a.Task) []*a2a.Message {
 		case m == nil:
 		case last != "" && m.ID == last:
 			start, found = i+1, true
-		case m.Role == a2a.MessageRoleUser:
+		case m.Role == a2a.MessageRoleUser && !isSignal(m):
 			start = i + 1
 		}
 	}
@@ -148,6 +150,13 @@ func (d *Delegation) missedStatusesLocked(t *a2a.Task) []*a2a.Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// isSignal reports whether m is a steering signal (a steer or an
+// interrupt), as the steering extension marks one.
+func isSignal(m *a2a.Message) bool {
+	_, ok := steering.ControlOf(m)
+	return ok
 }
 
 // setTaskLocked records the agent's task when it is first named; callers hold

@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/steering"
 )
 
 // ordered is a non-streaming agent's work whose status messages have
@@ -160,5 +161,52 @@ func TestOrder_AnswerAfterInputBringsNoOldStatus(t *testing.T) {
 	want := []string{"state:TASK_STATE_INPUT_REQUIRED:ask", "message:TASK_STATE_WORKING:input", "artifact:art", "state:TASK_STATE_COMPLETED:done"}
 	if got := eventTrace(evs); !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestMissedStatuses_SignalsAreNoInput reads a task whose history holds a
+// status message the delegation did not see, then a message of the
+// caller's: a steer or an interrupt, which orchd sends while the task
+// works, leaves the status message missed (a polled delegation steered
+// before its poll lost it); an input, which orchd sends only once it saw
+// the task wait, does not.
+func TestMissedStatuses_SignalsAreNoInput(t *testing.T) {
+	t.Parallel()
+	agentSays := func(id string) *a2a.Message {
+		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(id))
+		m.ID = id
+		return m
+	}
+	callerSays := func(control string) *a2a.Message {
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go on"))
+		if control != "" {
+			m.Metadata = map[string]any{steering.ControlKey: control}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name  string
+		after *a2a.Message
+		want  []string
+	}{
+		{"steer", callerSays(string(steering.Steer)), []string{"tick 1"}},
+		{"interrupt", callerSays(string(steering.Interrupt)), []string{"tick 1"}},
+		{"input", callerSays(""), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			task := &a2a.Task{
+				History: []*a2a.Message{callerSays(""), agentSays("tick 1"), tc.after},
+				Status:  a2a.TaskStatus{State: a2a.TaskStateWorking, Message: agentSays("tick 2")},
+			}
+			d := &Delegation{rec: Record{State: a2a.TaskStateWorking}}
+			var got []string
+			for _, m := range d.missedStatusesLocked(task) {
+				got = append(got, m.ID)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("missed %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
