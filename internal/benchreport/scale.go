@@ -164,7 +164,7 @@ func scaleDirect(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleCo
 		ids[i] = st.id
 		return st.err
 	})
-	steers, interrupts := scaleSignals(ctx, cfg, start.began, ids, scaleSignaler{
+	steers, interrupts := scaleSignals(ctx, log, cfg, start.began, ids, scaleSignaler{
 		steer: func(ctx context.Context, id string, n int) error {
 			return sp.signal(ctx, id, steering.Steer, n+1, steerText(id, n))
 		},
@@ -703,7 +703,7 @@ func scaleOrchd(ctx context.Context, w io.Writer, log *slog.Logger, h *harness, 
 	sf := startFollowed(ctx, cfg, api, true)
 	start, ids, followers, followErrs := sf.start, sf.ids, sf.followers, sf.errs
 	log.Info("scale run: delegations started", "started", len(start.lat), "errors", start.errs, "took", start.wall.Round(time.Millisecond))
-	steers, interrupts := scaleSignals(ctx, cfg, start.began, ids, apiSignaler(api))
+	steers, interrupts := scaleSignals(ctx, log, cfg, start.began, ids, apiSignaler(api))
 	sf.following.Wait()
 	// Every delegation's log, read to its end once the work is over.
 	logs := readLogs(ctx, ids, cfg.callers, func(int) *scaleAPI { return api }, time.Time{})
@@ -788,8 +788,8 @@ func steerText(key string, n int) string {
 // began: cfg.steered delegations after the followed ones each get
 // cfg.steersEach steers, one a second; the next cfg.interrupts are each
 // interrupted once, spread over the same seconds, and then answered, so
-// their work completes.
-func scaleSignals(ctx context.Context, cfg scaleConfig, began time.Time, keys []string, sig scaleSignaler) (steers, interrupts signalResult) {
+// their work completes. The first error of each kind is logged.
+func scaleSignals(ctx context.Context, log *slog.Logger, cfg scaleConfig, began time.Time, keys []string, sig scaleSignaler) (steers, interrupts signalResult) {
 	select {
 	case <-time.After(time.Until(began.Add(cfg.signalsAt))):
 	case <-ctx.Done():
@@ -848,6 +848,12 @@ func scaleSignals(ctx context.Context, cfg scaleConfig, began time.Time, keys []
 	wg.Wait()
 	slices.Sort(steers.lat)
 	slices.Sort(interrupts.lat)
+	if steers.first != nil {
+		log.Warn("scale run: steers failed", "failed", steers.failed, "first", steers.first)
+	}
+	if interrupts.first != nil {
+		log.Warn("scale run: interrupts or their answers failed", "failed", interrupts.failed, "first", interrupts.first)
+	}
 	return steers, interrupts
 }
 
