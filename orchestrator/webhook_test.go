@@ -112,15 +112,19 @@ func (a *pushingAgent) calls(method string) int {
 }
 
 // read reports whether the agent has sent its task's first two
-// notifications (SUBMITTED, WORKING) and orchd has read the task after
-// them: no notification is on its way, no GetTask is being served, the
-// last one came after the last notification was sent, and none came for
-// 100 ms (orchd may read once more for a notification that came while it
-// read).
+// notifications (SUBMITTED, WORKING) and orchd has taken them and read
+// the task as they asked: no notification is on its way, no GetTask is
+// being served, and neither a notification nor a read came for 100 ms
+// (orchd may read once more for a notification that came while it read;
+// one naming what orchd knows already costs no read).
 func (a *pushingAgent) read() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.sent.Load() >= 2 && a.pushing == 0 && a.reading == 0 && a.readAt.After(a.pushedAt) && time.Since(a.readAt) > 100*time.Millisecond
+	last := a.pushedAt
+	if a.readAt.After(last) {
+		last = a.readAt
+	}
+	return a.sent.Load() >= 2 && a.pushing == 0 && a.reading == 0 && time.Since(last) > 100*time.Millisecond
 }
 
 type countingSender struct {
