@@ -394,6 +394,9 @@ func (d *Delegation) follow(s *session) {
 	if d.followPush(s) {
 		return // followed by push notifications, with no goroutine waiting
 	}
+	if s.stream == nil && d.followPoll() {
+		return // polled, with no goroutine waiting
+	}
 	ctx, cancel := context.WithCancel(d.traced(e.ctx))
 	f := &follower{d: d, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	d.mu.Lock()

@@ -113,8 +113,62 @@ func (p *pace) saw(now time.Time, state a2a.TaskState) {
 	p.since = now
 }
 
+// followPoll follows the downstream task by polling it with no goroutine
+// of its own: a timer set to the pace above queues each poll at the
+// agent's, as a push notification queues a read (pushReads), so at most
+// maxPushReads polls of one agent run at once, and 10,000 polled
+// delegations do not hold 10,000 goroutines and their stacks between
+// polls. It reports false, and nothing follows the task, when the
+// delegation has no task yet to poll.
+func (d *Delegation) followPoll() bool {
+	e := d.engine
+	d.mu.Lock()
+	taskID, state, agent := d.rec.Downstream.TaskID, d.rec.State, d.rec.Downstream.Agent
+	age := e.cfg.Now().Sub(d.rec.UpdatedAt)
+	d.mu.Unlock()
+	if taskID == "" {
+		return false
+	}
+	h := &pushHook{d: d, task: taskID} // the follower's own: no webhook
+	ctx, cancel := context.WithCancel(d.traced(e.ctx))
+	f := &pushFollower{h: h, d: d, agent: agent, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval,
+		pace: newPace(time.Now(), age, e.cfg.PollInterval, state)}
+	d.mu.Lock()
+	d.stopFollow, d.followDone = f.stop, f.done
+	d.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.ctx.Err() != nil || f.stopped {
+		// Closed or stopped meanwhile: nothing follows the task.
+		f.stopLocked()
+		return true
+	}
+	h.f = f
+	f.due = f.pace.wait(time.Now())
+	f.timer = time.AfterFunc(f.due, f.pollDue)
+	return true
+}
+
+// pollDue runs when a polling follower's timer fires. A poll due before
+// PollInterval waits twice as long instead (up to PollInterval) when the
+// engine's early polls are spent (pollBudget).
+func (f *pushFollower) pollDue() {
+	e := f.d.engine
+	h := f.h
+	h.mu.Lock()
+	if !f.stopped && f.due < e.cfg.PollInterval && !e.early.take(time.Now()) {
+		f.due = min(2*f.due, e.cfg.PollInterval)
+		f.timer.Reset(f.due)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	f.kick()
+}
+
 // poll follows the downstream task with GetTask until it settles, and
-// reports whether it did. Polls keep the pace above. Failed polls back
+// reports whether it did: a follower whose stream ended first polls in
+// its own goroutine this way. Polls keep the pace above. Failed polls back
 // off, doubling from PollInterval up to maxPollBackoff; the task is given
 // up once polls have failed lostAfter times in a row over at least
 // SilenceTimeout, so an agent (or an orchd below) that restarts is waited

@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 func TestPace_Wait(t *testing.T) {
@@ -320,5 +321,65 @@ func BenchmarkPollsPerTask(b *testing.B) {
 			b.ReportMetric(float64(polls)/float64(b.N), "polls/task")
 			b.ReportMetric(float64(lag.Microseconds())/float64(b.N)/1000, "lag-ms")
 		})
+	}
+}
+
+// TestPoll_PollsOfOneAgentAreBounded polls more delegations to one agent
+// than maxPushReads while the agent holds every read: the polls wait in
+// the agent's read queue, served by maxPushReads workers, rather than
+// each in a goroutine of its own, and once the agent answers every
+// delegation is followed to its end.
+func TestPoll_PollsOfOneAgentAreBounded(t *testing.T) {
+	t.Parallel()
+	agent := startPushAgent(t, false)
+	gate := make(chan struct{})
+	agent.mu.Lock()
+	agent.gate = gate
+	agent.mu.Unlock()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	defer release()
+	f := newFixture(t, Config{Follow: FollowPoll, PollInterval: 100 * time.Millisecond})
+	f.add(t, "pusher", agent.URL)
+	n := maxPushReads + 16
+	ds := make([]*Delegation, n)
+	for i := range ds {
+		d, err := f.engine.Delegate(t.Context(), Request{Text: "work", Skill: "push"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds[i] = d
+	}
+	testwait.Until(t, 10*time.Second, "every delegation's poll to wait or run", func() bool {
+		f.engine.push.reads.mu.Lock()
+		defer f.engine.push.reads.mu.Unlock()
+		q := f.engine.push.reads.agents["pusher"]
+		return q != nil && q.workers+len(q.waiting) == n
+	})
+	f.engine.push.reads.mu.Lock()
+	q := f.engine.push.reads.agents["pusher"]
+	workers, waiting := q.workers, len(q.waiting)
+	f.engine.push.reads.mu.Unlock()
+	agent.mu.Lock()
+	most := agent.mostReading
+	agent.mu.Unlock()
+	if workers != maxPushReads || waiting != n-maxPushReads || most > maxPushReads {
+		t.Errorf("%d workers, %d polls waiting, %d at the agent at most; want %d, %d, at most %d", workers, waiting, most, maxPushReads, n-maxPushReads, maxPushReads)
+	}
+	release()
+	agent.finish()
+	for _, d := range ds {
+		waitState(t, d, a2a.TaskStateCompleted)
+	}
+	agent.mu.Lock()
+	most = agent.mostReading
+	agent.mu.Unlock()
+	if most > maxPushReads {
+		t.Errorf("%d polls at the agent at once, want at most %d", most, maxPushReads)
 	}
 }

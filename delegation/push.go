@@ -348,10 +348,11 @@ func (d *Delegation) followPush(s *session) bool {
 	return true
 }
 
-// pushFollower follows one stretch of a task by push: until the task
-// settles or following stops. It reads the task when kicked (by a
-// notification, or by its safety timer), in a worker of its agent's read
-// queue (pushReads): no goroutine is its own while it waits.
+// pushFollower follows one stretch of a task by reading it, until the
+// task settles or following stops: by push, when kicked by a notification
+// or by its safety timer; polling (pace set, followPoll), when its timer
+// says the next poll is due. Each read runs in a worker of its agent's
+// read queue (pushReads): no goroutine is its own while it waits.
 type pushFollower struct {
 	h      *pushHook
 	d      *Delegation
@@ -360,11 +361,14 @@ type pushFollower struct {
 	cancel context.CancelFunc
 	// done is closed once the follower has stopped and no read runs.
 	done chan struct{}
+	// pace schedules the polls of a polling follower; nil by push.
+	pace *pace
 
 	// Guarded by h.mu.
 	timer    *time.Timer
-	running  bool // a read runs
-	again    bool // kicked while a read ran
+	due      time.Duration // what the timer of a polling follower was set to
+	running  bool          // a read runs
+	again    bool          // kicked while a read ran
 	stopped  bool
 	closed   bool
 	failures int
@@ -424,7 +428,14 @@ func (f *pushFollower) run() {
 			return
 		case err == nil:
 			f.failures, f.wait = 0, e.cfg.PollInterval
-			if !settled {
+			switch {
+			case settled:
+			case f.pace != nil:
+				now := time.Now()
+				f.pace.saw(now, task.Status.State)
+				f.due = f.pace.wait(now)
+				f.timer.Reset(f.due)
+			default:
 				f.timer.Reset(e.cfg.SilenceTimeout)
 			}
 		default:
@@ -432,10 +443,15 @@ func (f *pushFollower) run() {
 				f.since = time.Now()
 			}
 			if f.failures >= lostAfter && time.Since(f.since) >= e.cfg.SilenceTimeout {
-				lost = fmt.Sprintf("lost track of task %s: %d reads failed in a row over %s, the last with: %v",
-					taskID, f.failures, time.Since(f.since).Round(time.Millisecond), err)
+				what := "reads"
+				if f.pace != nil {
+					what = "polls"
+				}
+				lost = fmt.Sprintf("lost track of task %s: %d %s failed in a row over %s, the last with: %v",
+					taskID, f.failures, what, time.Since(f.since).Round(time.Millisecond), err)
 			} else {
 				f.wait = min(2*f.wait, max(maxPollBackoff, e.cfg.PollInterval))
+				f.due = f.wait
 				f.timer.Reset(f.wait)
 			}
 		}

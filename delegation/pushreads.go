@@ -5,22 +5,22 @@ import (
 	"sync"
 )
 
-// maxPushReads bounds the task reads push notifications ask of one agent
-// at once, from one process. A read is a GetTask call held open until the
-// agent answers, with its goroutine and connection: at 10,000 delegations
-// to one a2a-go agent, a read per notification in flight at once held
-// 2,300 reads and as many connections to the busy agent at the peak of
-// the starts (2026-12-07). Past the bound a notification's read waits in
-// its agent's queue, and notifications that come meanwhile are folded into
+// maxPushReads bounds the task reads push notifications and polls ask of
+// one agent at once, from one process. A read is a GetTask call held open
+// until the agent answers, with its goroutine and connection: at 10,000
+// delegations to one a2a-go agent, a read per notification in flight at
+// once held 2,300 reads and as many connections to the busy agent at the
+// peak of the starts (2026-12-07). Past the bound a read waits in its
+// agent's queue, and notifications that come meanwhile are folded into
 // it, as they are into a read under way: the task read shows every status
-// since the last, so nothing is lost, only read later. Polls are paced
-// their own way (pollBudget).
+// since the last, so nothing is lost, only read later. Polls are also
+// paced (pace, pollBudget).
 const maxPushReads = 64
 
-// pushReads runs the reads of push followers (pushFollower.run), at most
-// maxPushReads at once per agent, in the order they were asked for. Its
-// workers are the engine's goroutines: started when reads wait, gone when
-// none does.
+// pushReads runs the reads of push and polling followers
+// (pushFollower.run), at most maxPushReads at once per agent, in the order
+// they were asked for. Its workers are the engine's goroutines: started
+// when reads wait, gone when none does.
 type pushReads struct {
 	mu     sync.Mutex
 	agents map[string]*agentReads
