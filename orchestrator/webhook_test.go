@@ -348,6 +348,12 @@ func TestWebhook_AnyReplicaTakesTheNotification(t *testing.T) {
 	// Each step below takes a few store calls, and a loaded machine
 	// has made one take seconds.
 	const within = time.Minute
+	// A replica whose store was slow to save its configured agent serves
+	// with the agent pending, and retries in the background.
+	testwait.Until(t, within, "the agent registered on the owner", func() bool {
+		var a struct{}
+		return callNoFail(owner+"/v1/agents/pusher", &a) == 200
+	})
 	var rec delegation.Record
 	if code := call(t, "POST", owner+"/v1/delegations", `{"text": "survey", "skill": "research"}`, &rec); code != 201 {
 		t.Fatalf("POST /v1/delegations = %d", code)
