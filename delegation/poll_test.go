@@ -332,18 +332,7 @@ func BenchmarkPollsPerTask(b *testing.B) {
 func TestPoll_PollsOfOneAgentAreBounded(t *testing.T) {
 	t.Parallel()
 	agent := startPushAgent(t, false)
-	gate := make(chan struct{})
-	agent.mu.Lock()
-	agent.gate = gate
-	agent.mu.Unlock()
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(gate)
-		}
-	}
-	defer release()
+	release := agent.holdReads(t)
 	f := newFixture(t, Config{Follow: FollowPoll, PollInterval: 100 * time.Millisecond})
 	f.add(t, "pusher", agent.URL)
 	n := maxPushReads + 16

@@ -128,6 +128,20 @@ func (a *pushAgent) calls(method string) int {
 	return n
 }
 
+// holdReads holds every GetTask the agent is sent from now on until the
+// returned release is called (at the latest when the test ends), and
+// counts afresh the most it holds at once.
+func (a *pushAgent) holdReads(t testing.TB) (release func()) {
+	gate := make(chan struct{})
+	a.mu.Lock()
+	a.gate, a.mostReading = gate, 0
+	a.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return release
+}
+
 // token returns the webhook token orchd registered for the task.
 func (a *pushAgent) token(t testing.TB, task a2a.TaskID) (string, string) {
 	t.Helper()
@@ -502,18 +516,7 @@ func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
 		_, hooks[i].url, hooks[i].token = f.working(t, d)
 	}
 	before := f.agent.calls("GetTask")
-	gate := make(chan struct{})
-	f.agent.mu.Lock()
-	f.agent.gate, f.agent.mostReading = gate, 0
-	f.agent.mu.Unlock()
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(gate)
-		}
-	}
-	defer release()
+	release := f.agent.holdReads(t)
 	for i, d := range ds {
 		r := d.Record()
 		if code := post(t, hooks[i].url, hooks[i].token, completedClaim(t, r.Downstream.TaskID, r.Downstream.ContextID)); code != http.StatusNoContent {

@@ -90,6 +90,9 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 	}
 	state, hop, taskID, contextID, modes := d.rec.State, d.rec.Downstream.Agent, d.rec.Downstream.TaskID, d.rec.Downstream.ContextID, d.modes()
 	d.mu.Unlock()
+	if state == a2a.TaskStateSubmitted && taskID != "" {
+		state = d.readSubmitted(ctx, taskID)
+	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("orchd.delegation.id", id), attribute.String("orchd.steering.control", string(c)), attribute.String("orchd.hop", hop))
 	}
@@ -154,6 +157,25 @@ func (e *Engine) steerLocal(ctx context.Context, d *Delegation, c steering.Contr
 		d.waitSettled(waitCtx)
 	}
 	return r, nil
+}
+
+// readSubmitted reads the downstream task of a delegation that a signal
+// finds SUBMITTED, and applies it: followed by polls or push, the
+// delegation may not have heard yet that the agent took the task up, and
+// a signal to WORKING work must not be refused for that. It returns the
+// delegation's state after, or SUBMITTED when the read fails. Callers
+// hold op.
+func (d *Delegation) readSubmitted(ctx context.Context, taskID a2a.TaskID) a2a.TaskState {
+	task, err := d.getTask(ctx, taskID)
+	if err != nil {
+		return a2a.TaskStateSubmitted
+	}
+	if d.apply(task) {
+		d.settled()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rec.State
 }
 
 // receiptLocked returns the receipt of the signal with the message id, if it

@@ -285,3 +285,25 @@ func TestApply_LaggingStreamRepeatsNothing(t *testing.T) {
 		t.Fatalf("a newer status was not logged: last event %d, want %d", got, before+1)
 	}
 }
+
+// TestInterrupt_ReadsTheTaskItSeesSubmitted interrupts a polled delegation
+// that has not heard yet that its agent took the task up, as when its
+// next poll is far off: it reads the task first, and the interrupt goes
+// through rather than being refused as not WORKING.
+func TestInterrupt_ReadsTheTaskItSeesSubmitted(t *testing.T) {
+	t.Parallel()
+	f, agent, d := working(t, testagent.Options{Name: "C", Skill: "research", Steering: true}, testagent.Steerable(), Request{Text: "survey", Skill: "research"})
+	// Nothing follows the task now, and the delegation reads as it did
+	// before its first poll.
+	d.stop()
+	d.mu.Lock()
+	d.rec.State = a2a.TaskStateSubmitted
+	d.mu.Unlock()
+	if _, err := f.engine.Steer(t.Context(), d.ID(), steering.Interrupt, textMessage("stop")); err != nil {
+		t.Fatalf("interrupt of work the agent has taken up: %v", err)
+	}
+	waitState(t, d, a2a.TaskStateInputRequired)
+	if sigs := agent.Signals(); len(sigs) != 1 || sigs[0].Control != steering.Interrupt {
+		t.Errorf("the agent took %+v, want the interrupt", sigs)
+	}
+}
