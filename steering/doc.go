@@ -34,7 +34,7 @@
 //			for _, late := range inbox.Close() {
 //				brief = append(brief, late.Message.Parts[0].Text())
 //			}
-//			yield(steering.Interrupted(ec, "stopped having taken: "+strings.Join(brief, "; ")), nil)
+//			yield(inbox.Interrupted(ec, "stopped having taken: "+strings.Join(brief, "; ")), nil)
 //			return
 //		}
 //		brief = append(brief, sig.Message.Parts[0].Text())

@@ -56,7 +56,7 @@ func (r *researcher) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) it
 					for _, late := range inbox.Close() {
 						brief = append(brief, late.Message.Parts[0].Text())
 					}
-					yield(steering.Interrupted(ec, "stopped having taken: "+strings.Join(brief, "; ")), nil)
+					yield(inbox.Interrupted(ec, "stopped having taken: "+strings.Join(brief, "; ")), nil)
 					return
 				}
 				brief = append(brief, sig.Message.Parts[0].Text())

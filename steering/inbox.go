@@ -103,6 +103,18 @@ func (in *Inbox) notify() {
 	}
 }
 
+// Interrupted is the package's Interrupted, with the inbox's last signal
+// number under SeqKey: stored with the task, it lets the execution that
+// resumes the task number on, even once the agent has forgotten this
+// inbox (Config.Remember) or restarted.
+func (in *Inbox) Interrupted(ec a2a.TaskInfoProvider, text string) *a2a.TaskStatusUpdateEvent {
+	ev := Interrupted(ec, text)
+	in.mu.Lock()
+	ev.Metadata[SeqKey] = in.seq
+	in.mu.Unlock()
+	return ev
+}
+
 // deliver queues a signal, or acknowledges a message id seen before
 // without queueing it again. A nil or closed inbox refuses.
 func (in *Inbox) deliver(c Control, m *a2a.Message) (Receipt, error) {

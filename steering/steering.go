@@ -33,6 +33,12 @@ const (
 	// ReferenceKey is the message metadata key naming the message id of the
 	// output a steer or interrupt reacts to.
 	ReferenceKey = URI + "/referenceMessageId"
+	// SeqKey is the status metadata key carrying a task's signal number:
+	// on an acknowledgement (Acknowledged), the number of the signal it
+	// answers; on an interrupted task's status (Inbox.Interrupted), the
+	// last number the task gave, from which the execution that resumes
+	// it numbers on.
+	SeqKey = URI + "/seq"
 )
 
 // Control is the kind of a steering signal.
@@ -129,6 +135,13 @@ type Config struct {
 	// stop, and a2a-go to release the execution, before it is acknowledged
 	// anyway. Default 10s.
 	SettleTimeout time.Duration
+	// Remember is how many closed inboxes keep their counter and the
+	// receipts of their signals, so that a retried signal is known after
+	// its execution ended. A task forgotten (or an agent restarted)
+	// numbers on from its stored status when it was interrupted with
+	// Inbox.Interrupted; a retry of one of its old signals is then taken
+	// as new. Default 4,096.
+	Remember int
 }
 
 // Steering holds the open inboxes of one agent's running tasks.
@@ -140,7 +153,9 @@ type Steering struct {
 	execs *Executions
 	// numbering remembers closed inboxes' counters and seen message ids,
 	// so a task resumed after an interrupt keeps numbering its signals
-	// and recognizing retries; bounded, oldest forgotten first.
+	// and recognizing retries; bounded (Config.Remember), oldest
+	// forgotten first. A task it forgot numbers on from its stored
+	// status (SeqKey).
 	numbering *lru.Cache[a2a.TaskID, numbering]
 }
 
@@ -162,7 +177,10 @@ func New(cfg Config) *Steering {
 	if cfg.SettleTimeout <= 0 {
 		cfg.SettleTimeout = 10 * time.Second
 	}
-	n, _ := lru.New[a2a.TaskID, numbering](4096) // only a non-positive size fails
+	if cfg.Remember <= 0 {
+		cfg.Remember = 4096
+	}
+	n, _ := lru.New[a2a.TaskID, numbering](cfg.Remember) // only a non-positive size fails
 	return &Steering{cfg: cfg, inboxes: map[a2a.TaskID]*Inbox{}, execs: NewExecutions(), numbering: n}
 }
 
@@ -204,6 +222,9 @@ func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
 	in := &Inbox{s: s, task: ec.TaskID, owner: UserName(ec.User), ready: make(chan struct{}, 1), done: make(chan struct{}), seen: map[string]Receipt{}}
 	if prev, ok := s.numbering.Get(ec.TaskID); ok && prev.owner == in.owner {
 		in.seq, in.base, in.seen = prev.seq, prev.seq, maps.Clone(prev.seen)
+	} else if !ok {
+		in.seq = storedSeq(ec.StoredTask)
+		in.base = in.seq
 	}
 	// a2a-go intercepted this execution just before it called Execute.
 	in.released = s.execs.Released(ec.TaskID)
@@ -523,13 +544,34 @@ func Acknowledged(ec a2a.TaskInfoProvider, sig Signal) *a2a.TaskStatusUpdateEven
 	info := ec.TaskInfo()
 	m.TaskID, m.ContextID = info.TaskID, info.ContextID
 	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, &m)
-	ev.Metadata = map[string]any{URI + "/seq": sig.Seq}
+	ev.Metadata = map[string]any{SeqKey: sig.Seq}
 	return ev
+}
+
+// storedSeq is the signal number a stored task's metadata carries under
+// SeqKey (a2a-go folds each status update's metadata into its task's),
+// 0 when there is none.
+func storedSeq(t *a2a.Task) int64 {
+	if t == nil {
+		return 0
+	}
+	switch v := t.Metadata[SeqKey].(type) {
+	case int64:
+		return max(v, 0)
+	case int:
+		return int64(max(v, 0))
+	case float64:
+		if v >= 1 && v <= 1<<53 {
+			return int64(v)
+		}
+	}
+	return 0
 }
 
 // Interrupted returns the status update an executor yields when it stops
 // for an interrupt: INPUT_REQUIRED with InterruptedKey set, and an
-// optional message.
+// optional message. Inbox.Interrupted adds the task's signal number,
+// which survives the agent forgetting the inbox.
 func Interrupted(ec a2a.TaskInfoProvider, text string) *a2a.TaskStatusUpdateEvent {
 	var msg *a2a.Message
 	if text != "" {

@@ -88,7 +88,7 @@ func (w *worker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.S
 					for _, late := range inbox.Close() {
 						w.record(late)
 					}
-					yield(steering.Interrupted(ec, "stopped as asked"), nil)
+					yield(inbox.Interrupted(ec, "stopped as asked"), nil)
 					return
 				}
 				if !yield(steering.Acknowledged(ec, sig), nil) {
@@ -133,8 +133,16 @@ func agent(t *testing.T, modes steering.Modes, extra ...a2asrv.RequestHandlerOpt
 // serve serves w, giving it its steering.
 func serve(t *testing.T, w *worker, modes steering.Modes, extra ...a2asrv.RequestHandlerOption) *a2a.AgentCard {
 	t.Helper()
+	return serveWith(t, w, steering.Config{Modes: modes}, extra...)
+}
+
+// serveWith is serve with its steering configured as cfg says, besides
+// its name, its task store and a settle timeout of 5 s.
+func serveWith(t *testing.T, w *worker, cfg steering.Config, extra ...a2asrv.RequestHandlerOption) *a2a.AgentCard {
+	t.Helper()
 	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
-	st := steering.New(steering.Config{Modes: modes, Name: "worker", Tasks: store, SettleTimeout: 5 * time.Second})
+	cfg.Name, cfg.Tasks, cfg.SettleTimeout = "worker", store, 5*time.Second
+	st := steering.New(cfg)
 	w.st = st
 	opts := append(extra, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor()),
 		a2asrv.WithExecutorContextInterceptor(st.ExecutorInterceptor()))
@@ -304,6 +312,41 @@ func TestInterrupt_SettlesAndResumes(t *testing.T) {
 	})
 	if r, _ := steering.ReceiptFrom(ack); r.Seq != 2 {
 		t.Errorf("second interrupt seq = %d, want 2", r.Seq)
+	}
+}
+
+// TestInterrupt_NumberingSurvivesForgetting interrupts a task after a
+// steer, then lets the agent forget its inbox (it remembers one, and
+// another task's closes after), and resumes it: the next signal is
+// numbered after the interrupt, from the number the interrupted status
+// stored with the task (SeqKey), not from 1 again.
+func TestInterrupt_NumberingSurvivesForgetting(t *testing.T) {
+	t.Parallel()
+	card := serveWith(t, &worker{}, steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Remember: 1})
+	c := client(t, card, true)
+	id := start(t, c, nil)
+	if _, err := signal(t, c, id, steering.Steer, "narrower", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := signal(t, c, id, steering.Interrupt, "stop", ""); err != nil {
+		t.Fatal(err)
+	}
+	other := start(t, c, nil)
+	if _, err := signal(t, c, other, steering.Interrupt, "stop too", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
+		Parts: a2a.ContentParts{a2a.NewTextPart("go on")}}, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}); err != nil {
+		t.Fatal(err)
+	}
+	var ack *a2a.Task
+	testwait.Succeeds(t, 10*time.Second, "the resumed task's interrupt acknowledged", func() error {
+		var err error
+		ack, err = signal(t, c, id, steering.Interrupt, "stop again", "")
+		return err
+	})
+	if r, _ := steering.ReceiptFrom(ack); r.Seq != 3 {
+		t.Errorf("the resumed task's first signal is numbered %d, want 3", r.Seq)
 	}
 }
 

@@ -95,7 +95,7 @@ func (w worker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Se
 			for _, sig := range inbox.Take() {
 				if sig.Control == steering.Interrupt {
 					inbox.Close()
-					yield(steering.Interrupted(ec, w.name+" stopped"), nil)
+					yield(inbox.Interrupted(ec, w.name+" stopped"), nil)
 					return
 				}
 				took = append(took, text(sig.Message))

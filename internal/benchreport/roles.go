@@ -353,7 +353,7 @@ func (x *steerExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 			if !x.taken.handle(inbox.Take(), func(sig steering.Signal) bool {
 				if sig.Control == steering.Interrupt {
 					x.taken.add(inbox.Close()...)
-					yield(steering.Interrupted(ec, "interrupted"), nil)
+					yield(inbox.Interrupted(ec, "interrupted"), nil)
 					return false
 				}
 				return yield(steering.Acknowledged(ec, sig), nil)

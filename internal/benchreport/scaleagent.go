@@ -113,7 +113,7 @@ func (x *longExec) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			case <-inbox.Ready():
 				if !x.taken.handle(inbox.Take(), func(sig steering.Signal) bool {
 					if sig.Control == steering.Interrupt {
-						yield(steering.Interrupted(ec, "interrupted, what next?"), nil)
+						yield(inbox.Interrupted(ec, "interrupted, what next?"), nil)
 						return false
 					}
 					return yield(steering.Acknowledged(ec, sig), nil)

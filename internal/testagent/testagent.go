@@ -440,7 +440,7 @@ func Steerable() Behaviour {
 					for _, late := range s.inbox.Close() {
 						s.record(late)
 					}
-					yield(steering.Interrupted(ec, "interrupted"), nil)
+					yield(s.inbox.Interrupted(ec, "interrupted"), nil)
 					return
 				case !yield(steering.Acknowledged(ec, sig), nil):
 					return

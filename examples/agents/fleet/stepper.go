@@ -136,7 +136,7 @@ func (s stepper) take(ec *a2asrv.ExecutorContext, sigs []steering.Signal, inbox 
 			if !yield(p.event(ec, fmt.Sprintf("interrupted at step %d of %d", p.step, s.steps)), nil) {
 				return false
 			}
-			yield(steering.Interrupted(ec, fmt.Sprintf("stopped at step %d of %d; send input to go on", p.step, s.steps)), nil)
+			yield(inbox.Interrupted(ec, fmt.Sprintf("stopped at step %d of %d; send input to go on", p.step, s.steps)), nil)
 			return false
 		}
 		steer := textOf(sig.Message)
