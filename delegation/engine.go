@@ -67,6 +67,9 @@ type Engine struct {
 	stopRelay func()
 	// push holds the webhooks of delegations followed by push (push.go).
 	push pushHub
+	// reads runs the reads of the tasks followed by push or polls, a
+	// bounded number per agent (taskreads.go).
+	reads taskReads
 	// early bounds the polls all delegations make before PollInterval
 	// (poll.go).
 	early pollBudget

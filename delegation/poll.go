@@ -115,8 +115,8 @@ func (p *pace) saw(now time.Time, state a2a.TaskState) {
 
 // followPoll follows the downstream task by polling it with no goroutine
 // of its own: a timer set to the pace above queues each poll at the
-// agent's, as a push notification queues a read (pushReads), so at most
-// maxPushReads polls of one agent run at once, and 10,000 polled
+// agent's, as a push notification queues a read (taskReads), so at most
+// maxTaskReads polls of one agent run at once, and 10,000 polled
 // delegations do not hold 10,000 goroutines and their stacks between
 // polls. It reports false, and nothing follows the task, when the
 // delegation has no task yet to poll.
@@ -131,7 +131,7 @@ func (d *Delegation) followPoll() bool {
 	}
 	h := &pushHook{d: d, task: taskID} // the follower's own: no webhook
 	ctx, cancel := context.WithCancel(d.traced(e.ctx))
-	f := &pushFollower{h: h, d: d, agent: agent, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval,
+	f := &readFollower{h: h, d: d, agent: agent, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval,
 		pace: newPace(time.Now(), age, e.cfg.PollInterval, state)}
 	d.mu.Lock()
 	d.stopFollow, d.followDone = f.stop, f.done
@@ -152,7 +152,7 @@ func (d *Delegation) followPoll() bool {
 // pollDue runs when a polling follower's timer fires. A poll due before
 // PollInterval waits twice as long instead (up to PollInterval) when the
 // engine's early polls are spent (pollBudget).
-func (f *pushFollower) pollDue() {
+func (f *readFollower) pollDue() {
 	e := f.d.engine
 	h := f.h
 	h.mu.Lock()

@@ -325,8 +325,8 @@ func BenchmarkPollsPerTask(b *testing.B) {
 }
 
 // TestPoll_PollsOfOneAgentAreBounded polls more delegations to one agent
-// than maxPushReads while the agent holds every read: the polls wait in
-// the agent's read queue, served by maxPushReads workers, rather than
+// than maxTaskReads while the agent holds every read: the polls wait in
+// the agent's read queue, served by maxTaskReads workers, rather than
 // each in a goroutine of its own, and once the agent answers every
 // delegation is followed to its end.
 func TestPoll_PollsOfOneAgentAreBounded(t *testing.T) {
@@ -335,7 +335,7 @@ func TestPoll_PollsOfOneAgentAreBounded(t *testing.T) {
 	release := agent.holdReads(t)
 	f := newFixture(t, Config{Follow: FollowPoll, PollInterval: 100 * time.Millisecond})
 	f.add(t, "pusher", agent.URL)
-	n := maxPushReads + 16
+	n := maxTaskReads + 16
 	ds := make([]*Delegation, n)
 	for i := range ds {
 		d, err := f.engine.Delegate(t.Context(), Request{Text: "work", Skill: "push"})
@@ -345,20 +345,20 @@ func TestPoll_PollsOfOneAgentAreBounded(t *testing.T) {
 		ds[i] = d
 	}
 	testwait.Until(t, 10*time.Second, "every delegation's poll to wait or run", func() bool {
-		f.engine.push.reads.mu.Lock()
-		defer f.engine.push.reads.mu.Unlock()
-		q := f.engine.push.reads.agents["pusher"]
+		f.engine.reads.mu.Lock()
+		defer f.engine.reads.mu.Unlock()
+		q := f.engine.reads.agents["pusher"]
 		return q != nil && q.workers+len(q.waiting) == n
 	})
-	f.engine.push.reads.mu.Lock()
-	q := f.engine.push.reads.agents["pusher"]
+	f.engine.reads.mu.Lock()
+	q := f.engine.reads.agents["pusher"]
 	workers, waiting := q.workers, len(q.waiting)
-	f.engine.push.reads.mu.Unlock()
+	f.engine.reads.mu.Unlock()
 	agent.mu.Lock()
 	most := agent.mostReading
 	agent.mu.Unlock()
-	if workers != maxPushReads || waiting != n-maxPushReads || most > maxPushReads {
-		t.Errorf("%d workers, %d polls waiting, %d at the agent at most; want %d, %d, at most %d", workers, waiting, most, maxPushReads, n-maxPushReads, maxPushReads)
+	if workers != maxTaskReads || waiting != n-maxTaskReads || most > maxTaskReads {
+		t.Errorf("%d workers, %d polls waiting, %d at the agent at most; want %d, %d, at most %d", workers, waiting, most, maxTaskReads, n-maxTaskReads, maxTaskReads)
 	}
 	release()
 	agent.finish()
@@ -368,7 +368,7 @@ func TestPoll_PollsOfOneAgentAreBounded(t *testing.T) {
 	agent.mu.Lock()
 	most = agent.mostReading
 	agent.mu.Unlock()
-	if most > maxPushReads {
-		t.Errorf("%d polls at the agent at once, want at most %d", most, maxPushReads)
+	if most > maxTaskReads {
+		t.Errorf("%d polls at the agent at once, want at most %d", most, maxTaskReads)
 	}
 }

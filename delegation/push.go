@@ -47,8 +47,6 @@ type pushHub struct {
 	hooks map[string]*pushHook
 	// store bounds the notifications checked against the store.
 	store bucket
-	// reads runs the followers' reads of their tasks.
-	reads pushReads
 }
 
 // pushHook is a delegation's webhook in this process: its token's hash,
@@ -70,7 +68,7 @@ type pushHook struct {
 	// starts, and while the task waits for input), and pending then
 	// says a notification came meanwhile; pendingMarked, that every one
 	// named the status pendingMark.
-	f             *pushFollower
+	f             *readFollower
 	pending       bool
 	pendingMarked bool
 	pendingMark   statusMark
@@ -303,7 +301,7 @@ func (d *Delegation) followPush(s *session) bool {
 	}
 	s.drop() // no stream is read in push mode
 	ctx, cancel := context.WithCancel(d.traced(e.ctx))
-	f := &pushFollower{h: h, d: d, agent: agent, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval}
+	f := &readFollower{h: h, d: d, agent: agent, ctx: ctx, cancel: cancel, done: make(chan struct{}), wait: e.cfg.PollInterval}
 	d.mu.Lock()
 	d.stopFollow, d.followDone = f.stop, f.done
 	d.mu.Unlock()
@@ -346,160 +344,4 @@ func (d *Delegation) followPush(s *session) bool {
 		f.kick()
 	}
 	return true
-}
-
-// pushFollower follows one stretch of a task by reading it, until the
-// task settles or following stops: by push, when kicked by a notification
-// or by its safety timer; polling (pace set, followPoll), when its timer
-// says the next poll is due. Each read runs in a worker of its agent's
-// read queue (pushReads): no goroutine is its own while it waits.
-type pushFollower struct {
-	h      *pushHook
-	d      *Delegation
-	agent  string // the agent whose queue its reads wait in (pushReads)
-	ctx    context.Context
-	cancel context.CancelFunc
-	// done is closed once the follower has stopped and no read runs.
-	done chan struct{}
-	// pace schedules the polls of a polling follower; nil by push.
-	pace *pace
-
-	// Guarded by h.mu.
-	timer    *time.Timer
-	due      time.Duration // what the timer of a polling follower was set to
-	running  bool          // a read runs
-	again    bool          // kicked while a read ran
-	stopped  bool
-	closed   bool
-	failures int
-	since    time.Time // the first failure of the current run
-	wait     time.Duration
-}
-
-// kick reads the task now, or once more after the read under way.
-func (f *pushFollower) kick() {
-	h := f.h
-	h.mu.Lock()
-	if f.stopped {
-		h.mu.Unlock()
-		return
-	}
-	if f.running {
-		f.again = true
-		h.mu.Unlock()
-		return
-	}
-	f.running = true
-	h.mu.Unlock()
-	if !f.d.engine.push.reads.add(f.d.engine, f) {
-		h.mu.Lock()
-		f.running = false
-		f.stopLocked()
-		h.mu.Unlock()
-	}
-}
-
-// run reads the task until no kick is left, then returns; a pushReads
-// worker runs it.
-func (f *pushFollower) run() {
-	d, e, h := f.d, f.d.engine, f.h
-	for {
-		d.mu.Lock()
-		taskID := d.rec.Downstream.TaskID
-		d.mu.Unlock()
-		task, err := d.getTask(f.ctx, taskID)
-		settled := errors.Is(err, ErrAnswerTooLarge) // getTask gave the task up
-		if err == nil {
-			settled = d.apply(task)
-		}
-		lost := ""
-		h.mu.Lock()
-		if taskID != "" {
-			h.task = taskID
-		}
-		if err == nil {
-			h.known, h.knows = markOf(task.Status)
-		}
-		switch {
-		case f.stopped || f.ctx.Err() != nil:
-			f.running = false
-			f.stopLocked()
-			h.mu.Unlock()
-			return
-		case err == nil:
-			f.failures, f.wait = 0, e.cfg.PollInterval
-			switch {
-			case settled:
-			case f.pace != nil:
-				now := time.Now()
-				f.pace.saw(now, task.Status.State)
-				f.due = f.pace.wait(now)
-				f.timer.Reset(f.due)
-			default:
-				f.timer.Reset(e.cfg.SilenceTimeout)
-			}
-		default:
-			if f.failures++; f.failures == 1 {
-				f.since = time.Now()
-			}
-			if f.failures >= lostAfter && time.Since(f.since) >= e.cfg.SilenceTimeout {
-				what := "reads"
-				if f.pace != nil {
-					what = "polls"
-				}
-				lost = fmt.Sprintf("lost track of task %s: %d %s failed in a row over %s, the last with: %v",
-					taskID, f.failures, what, time.Since(f.since).Round(time.Millisecond), err)
-			} else {
-				f.wait = min(2*f.wait, max(maxPollBackoff, e.cfg.PollInterval))
-				f.due = f.wait
-				f.timer.Reset(f.wait)
-			}
-		}
-		if !settled && lost == "" && f.again {
-			f.again = false
-			h.mu.Unlock()
-			continue
-		}
-		f.running = false
-		if settled || lost != "" {
-			f.stopLocked()
-		}
-		h.mu.Unlock()
-		if lost != "" {
-			d.fail(lost)
-		}
-		if settled || lost != "" {
-			d.settled()
-		}
-		return
-	}
-}
-
-// stop ends the follower and, once no read runs, closes done: the
-// delegation's stopFollow.
-func (f *pushFollower) stop() {
-	f.h.mu.Lock()
-	defer f.h.mu.Unlock()
-	f.stopLocked()
-}
-
-// stopLocked is stop; callers hold h.mu.
-func (f *pushFollower) stopLocked() {
-	if !f.stopped {
-		f.stopped = true
-		f.cancel()
-		if f.timer != nil {
-			f.timer.Stop()
-		}
-		if f.h.f == f {
-			f.h.f = nil
-		}
-	}
-	if f.running && f.d.engine.push.reads.remove(f) {
-		f.running = false // its read had not begun
-	}
-	if !f.running && !f.closed {
-		f.closed = true
-		close(f.done)
-	}
 }

@@ -499,13 +499,13 @@ func TestPush_AnsweredWhileTheDelegationWrites(t *testing.T) {
 }
 
 // TestPush_ReadsOfOneAgentAreBounded notifies more delegations to one
-// agent than maxPushReads while the agent holds every read: no more than
-// maxPushReads reads reach it at once, the rest wait their turn, and once
+// agent than maxTaskReads while the agent holds every read: no more than
+// maxTaskReads reads reach it at once, the rest wait their turn, and once
 // the agent answers every notification has had its read.
 func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
 	t.Parallel()
 	f := newPushFixture(t, Config{SilenceTimeout: time.Minute, Follow: FollowPush}, false)
-	n := maxPushReads + 16
+	n := maxTaskReads + 16
 	ds := make([]*Delegation, n)
 	for i := range ds {
 		ds[i] = f.delegate(t)
@@ -528,13 +528,13 @@ func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
 		defer f.agent.mu.Unlock()
 		return f.agent.reading, f.agent.mostReading
 	}
-	testwait.Until(t, 10*time.Second, "the agent to hold the reads it was sent", func() bool { now, _ := reading(); return now >= maxPushReads })
-	f.engine.push.reads.mu.Lock()
-	q := f.engine.push.reads.agents["pusher"]
+	testwait.Until(t, 10*time.Second, "the agent to hold the reads it was sent", func() bool { now, _ := reading(); return now >= maxTaskReads })
+	f.engine.reads.mu.Lock()
+	q := f.engine.reads.agents["pusher"]
 	workers, waiting := q.workers, len(q.waiting)
-	f.engine.push.reads.mu.Unlock()
-	if _, most := reading(); most != maxPushReads || workers != maxPushReads || waiting != n-maxPushReads {
-		t.Errorf("%d reads at the agent at most, %d workers, %d waiting; want %d, %d, %d", most, workers, waiting, maxPushReads, maxPushReads, n-maxPushReads)
+	f.engine.reads.mu.Unlock()
+	if _, most := reading(); most != maxTaskReads || workers != maxTaskReads || waiting != n-maxTaskReads {
+		t.Errorf("%d reads at the agent at most, %d workers, %d waiting; want %d, %d, %d", most, workers, waiting, maxTaskReads, maxTaskReads, n-maxTaskReads)
 	}
 	// A delegation whose read waits its turn is canceled without waiting
 	// for the reads ahead of it.
@@ -553,8 +553,8 @@ func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
 	ds = ds[:n-1]
 	release()
 	testwait.Until(t, 10*time.Second, "every notification's read", func() bool { return f.agent.calls("GetTask")-before >= n-1 })
-	if _, most := reading(); most > maxPushReads {
-		t.Errorf("%d reads at the agent at once, want at most %d", most, maxPushReads)
+	if _, most := reading(); most > maxTaskReads {
+		t.Errorf("%d reads at the agent at once, want at most %d", most, maxTaskReads)
 	}
 	for _, d := range ds {
 		f.quiet(t, d)
@@ -563,9 +563,9 @@ func TestPush_ReadsOfOneAgentAreBounded(t *testing.T) {
 		}
 	}
 	testwait.Until(t, 10*time.Second, "the read queue to be gone", func() bool {
-		f.engine.push.reads.mu.Lock()
-		defer f.engine.push.reads.mu.Unlock()
-		return len(f.engine.push.reads.agents) == 0
+		f.engine.reads.mu.Lock()
+		defer f.engine.reads.mu.Unlock()
+		return len(f.engine.reads.agents) == 0
 	})
 	f.agent.finish()
 	for _, d := range ds {
