@@ -152,6 +152,18 @@ func (d *Delegation) missedStatusesLocked(t *a2a.Task) []*a2a.Message {
 	return out
 }
 
+// statusOf is the task status an event carries: a task's, or a status
+// update's; ok is false for other events.
+func statusOf(ev a2a.Event) (st a2a.TaskStatus, ok bool) {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return e.Status, true
+	case *a2a.TaskStatusUpdateEvent:
+		return e.Status, true
+	}
+	return a2a.TaskStatus{}, false
+}
+
 // isSignal reports whether m is a steering signal (a steer or an
 // interrupt), as the steering extension marks one.
 func isSignal(m *a2a.Message) bool {

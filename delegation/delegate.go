@@ -345,15 +345,11 @@ func (e *Engine) start(ctx context.Context, d *Delegation, s *session) error {
 // endsAtOnce reports whether an agent's first answer ends the work: a
 // message, or a task (or a status of it) in a terminal state.
 func endsAtOnce(first a2a.Event) bool {
-	switch ev := first.(type) {
-	case *a2a.Message:
+	if _, ok := first.(*a2a.Message); ok {
 		return true
-	case *a2a.Task:
-		return ev.Status.State.Terminal()
-	case *a2a.TaskStatusUpdateEvent:
-		return ev.Status.State.Terminal()
 	}
-	return false
+	st, ok := statusOf(first)
+	return ok && st.State.Terminal()
 }
 
 // abandon cancels the task an agent created for work orchd could not

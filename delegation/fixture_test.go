@@ -113,3 +113,19 @@ func waitRecord(t testing.TB, d *Delegation, what string, cond func(Record) bool
 // chainReader declares the delegation extension on a test agent's card:
 // orchd sends the chain context only to agents that declare it.
 var chainReader = []a2a.AgentExtension{{URI: ExtensionURI}}
+
+// logEnds fails the test unless evs run from seq 1 with no gap and no
+// duplicate, and returns how many of them end the delegation.
+func logEnds(t testing.TB, evs []Event) int {
+	t.Helper()
+	ends := 0
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: the log has a gap or a duplicate: %+v", i, ev.Seq, evs)
+		}
+		if ev.State.Terminal() {
+			ends++
+		}
+	}
+	return ends
+}

@@ -69,16 +69,7 @@ func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends := 0
-	for i, ev := range evs {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d: %+v", i, ev.Seq, evs)
-		}
-		if ev.State.Terminal() {
-			ends++
-		}
-	}
-	if ends != 1 || !evs[len(evs)-1].State.Terminal() {
+	if ends := logEnds(t, evs); ends != 1 || !evs[len(evs)-1].State.Terminal() {
 		t.Errorf("the log holds %d ends, want one, last: %+v", ends, evs)
 	}
 }

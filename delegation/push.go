@@ -330,11 +330,8 @@ func (d *Delegation) followPush(s *session) bool {
 	}
 	h.f = f
 	h.known, h.knows = statusMark{}, false
-	switch ev := s.first.(type) {
-	case *a2a.Task:
-		h.known, h.knows = markOf(ev.Status)
-	case *a2a.TaskStatusUpdateEvent:
-		h.known, h.knows = markOf(ev.Status)
+	if st, ok := statusOf(s.first); ok {
+		h.known, h.knows = markOf(st)
 	}
 	read := s.first == nil || h.pendingNewsLocked()
 	h.pending, h.pendingMarked = false, false

@@ -288,9 +288,14 @@ func post(t testing.TB, url, token string, body []byte) int {
 // completedClaim is a notification saying the task completed.
 func completedClaim(t testing.TB, task a2a.TaskID, contextID string) []byte {
 	t.Helper()
-	ev := &a2a.TaskStatusUpdateEvent{TaskID: task, ContextID: contextID,
-		Status: a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("forged"))}}
-	b, err := json.Marshal(a2a.StreamResponse{Event: ev})
+	return statusNotification(t, task, contextID,
+		a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("forged"))})
+}
+
+// statusNotification is a notification saying the task's status is st.
+func statusNotification(t testing.TB, task a2a.TaskID, contextID string, st a2a.TaskStatus) []byte {
+	t.Helper()
+	b, err := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: task, ContextID: contextID, Status: st}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,11 +444,7 @@ func TestPush_StatusReadCostsNoRead(t *testing.T) {
 	before := f.agent.calls("GetTask")
 	notifyStatus := func(st a2a.TaskStatus) {
 		t.Helper()
-		b, err := json.Marshal(a2a.StreamResponse{Event: &a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: st}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if code := post(t, url, token, b); code != http.StatusNoContent {
+		if code := post(t, url, token, statusNotification(t, task.ID, task.ContextID, st)); code != http.StatusNoContent {
 			t.Fatalf("status %d, want 204", code)
 		}
 	}

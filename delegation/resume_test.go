@@ -87,16 +87,7 @@ func TestResume_CarriesOnAfterRestart(t *testing.T) {
 			if err != nil || !ended {
 				t.Fatalf("events: ended %v, %v", ended, err)
 			}
-			terminal := 0
-			for i, ev := range evs {
-				if ev.Seq != int64(i+1) {
-					t.Fatalf("event %d has seq %d: the log has a gap or a duplicate: %+v", i, ev.Seq, evs)
-				}
-				if ev.State.Terminal() {
-					terminal++
-				}
-			}
-			if terminal != 1 {
+			if terminal := logEnds(t, evs); terminal != 1 {
 				t.Errorf("%d terminal events, want 1: %+v", terminal, evs)
 			}
 			stored, err := store.Get(t.Context(), d.ID())
@@ -283,11 +274,7 @@ func TestResume_RecordAheadOfItsLog(t *testing.T) {
 	if err != nil || !ended {
 		t.Fatalf("events: ended %v, %v", ended, err)
 	}
-	for i, ev := range evs {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d: the log has a gap or a duplicate: %+v", i, ev.Seq, evs)
-		}
-	}
+	logEnds(t, evs)
 	if n := statusesSaying(evs, "working"); n != 1 {
 		t.Errorf("the agent's WORKING status is in the log %d times, want once: %+v", n, evs)
 	}
