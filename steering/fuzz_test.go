@@ -44,3 +44,36 @@ func FuzzReceiptFrom(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStoredSeen checks that no task metadata under SeenKey makes
+// storedSeen panic or keep more than StoredReceipts receipts, each with a
+// message id and a positive number, and that what it keeps survives being
+// stored again (storedReceipts) through JSON, as a task store keeps it.
+func FuzzStoredSeen(f *testing.F) {
+	f.Fuzz(func(t *testing.T, raw string) {
+		var v any
+		if json.Unmarshal([]byte(raw), &v) != nil {
+			return
+		}
+		seen := storedSeen(&a2a.Task{Metadata: map[string]any{SeenKey: v}})
+		if len(seen) > StoredReceipts {
+			t.Fatalf("kept %d receipts, more than %d", len(seen), StoredReceipts)
+		}
+		for id, r := range seen {
+			if id == "" || id != r.MessageID || r.Seq <= 0 {
+				t.Fatalf("kept %+v under %q", r, id)
+			}
+		}
+		b, err := json.Marshal(map[string]any{SeenKey: storedReceipts(seen)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md map[string]any
+		if err := json.Unmarshal(b, &md); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(seen, storedSeen(&a2a.Task{Metadata: md}), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("stored and read back (-stored +read):\n%s", diff)
+		}
+	})
+}

@@ -104,13 +104,15 @@ func (in *Inbox) notify() {
 }
 
 // Interrupted is the package's Interrupted, with the inbox's last signal
-// number under SeqKey: stored with the task, it lets the execution that
-// resumes the task number on, even once the agent has forgotten this
-// inbox (Config.Remember) or restarted.
+// number under SeqKey and the receipts of its latest signals under
+// SeenKey: stored with the task, they let the execution that resumes the
+// task number on, and know a retry of one of those signals, even once the
+// agent has forgotten this inbox (Config.Remember) or restarted.
 func (in *Inbox) Interrupted(ec a2a.TaskInfoProvider, text string) *a2a.TaskStatusUpdateEvent {
 	ev := Interrupted(ec, text)
 	in.mu.Lock()
 	ev.Metadata[SeqKey] = in.seq
+	ev.Metadata[SeenKey] = storedReceipts(in.seen)
 	in.mu.Unlock()
 	return ev
 }

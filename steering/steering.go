@@ -1,6 +1,7 @@
 package steering
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,18 @@ const (
 	// last number the task gave, from which the execution that resumes
 	// it numbers on.
 	SeqKey = URI + "/seq"
+	// SeenKey is the status metadata key under which Inbox.Interrupted
+	// stores the receipts of the task's latest signals (at most
+	// StoredReceipts, oldest first): a retry of one of them is answered
+	// with its receipt, and not delivered again, even once the agent has
+	// forgotten the inbox or restarted.
+	SeenKey = URI + "/seen"
 )
+
+// StoredReceipts bounds the receipts an interrupted status stores under
+// SeenKey: a retry comes soon after its signal, and each receipt adds
+// about 100 bytes to the task every client reads.
+const StoredReceipts = 16
 
 // Control is the kind of a steering signal.
 type Control string
@@ -139,8 +151,8 @@ type Config struct {
 	// receipts of their signals, so that a retried signal is known after
 	// its execution ended. A task forgotten (or an agent restarted)
 	// numbers on from its stored status when it was interrupted with
-	// Inbox.Interrupted; a retry of one of its old signals is then taken
-	// as new. Default 4,096.
+	// Inbox.Interrupted, and knows the retries of its latest
+	// StoredReceipts signals from it. Default 4,096.
 	Remember int
 }
 
@@ -155,7 +167,7 @@ type Steering struct {
 	// so a task resumed after an interrupt keeps numbering its signals
 	// and recognizing retries; bounded (Config.Remember), oldest
 	// forgotten first. A task it forgot numbers on from its stored
-	// status (SeqKey).
+	// status (SeqKey), and knows its latest receipts from it (SeenKey).
 	numbering *lru.Cache[a2a.TaskID, numbering]
 }
 
@@ -225,6 +237,7 @@ func (s *Steering) Open(ec *a2asrv.ExecutorContext) *Inbox {
 	} else if !ok {
 		in.seq = storedSeq(ec.StoredTask)
 		in.base = in.seq
+		in.seen = storedSeen(ec.StoredTask)
 	}
 	// a2a-go intercepted this execution just before it called Execute.
 	in.released = s.execs.Released(ec.TaskID)
@@ -354,7 +367,12 @@ func (s *Steering) Accept(ctx context.Context, cc *a2asrv.CallContext, m *a2a.Me
 			return nil, TaskNotFound(m.TaskID)
 		}
 		if !ok {
-			return nil, s.notRunning(ctx, m.TaskID)
+			// Its execution has ended: a retry the stored task knows is
+			// answered, and an interrupt has settled.
+			if receipt, err = s.notRunning(ctx, m); err != nil {
+				return nil, err
+			}
+			break
 		}
 		receipt = prev.seen[m.ID]
 		receipt.Duplicate = true
@@ -427,20 +445,28 @@ func (s *Steering) settle(ctx context.Context, task a2a.TaskID, done, released <
 	}
 }
 
-// notRunning explains why a task has no open inbox.
-func (s *Steering) notRunning(ctx context.Context, id a2a.TaskID) error {
+// notRunning answers a signal to a task with no open inbox, which the
+// agent does not remember having taken: a retry of one of the latest
+// signals the stored task names (SeenKey) gets its receipt again, marked
+// Duplicate; anything else is refused, saying why.
+func (s *Steering) notRunning(ctx context.Context, m *a2a.Message) (Receipt, error) {
+	id := m.TaskID
 	st, err := s.cfg.Tasks.Get(ctx, id)
 	if err != nil {
 		if errors.Is(err, a2a.ErrTaskNotFound) {
-			return TaskNotFound(id)
+			return Receipt{}, TaskNotFound(id)
 		}
-		return fmt.Errorf("read task %s: %w", id, err)
+		return Receipt{}, fmt.Errorf("read task %s: %w", id, err)
+	}
+	if r, ok := storedSeen(st.Task)[m.ID]; ok && m.ID != "" {
+		r.Duplicate = true
+		return r, nil
 	}
 	if state := st.Task.Status.State; state != a2a.TaskStateWorking {
-		return a2a.NewError(a2a.ErrUnsupportedOperation,
+		return Receipt{}, a2a.NewError(a2a.ErrUnsupportedOperation,
 			fmt.Sprintf("task %s is %s: only a WORKING task can be steered or interrupted", id, state))
 	}
-	return a2a.NewError(a2a.ErrUnsupportedOperation,
+	return Receipt{}, a2a.NewError(a2a.ErrUnsupportedOperation,
 		fmt.Sprintf("task %s is WORKING but its executor is not taking steering signals now (it is finishing, or it reads no inbox)", id))
 }
 
@@ -509,6 +535,11 @@ func ReceiptFrom(t *a2a.Task) (Receipt, bool) {
 	if !ok {
 		return Receipt{}, false
 	}
+	return receiptOf(m), true
+}
+
+// receiptOf is the receipt asMap rendered.
+func receiptOf(m map[string]any) Receipt {
 	r := Receipt{MessageID: str(m["messageId"]), Control: Control(str(m["control"])), ReferenceMessageID: str(m["referenceMessageId"]), Seq: num(m["seq"])}
 	r.Duplicate, _ = m["duplicate"].(bool)
 	hops, _ := m["hops"].([]any)
@@ -516,7 +547,41 @@ func ReceiptFrom(t *a2a.Task) (Receipt, bool) {
 		hm, _ := h.(map[string]any)
 		r.Hops = append(r.Hops, Hop{Agent: str(hm["agent"]), Seq: num(hm["seq"])})
 	}
-	return r, true
+	return r
+}
+
+// storedReceipts renders the latest StoredReceipts of seen, oldest first,
+// for SeenKey: plain JSON values, which every task store keeps.
+func storedReceipts(seen map[string]Receipt) []any {
+	rs := slices.SortedFunc(maps.Values(seen), func(a, b Receipt) int { return cmp.Compare(a.Seq, b.Seq) })
+	rs = rs[max(len(rs)-StoredReceipts, 0):]
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		r.Hops, r.Duplicate = nil, false
+		out[i] = r.asMap()
+	}
+	return out
+}
+
+// storedSeen is the receipts a stored task's metadata names under SeenKey
+// (storedReceipts), by message id; empty when there are none.
+func storedSeen(t *a2a.Task) map[string]Receipt {
+	seen := map[string]Receipt{}
+	if t == nil {
+		return seen
+	}
+	list, _ := t.Metadata[SeenKey].([]any)
+	for _, v := range list[:min(len(list), StoredReceipts)] {
+		m, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		if r := receiptOf(m); r.MessageID != "" && r.Seq > 0 && r.Seq <= 1<<53 {
+			r.Hops = nil
+			seen[r.MessageID] = r
+		}
+	}
+	return seen
 }
 
 func str(v any) string {

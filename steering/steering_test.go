@@ -315,6 +315,46 @@ func TestInterrupt_SettlesAndResumes(t *testing.T) {
 	}
 }
 
+// forgotten serves w remembering one closed inbox, starts a task, steers
+// it (message id s-1) and interrupts it (i-1), then starts and interrupts
+// another task, so the agent forgets the first one's inbox. It returns a
+// client of the agent and the first task's id.
+func forgotten(t *testing.T, w *worker) (*a2aclient.Client, a2a.TaskID) {
+	t.Helper()
+	card := serveWith(t, w, steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Remember: 1})
+	c := client(t, card, true)
+	id := start(t, c, nil)
+	if _, err := signal(t, c, id, steering.Steer, "narrower", "s-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := signal(t, c, id, steering.Interrupt, "stop", "i-1"); err != nil {
+		t.Fatal(err)
+	}
+	other := start(t, c, nil)
+	if _, err := signal(t, c, other, steering.Interrupt, "stop too", ""); err != nil {
+		t.Fatal(err)
+	}
+	return c, id
+}
+
+// resumeAndSignal answers the interrupted task id, so a new execution
+// resumes it, and returns the acknowledgement of the signal, sent again
+// until that execution takes it.
+func resumeAndSignal(t *testing.T, c *a2aclient.Client, id a2a.TaskID, control steering.Control, text, msgID string) *a2a.Task {
+	t.Helper()
+	if _, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
+		Parts: a2a.ContentParts{a2a.NewTextPart("go on")}}, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}); err != nil {
+		t.Fatal(err)
+	}
+	var ack *a2a.Task
+	testwait.Succeeds(t, 10*time.Second, "the resumed task's "+string(control)+" acknowledged", func() error {
+		var err error
+		ack, err = signal(t, c, id, control, text, msgID)
+		return err
+	})
+	return ack
+}
+
 // TestInterrupt_NumberingSurvivesForgetting interrupts a task after a
 // steer, then lets the agent forget its inbox (it remembers one, and
 // another task's closes after), and resumes it: the next signal is
@@ -322,31 +362,54 @@ func TestInterrupt_SettlesAndResumes(t *testing.T) {
 // stored with the task (SeqKey), not from 1 again.
 func TestInterrupt_NumberingSurvivesForgetting(t *testing.T) {
 	t.Parallel()
-	card := serveWith(t, &worker{}, steering.Config{Modes: steering.Modes{Steerable: true, Interruptible: true}, Remember: 1})
-	c := client(t, card, true)
-	id := start(t, c, nil)
-	if _, err := signal(t, c, id, steering.Steer, "narrower", ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := signal(t, c, id, steering.Interrupt, "stop", ""); err != nil {
-		t.Fatal(err)
-	}
-	other := start(t, c, nil)
-	if _, err := signal(t, c, other, steering.Interrupt, "stop too", ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: &a2a.Message{ID: a2a.NewMessageID(), Role: a2a.MessageRoleUser, TaskID: id,
-		Parts: a2a.ContentParts{a2a.NewTextPart("go on")}}, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}); err != nil {
-		t.Fatal(err)
-	}
-	var ack *a2a.Task
-	testwait.Succeeds(t, 10*time.Second, "the resumed task's interrupt acknowledged", func() error {
-		var err error
-		ack, err = signal(t, c, id, steering.Interrupt, "stop again", "")
-		return err
-	})
+	c, id := forgotten(t, &worker{})
+	ack := resumeAndSignal(t, c, id, steering.Interrupt, "stop again", "")
 	if r, _ := steering.ReceiptFrom(ack); r.Seq != 3 {
 		t.Errorf("the resumed task's first signal is numbered %d, want 3", r.Seq)
+	}
+}
+
+// TestRetry_KnownOnceForgotten retries a task's signals after the agent
+// forgot its inbox (Remember: 1, another task's inbox closed in between):
+// while the task waits, and once it resumed. Each retry is answered with
+// its first receipt, marked duplicate, and nothing is delivered twice.
+func TestRetry_KnownOnceForgotten(t *testing.T) {
+	t.Parallel()
+	w := &worker{}
+	c, id := forgotten(t, w)
+	retry := func(when string, control steering.Control, text, msgID string, seq int64) {
+		t.Helper()
+		ack, err := signal(t, c, id, control, text, msgID)
+		if err != nil {
+			t.Fatalf("%s, retry of %s: %v", when, msgID, err)
+		}
+		want := steering.Receipt{Control: control, MessageID: msgID, Seq: seq, ReferenceMessageID: "out-7",
+			Hops: []steering.Hop{{Agent: "worker", Seq: seq}}, Duplicate: true}
+		if r, _ := steering.ReceiptFrom(ack); !cmp.Equal(r, want) {
+			t.Errorf("%s, retry of %s: receipt (-want +got):\n%s", when, msgID, cmp.Diff(want, r))
+		}
+	}
+	retry("while the task waits", steering.Steer, "narrower", "s-1", 1)
+	retry("while the task waits", steering.Interrupt, "stop", "i-1", 2)
+
+	ack := resumeAndSignal(t, c, id, steering.Steer, "wider", "s-2")
+	if r, _ := steering.ReceiptFrom(ack); r.Seq != 3 || r.Duplicate {
+		t.Fatalf("the resumed task's first steer: seq %d, duplicate %t; want 3, false", r.Seq, r.Duplicate)
+	}
+	retry("once the task resumed", steering.Steer, "narrower", "s-1", 1)
+	if _, err := signal(t, c, id, steering.Steer, "finish", "s-3"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, id, a2a.TaskStateCompleted)
+
+	var took []string
+	for _, sig := range w.signals() {
+		if sig.Message.TaskID == id {
+			took = append(took, sig.Message.ID)
+		}
+	}
+	if want := []string{"s-1", "i-1", "s-2", "s-3"}; !slices.Equal(took, want) {
+		t.Errorf("the worker took %q, want %q", took, want)
 	}
 }
 
