@@ -1,12 +1,14 @@
 package delegation
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/orchd/orchd/internal/testagent"
 	"github.com/orchd/orchd/internal/testwait"
@@ -177,13 +179,34 @@ func TestArtifacts_BoundsFailTheWork(t *testing.T) {
 // whole.
 func TestPoll_AnswerTooLargeFailsTheWork(t *testing.T) {
 	t.Parallel()
-	hold := make(chan struct{})
+	hold, accepted := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(hold) })
-	agent := testagent.Start(t, testagent.Options{Name: "Batch", Skill: "batch"}, testagent.Stream(1, 1, 256<<10, hold))
+	stream := testagent.Stream(1, 1, 256<<10, hold)
+	// The artifact comes once orchd has the agent's first answer: a busy
+	// machine could otherwise see it in that answer, which then fails
+	// the delegation's start rather than a poll.
+	agent := testagent.Start(t, testagent.Options{Name: "Batch", Skill: "batch"},
+		func(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
+			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+				return
+			}
+			select {
+			case <-accepted:
+			case <-ctx.Done():
+				return
+			}
+			stream(ctx, ec, func(ev a2a.Event, err error) bool {
+				if _, submitted := ev.(*a2a.Task); submitted {
+					return true // sent already
+				}
+				return yield(ev, err)
+			})
+		})
 	f := newFixture(t, Config{})
 	f.engine.answerLimit = 64 << 10
 	f.add(t, "batch", agent.URL)
 	d, err := f.engine.Delegate(t.Context(), Request{Text: "crunch", Skill: "batch"})
+	close(accepted)
 	if err != nil {
 		t.Fatal(err)
 	}
