@@ -57,7 +57,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 	c, err := a2aclient.NewFromCard(ctx, card, append([]a2aclient.FactoryOption{
 		a2aclient.WithTransport(a2a.TransportProtocolJSONRPC, a2aclient.TransportFactoryFn(
 			func(_ context.Context, _ *a2a.AgentCard, iface *a2a.AgentInterface) (a2aclient.Transport, error) {
-				return newJSONRPCStreams(iface.URL, hc), nil // a2a-go's, reading streams itself (jsonrpcstream.go)
+				return newJSONRPCStreams(iface.URL, hc, e.stacks), nil // a2a-go's, reading streams itself (jsonrpcstream.go)
 			})),
 		a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),

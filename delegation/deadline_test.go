@@ -182,7 +182,10 @@ func TestDeadline_ReleasesGoroutines(t *testing.T) {
 		waitState(t, d, a2a.TaskStateFailed)
 	}
 	transport.CloseIdleConnections()
-	if err := goleak.Find(baseline); err != nil {
+	// The engine keeps a few goroutines for the deep work of streamed
+	// events until it closes (Engine.stacks): its, not the delegations'.
+	kept := goleak.IgnoreAnyFunction("github.com/orchd/orchd/internal/ownstack.(*Workers).work")
+	if err := goleak.Find(baseline, kept); err != nil {
 		t.Errorf("goroutines left after %d expired delegations: %v", n, err)
 	}
 	t.Logf("goroutines: %d before, %d with %d delegations in flight, %d after they expired", before, running, n, runtime.NumGoroutine())

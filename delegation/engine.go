@@ -12,6 +12,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/orchd/orchd/internal/keylock"
+	"github.com/orchd/orchd/internal/ownstack"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
 )
@@ -73,6 +74,10 @@ type Engine struct {
 	// early bounds the polls all delegations make before PollInterval
 	// (poll.go).
 	early pollBudget
+	// stacks runs the deep work of each event an agent's stream brings,
+	// its decoding and its taking, on goroutines kept for it, so the
+	// stream's own goroutine waits with a small stack (stream.go).
+	stacks *ownstack.Workers
 	// containments keeps the agents' containments (contain.go); holding
 	// bounds the delegations being stopped for one at once.
 	containments Containments
@@ -90,6 +95,12 @@ type Engine struct {
 	renewed  time.Time
 	leaving  Member
 }
+
+// keptStacks is how many goroutines the engine keeps waiting for the deep
+// work of streamed events (Engine.stacks): about as many as decode or
+// store an event at one moment under load, each for a few milliseconds.
+// Each holds a stack of a few to some tens of KiB while it waits.
+const keptStacks = 32
 
 // NewEngine returns an engine delegating to agents in reg under the
 // policies of pol, recording delegations in store. A nil logger discards
@@ -114,6 +125,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		clients:     clients,
 		reopening:   make(chan struct{}, reopenLimit),
 		holding:     make(chan struct{}, holdBackLimit),
+		stacks:      ownstack.NewWorkers(keptStacks),
 	}
 	e.containments = e.cfg.Containments
 	if e.containments == nil {
@@ -136,6 +148,7 @@ func (e *Engine) Close() {
 		stop()
 	}
 	e.wg.Wait()
+	e.stacks.Close() // the streams that used them have ended
 	if e.cfg.Leases != nil {
 		e.leave() // once nothing follows a delegation here any more
 	}

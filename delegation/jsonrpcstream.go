@@ -30,17 +30,21 @@ import (
 // v2.4.0), most of what a delegation answered at once over a stream
 // allocates: on orchd → orchd → agent the garbage collector took a fifth
 // of the upstream orchd's CPU, against a tenth of the downstream one's,
-// which streams nothing. This reader starts with a 4 KiB buffer and grows
-// it only for a longer line.
+// which streams nothing. This reader starts with a 1 KiB buffer
+// (streamReadBuffer) and gathers a longer line from several reads.
 type jsonrpcStreams struct {
 	a2aclient.Transport // a2a-go's JSON-RPC transport to url
 	url                 string
 	client              *http.Client
+	// stacks decodes each event, deep work, off the stream's goroutine
+	// (ownstack); nil: a goroutine each.
+	stacks *ownstack.Workers
 }
 
-// newJSONRPCStreams returns the transport to the JSON-RPC endpoint url.
-func newJSONRPCStreams(url string, client *http.Client) *jsonrpcStreams {
-	return &jsonrpcStreams{Transport: a2aclient.NewJSONRPCTransport(url, client), url: url, client: client}
+// newJSONRPCStreams returns the transport to the JSON-RPC endpoint url,
+// decoding events on stacks.
+func newJSONRPCStreams(url string, client *http.Client, stacks *ownstack.Workers) *jsonrpcStreams {
+	return &jsonrpcStreams{Transport: a2aclient.NewJSONRPCTransport(url, client), url: url, client: client, stacks: stacks}
 }
 
 // The JSON-RPC methods read here, as A2A 1.0 names them.
@@ -126,7 +130,7 @@ func (t *jsonrpcStreams) stream(ctx context.Context, method string, params a2acl
 				return
 			}
 			var ev a2a.Event
-			ownstack.Run(func() { ev, err = streamEvent(ctx, data) })
+			t.stacks.Run(func() { ev, err = streamEvent(ctx, data) })
 			if err != nil {
 				yield(nil, err)
 				return

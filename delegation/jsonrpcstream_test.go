@@ -98,7 +98,7 @@ func TestJSONRPCStreams_ReadsAsA2AGo(t *testing.T) {
 				return evs, nil
 			}
 			theirs, theirErr := read(a2aclient.NewJSONRPCTransport(srv.URL+"/rpc", srv.Client()))
-			ours, ourErr := read(newJSONRPCStreams(srv.URL+"/rpc", srv.Client()))
+			ours, ourErr := read(newJSONRPCStreams(srv.URL+"/rpc", srv.Client(), nil))
 			if len(ours) != tc.want || !slices.Equal(ours, theirs) {
 				t.Errorf("events: ours %d, a2a-go's %d, want %d; equal: %v", len(ours), len(theirs), tc.want, slices.Equal(ours, theirs))
 			}
@@ -143,7 +143,7 @@ func TestJSONRPCStreams_SubscribeToTask(t *testing.T) {
 	}))
 	defer srv.Close()
 	req := &a2a.SubscribeToTaskRequest{ID: "t1"}
-	for _, tr := range []a2aclient.Transport{a2aclient.NewJSONRPCTransport(srv.URL, srv.Client()), newJSONRPCStreams(srv.URL, srv.Client())} {
+	for _, tr := range []a2aclient.Transport{a2aclient.NewJSONRPCTransport(srv.URL, srv.Client()), newJSONRPCStreams(srv.URL, srv.Client(), nil)} {
 		for _, err := range tr.SubscribeToTask(t.Context(), nil, req) {
 			if err != nil {
 				t.Fatalf("%T: %v", tr, err)

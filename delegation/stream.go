@@ -5,8 +5,6 @@ import (
 	"iter"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-
-	"github.com/orchd/orchd/internal/ownstack"
 )
 
 // session is an accepted send: the first event, and the rest of the
@@ -95,7 +93,7 @@ func (st *agentStream) read(e *Engine, seq iter.Seq2[a2a.Event, error]) {
 		// Applying an event is deep, and the wait for the next one is
 		// not: the work runs on a stack of its own (ownstack).
 		more := false
-		ownstack.Run(func() { more = f.event(ev, err) })
+		e.stacks.Run(func() { more = f.event(ev, err) })
 		if !more {
 			break
 		}

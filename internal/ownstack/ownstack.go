@@ -8,7 +8,9 @@
 // event, storing it, writing it out), so keeps a stack sized for the
 // work: with 10,000 agent streams open, orchd held 12 KiB of stack per
 // goroutine, most of it for moments a few milliseconds long. Work run
-// through [Run] grows the stack of a goroutine that ends with it instead.
+// through [Run] grows the stack of a goroutine that ends with it instead;
+// [Workers] runs it on goroutines kept between calls, whose stacks have
+// grown already.
 package ownstack
 
 // Run calls f on a new goroutine and waits for it to return. A panic in f
