@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -122,8 +121,6 @@ const (
 	embeddedMaxMemory = 32 << 20
 )
 
-var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
 // Validate checks the configuration, naming the offending key (under
 // store.) in each error. Zero values are valid: they mean the defaults.
 func (c Config) Validate() error {
@@ -159,7 +156,7 @@ func (c Config) Validate() error {
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		bad("tls.cert and store.tls.key go together")
 	}
-	if c.Namespace != "" && (len(c.Namespace) > maxNamespaceLen || !namespaceRE.MatchString(c.Namespace)) {
+	if c.Namespace != "" && (len(c.Namespace) > maxNamespaceLen || !plainToken(c.Namespace)) {
 		bad("namespace %q is not 1 to %d letters, digits, - or _", c.Namespace, maxNamespaceLen)
 	}
 	if c.Replicas < 0 || c.Replicas > MaxReplicas {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -218,7 +217,20 @@ func (s *Store) Delegations(ctx context.Context, cfg DelegationsConfig) (*Delega
 	return d, nil
 }
 
-var plainDelegationID = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+// plainToken reports whether s is letters, digits, - and _ only, and not
+// empty: valid as it is in KV keys and subjects. A loop, not a regular
+// expression: every store write of a delegation asks, and the expression
+// took 1% of orchd's CPU under load.
+func plainToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
 
 // delegationKey turns a delegation id into a key token, valid in KV keys and
 // subjects: the id itself when it is letters, digits, - and _ (UUIDs
@@ -230,7 +242,7 @@ func delegationKey(id string) (string, error) {
 		return "", errors.New("empty delegation id")
 	case len(id) > maxDelegationIDLen:
 		return "", fmt.Errorf("delegation id of %d bytes is over %d", len(id), maxDelegationIDLen)
-	case plainDelegationID.MatchString(id):
+	case plainToken(id):
 		return id, nil
 	}
 	return "=" + base64.RawURLEncoding.EncodeToString([]byte(id)), nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -580,4 +581,15 @@ func TestPutEnded_FoldsASmallLog(t *testing.T) {
 			t.Errorf("%s: Events (-written +read):\n%s", tc.name, diff)
 		}
 	}
+}
+
+// FuzzPlainToken checks plainToken against the regular expression it
+// stands for: letters, digits, - and _, at least one.
+func FuzzPlainToken(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := plainToken(s), re.MatchString(s); got != want {
+			t.Errorf("plainToken(%q) = %t, the expression says %t", s, got, want)
+		}
+	})
 }

@@ -128,7 +128,7 @@ func liveKey(owner string) (string, error) {
 	if owner == "" || len(owner) > maxOwnerLen {
 		return "", fmt.Errorf("%w: owner must be 1 to %d bytes", delegation.ErrBadRequest, maxOwnerLen)
 	}
-	if plainDelegationID.MatchString(owner) {
+	if plainToken(owner) {
 		return livePrefix + owner, nil
 	}
 	return livePrefix + "=" + base64.RawURLEncoding.EncodeToString([]byte(owner)), nil
