@@ -225,7 +225,9 @@ func sseData(body io.Reader, max int) iter.Seq2[[]byte, error] {
 				if len(event) > 0 && !yield(event, nil) {
 					return
 				}
-				event = event[:0]
+				// Let the event go: the stream may wait hours for the
+				// next, and 10,000 streams would hold a buffer each.
+				event = nil
 			case bytes.HasPrefix(line, []byte("data:")):
 				v := bytes.TrimPrefix(line[len("data:"):], []byte(" "))
 				if len(event) > 0 {
@@ -237,6 +239,7 @@ func sseData(body io.Reader, max int) iter.Seq2[[]byte, error] {
 				}
 				event = append(event, v...)
 			}
+			long = nil // gathered for this line only
 			if eof {
 				if len(event) > 0 {
 					yield(event, nil)

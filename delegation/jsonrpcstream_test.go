@@ -9,11 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
@@ -179,6 +181,44 @@ func TestSSEData_Bounds(t *testing.T) {
 			t.Errorf("%s: error %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestSSEData_LetsALongEventGo reads a 4 MiB event, then waits in the
+// read of the next: a stream can wait hours so, and what it gathered for
+// the long line and the event must not stay with it.
+func TestSSEData_LetsALongEventGo(t *testing.T) {
+	const size = 4 << 20
+	base := heapInUse()
+	r, w := io.Pipe()
+	go func() { _, _ = io.WriteString(w, "data: "+strings.Repeat("x", size)+"\n\n") }()
+	got, done := make(chan int, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		for data, err := range sseData(r, 2*size) {
+			if err != nil {
+				return
+			}
+			got <- len(data)
+		}
+	}()
+	if n := <-got; n != size {
+		t.Fatalf("read an event of %d bytes, want %d", n, size)
+	}
+	time.Sleep(50 * time.Millisecond) // the reader is back in its read
+	held := int64(heapInUse()) - int64(base)
+	r.Close()
+	<-done
+	if held > size/4 {
+		t.Errorf("waiting for the next event, the stream holds %d bytes", held)
+	}
+}
+
+// heapInUse is the heap in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }
 
 // referenceSSE reads an SSE stream line by line with a bufio.Scanner,
