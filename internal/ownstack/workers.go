@@ -37,16 +37,16 @@ func (w *Workers) Run(f func()) {
 		Run(f)
 		return
 	}
-	done := make(chan any, 1)
-	call := func() {
-		defer func() { done <- recover() }()
-		f()
-	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		Run(f)
 		return
+	}
+	done := make(chan any, 1)
+	call := func() {
+		defer func() { done <- recover() }()
+		f()
 	}
 	if n := len(w.idle); n > 0 {
 		q := w.idle[n-1]
