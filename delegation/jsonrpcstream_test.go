@@ -13,12 +13,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // rpcEvent is an SSE event carrying a JSON-RPC response with result, an
@@ -190,27 +193,42 @@ func TestSSEData_LetsALongEventGo(t *testing.T) {
 	const size = 4 << 20
 	base := heapInUse()
 	r, w := io.Pipe()
+	defer r.Close()
 	go func() { _, _ = io.WriteString(w, "data: "+strings.Repeat("x", size)+"\n\n") }()
-	got, done := make(chan int, 1), make(chan struct{})
+	body := &countedReader{r: r}
+	type event struct{ size, readsBefore int64 }
+	got, done := make(chan event, 1), make(chan struct{})
 	go func() {
 		defer close(done)
-		for data, err := range sseData(r, 2*size) {
+		for data, err := range sseData(body, 2*size) {
 			if err != nil {
 				return
 			}
-			got <- len(data)
+			got <- event{int64(len(data)), body.reads.Load()}
 		}
 	}()
-	if n := <-got; n != size {
-		t.Fatalf("read an event of %d bytes, want %d", n, size)
+	ev := <-got
+	if ev.size != size {
+		t.Fatalf("read an event of %d bytes, want %d", ev.size, size)
 	}
-	time.Sleep(50 * time.Millisecond) // the reader is back in its read
+	testwait.Until(t, 10*time.Second, "the stream reading again", func() bool { return body.reads.Load() > ev.readsBefore })
 	held := int64(heapInUse()) - int64(base)
 	r.Close()
 	<-done
 	if held > size/4 {
 		t.Errorf("waiting for the next event, the stream holds %d bytes", held)
 	}
+}
+
+// countedReader counts the reads made of r.
+type countedReader struct {
+	r     io.Reader
+	reads atomic.Int64
+}
+
+func (c *countedReader) Read(p []byte) (int, error) {
+	c.reads.Add(1)
+	return c.r.Read(p)
 }
 
 // heapInUse is the heap in use after a collection.
