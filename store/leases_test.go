@@ -208,8 +208,14 @@ func TestLeases_Expiry(t *testing.T) {
 }
 
 // TestLeases_Cluster holds a lease on a 3-node cluster with 3 replicas,
-// kills the node leading the leases' stream, and checks the lease is
-// still held and renews.
+// stops the node leading the leases' stream, and checks the lease is
+// still held and renews once the survivors have a leader.
+//
+// A stopping node hands its leadership to a current follower, which
+// takes a fraction of a second; when no follower is current (a busy
+// machine), the survivors wait NATS's election timeout first, 4–9 s. The
+// TTL is long enough for the slow case, so the test checks that the lease
+// rides out the election, not how fast NATS elects.
 func TestLeases_Cluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
@@ -220,7 +226,8 @@ func TestLeases_Cluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	l := leasesOf(t, s, 10*time.Second)
+	const ttl = 30 * time.Second
+	l := leasesOf(t, s, ttl)
 	procA := join(t, l, "proc-a")
 	a, err := procA.Take(t.Context(), "d1")
 	if err != nil {
@@ -248,8 +255,7 @@ func TestLeases_Cluster(t *testing.T) {
 	}
 	c.Stop(victim)
 	killed := time.Now()
-	// Renew until it goes through: the survivors elect a leader within
-	// the TTL.
+	// Renew until it goes through, well within the TTL.
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		err := procA.Renew(ctx)
@@ -260,8 +266,8 @@ func TestLeases_Cluster(t *testing.T) {
 		if errors.Is(err, delegation.ErrLeaseLost) {
 			t.Fatalf("lease lost after the node went: %v", err)
 		}
-		if time.Since(killed) > 8*time.Second {
-			t.Fatalf("no renewal within 8s of the node going: %v", err)
+		if time.Since(killed) > ttl*2/3 {
+			t.Fatalf("no renewal within %s of the node going: %v", ttl*2/3, err)
 		}
 	}
 	t.Logf("renewed %s after the stream leader went", time.Since(killed).Round(time.Millisecond))

@@ -109,7 +109,10 @@ func (c *Cluster) URLs() string {
 	return strings.Join(urls, ",")
 }
 
-// Stop shuts node i down, as a crash of its machine would.
+// Stop shuts node i down as an operator would: the raft groups it leads
+// first hand their leadership to a current follower, when one is. A crash
+// hands nothing over; its survivors elect a leader after NATS's election
+// timeout, 4–9 s.
 func (c *Cluster) Stop(i int) {
 	c.Servers[i].Shutdown()
 	c.Servers[i].WaitForShutdown()
