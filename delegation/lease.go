@@ -72,6 +72,17 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 )
 
+// RenewEvery is how often a process renews its liveness lease of the
+// given TTL: a tenth of it, at least every 100ms. A renewal is one write
+// per process, however many delegations it follows, so renewing often is
+// cheap; and a lease rides out a stall of the store's writes as long as
+// the TTL less the time since its last renewal. A NATS node that crashes
+// while leading the leases' stream stalls them for an election, 5–8.5 s
+// measured: renewing a tenth of a 10 s TTL apart rides that out, where a
+// third apart (the earlier schedule) lost the lease when the crash came
+// late in the interval.
+func RenewEvery(ttl time.Duration) time.Duration { return max(ttl/10, 100*time.Millisecond) }
+
 // sweepEvery is how often an engine with Leases lists every running
 // delegation to take those nobody took at all (a release after a failed
 // resume, or records older than the leases): the safety net under the
@@ -110,7 +121,9 @@ func (e *Engine) take(ctx context.Context, id string) (Lease, error) {
 // its TTL (the store out of reach: the others may have found it expired),
 // stops this process following every delegation it took, since the
 // others take them over; it then joins again and carries on those nobody
-// took yet.
+// took yet. A renewal may take until the lease would expire, no longer,
+// so a process stops following its delegations by its own clock when the
+// others may take them.
 func (e *Engine) keepAlive() {
 	e.memberMu.Lock()
 	m, renewed := e.joined, e.renewed
@@ -118,7 +131,11 @@ func (e *Engine) keepAlive() {
 	ttl := e.cfg.Leases.TTL()
 	var err error
 	if m != nil {
-		ctx, cancel := context.WithTimeout(e.ctx, ttl/3)
+		deadline := time.Now().Add(ttl / 3)
+		if end := renewed.Add(ttl); end.Before(deadline) {
+			deadline = end
+		}
+		ctx, cancel := context.WithDeadline(e.ctx, deadline)
 		err = m.Renew(ctx)
 		cancel()
 		if err == nil {

@@ -60,7 +60,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	go func() {
 		defer e.wg.Done()
 		ttl := e.cfg.Leases.TTL()
-		renew := time.NewTicker(max(ttl/3, 100*time.Millisecond))
+		renew := time.NewTicker(RenewEvery(ttl))
 		defer renew.Stop()
 		sweep := time.NewTicker(sweepEvery(ttl))
 		defer sweep.Stop()

@@ -16,9 +16,11 @@ import (
 // steady state nothing the work does reaches NATS: what does is the
 // leases' upkeep and the look for delegations to carry on. With the
 // default lease TTL (10 s), it counts the NATS messages each replica's
-// connection sends and receives over three lease ticks (TTL/3 each),
-// after one tick of settling, and reports them per replica and tick
-// (msgs-out and msgs-in: requests and their replies, KiB both ways).
+// connection sends and receives over three ticks of TTL/3 (how often the
+// per-delegation leases it replaced were renewed; a replica now renews
+// its one lease every TTL/10), after one tick of settling, and reports
+// them per replica and tick (msgs-out and msgs-in: requests and their
+// replies, KiB both ways).
 // Then it kills one replica (its connection closes before anything is
 // given up) and reports how long until every one of its delegations is
 // followed by one of the two others (takeover-s).

@@ -62,6 +62,8 @@ func TestFailover_KilledReplicaCarriedOn(t *testing.T) {
 type pausedLeases struct {
 	delegation.Leases
 	paused atomic.Bool
+	// renewed is when a renewal last went through, in Unix nanoseconds.
+	renewed atomic.Int64
 }
 
 func (p *pausedLeases) wait(ctx context.Context) error {
@@ -95,7 +97,56 @@ func (m pausedMember) Renew(ctx context.Context) error {
 	if err := m.p.wait(ctx); err != nil {
 		return err
 	}
-	return m.Member.Renew(ctx)
+	err := m.Member.Renew(ctx)
+	if err == nil {
+		m.p.renewed.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// TestFailover_StallRiddenOut pauses a replica's renewals for most of the
+// TTL, starting well into a renewal interval as the earlier schedule
+// (a third of the TTL) had it, as a crashed NATS node's election stalls
+// writes: the replica keeps its lease and every delegation it follows,
+// nobody takes one over, and its renewals go on.
+func TestFailover_StallRiddenOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits most of a lease TTL")
+	}
+	t.Parallel() // mostly waits
+	const ttl = 10 * time.Second // the default: margins of a second either way
+	f := newFleet(t, ttl)
+	var p *pausedLeases
+	r0 := f.replica(t, "r0", func(l delegation.Leases) delegation.Leases {
+		p = &pausedLeases{Leases: l}
+		return p
+	})
+	r1 := f.replica(t, "r1", nil)
+	ids := r0.delegate(t, 20)
+
+	// A renewal a third of the TTL apart would come next 0.33 TTL after
+	// the one seen, so pausing at 0.3 TTL for 0.8 TTL leaves the lease
+	// 1.1 TTL without one; a tenth apart, at most 0.9 TTL.
+	seen := p.renewed.Load()
+	testwait.Until(t, ttl, "a renewal", func() bool { return p.renewed.Load() != seen })
+	last := time.Unix(0, p.renewed.Load())
+	time.Sleep(time.Until(last.Add(ttl * 3 / 10)))
+	p.paused.Store(true)
+	time.Sleep(ttl * 8 / 10)
+	p.paused.Store(false)
+	resumed := time.Now()
+	testwait.Until(t, ttl, "a renewal after the stall", func() bool {
+		return time.Unix(0, p.renewed.Load()).After(resumed)
+	})
+	time.Sleep(ttl / 5) // a departure r1 might have seen is acted on
+	for id, names := range followers(ids, r0, r1) {
+		if len(names) != 1 || names[0] != "r0" {
+			t.Errorf("after the stall, delegation %s followed by %v, want r0 alone", id, names)
+		}
+	}
+	if h, err := r0.leases.Holder(t.Context(), ids[0]); err != nil || h != "r0" {
+		t.Errorf("Holder(%s) = %q, %v; want r0", ids[0], h, err)
+	}
 }
 
 // TestFailover_PausedReplicaStops pauses a replica's renewals past the
@@ -141,7 +192,7 @@ func TestFailover_PausedReplicaStops(t *testing.T) {
 // TestAdopt_SteadyStateCostsNoList runs two replicas with delegations
 // running on each and checks that, while no replica comes or goes, they
 // neither list the running delegations nor send NATS more than a few
-// messages per lease tick: their upkeep does not grow with the work.
+// messages per lease renewal: their upkeep does not grow with the work.
 func TestAdopt_SteadyStateCostsNoList(t *testing.T) {
 	if testing.Short() {
 		t.Skip("watches several lease ticks")
@@ -153,21 +204,22 @@ func TestAdopt_SteadyStateCostsNoList(t *testing.T) {
 		r.delegate(t, n)
 	}
 	time.Sleep(2 * ttl) // the first polls of the new tasks
-	const ticks = 12
+	const ticks = 40
+	tick := delegation.RenewEvery(ttl)
 	lists := make([]int64, len(rs))
 	sent := make([]uint64, len(rs))
 	for i, r := range rs {
 		lists[i], sent[i] = r.running.Load(), r.st.JetStream().Conn().Stats().OutMsgs
 	}
-	time.Sleep(ticks * ttl / 3)
+	time.Sleep(ticks * tick)
 	for i, r := range rs {
 		if got := r.running.Load() - lists[i]; got != 0 {
-			t.Errorf("%s listed the running delegations %d times in %d ticks, want 0", r.name, got, ticks)
+			t.Errorf("%s listed the running delegations %d times in %d renewals, want 0", r.name, got, ticks)
 		}
 		per := float64(r.st.JetStream().Conn().Stats().OutMsgs-sent[i]) / ticks
-		t.Logf("%s: %.1f NATS messages sent per tick with %d delegations", r.name, per, n)
+		t.Logf("%s: %.1f NATS messages sent per renewal with %d delegations", r.name, per, n)
 		if per >= n/4 {
-			t.Errorf("%s sent %.1f NATS messages per tick with %d delegations running, want a few", r.name, per, n)
+			t.Errorf("%s sent %.1f NATS messages per renewal with %d delegations running, want a few", r.name, per, n)
 		}
 	}
 }
