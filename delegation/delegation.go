@@ -331,9 +331,10 @@ func (d *Delegation) persistLocked() {
 	if ss, ok := d.engine.store.(StepStore); ok && len(d.unsaved) == 1 {
 		d.persistErr = ss.PutStep(context.Background(), d.storedLocked(), d.unsaved[0])
 		if d.persistErr != nil {
-			d.engine.log.Error("store delegation event and record; both are tried again with the next write", "delegation", d.rec.ID, "seq", d.unsaved[0].Seq, "error", d.persistErr)
+			d.engine.writes.failed("store delegation event and record; both are tried again with the next write", d.rec.ID, d.unsaved[0].Seq, d.persistErr)
 			return
 		}
+		d.engine.writes.succeeded()
 		d.unsaved = nil
 		return
 	}
@@ -341,15 +342,17 @@ func (d *Delegation) persistLocked() {
 	// tried again, before the next, at the next write.
 	for len(d.unsaved) > 0 {
 		if err := d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); err != nil {
-			d.engine.log.Error("store delegation event; it is tried again with the next", "delegation", d.rec.ID, "seq", d.unsaved[0].Seq, "unsaved", len(d.unsaved), "error", err)
+			d.engine.writes.failed("store delegation event; it is tried again with the next write", d.rec.ID, d.unsaved[0].Seq, err)
 			break
 		}
 		d.unsaved = d.unsaved[1:]
 	}
 	d.persistErr = d.engine.store.Put(context.Background(), d.storedLocked())
 	if d.persistErr != nil {
-		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
+		d.engine.writes.failed("store delegation record; it is tried again with the next write", d.rec.ID, d.rec.LastEvent, d.persistErr)
+		return
 	}
+	d.engine.writes.succeeded()
 }
 
 // persistEndedLocked writes a delegation that ended as it started, its whole
@@ -368,9 +371,10 @@ func (d *Delegation) persistEndedLocked() {
 		d.persistErr = es.PutEnded(context.Background(), d.storedLocked(), d.unsaved)
 	}
 	if d.persistErr != nil {
-		d.engine.log.Error("store delegation", "delegation", d.rec.ID, "error", d.persistErr)
+		d.engine.writes.failed("store ended delegation", d.rec.ID, 1, d.persistErr)
 		return
 	}
+	d.engine.writes.succeeded()
 	d.unsaved = nil
 }
 

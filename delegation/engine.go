@@ -74,6 +74,9 @@ type Engine struct {
 	// early bounds the polls all delegations make before PollInterval
 	// (poll.go).
 	early pollBudget
+	// writes reports the store's failed writes of delegations, an outage
+	// in a few lines (writelog.go).
+	writes writeLog
 	// stacks runs the deep work of each event an agent's stream brings,
 	// its decoding and its taking, on goroutines kept for it, so the
 	// stream's own goroutine waits with a small stack (stream.go).
@@ -127,6 +130,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		holding:     make(chan struct{}, holdBackLimit),
 		stacks:      ownstack.NewWorkers(keptStacks),
 	}
+	e.writes.log, e.writes.now = log, e.cfg.Now
 	e.containments = e.cfg.Containments
 	if e.containments == nil {
 		e.containments = &memoryContainments{}

@@ -1,0 +1,64 @@
+package delegation
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchd/orchd/internal/syncbuf"
+	"github.com/orchd/orchd/internal/testclock"
+)
+
+// TestWriteLog_AnOutageInAFewLines fails the writes of many delegations
+// as a store election does and checks the log says so in a line, then a
+// count every outageSummary, then one line when writes go through again;
+// and that other failures keep a line each.
+func TestWriteLog_AnOutageInAFewLines(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	clock := testclock.New(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	w := &writeLog{log: slog.New(slog.NewTextHandler(logs, nil)), now: clock.Now}
+	down := fmt.Errorf("append event 3 to delegation d1: %w: context deadline exceeded", ErrUnavailable)
+	lines := func() []string { return strings.Split(strings.TrimSpace(logs.String()), "\n") }
+
+	w.succeeded() // no outage: nothing to say
+	for i := range 3000 {
+		w.failed("store delegation event", fmt.Sprintf("d%d", i), 3, down)
+	}
+	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "delegation=d0") || !strings.Contains(got[0], "level=ERROR") {
+		t.Fatalf("3,000 failures at once logged %q, want the first alone", got)
+	}
+	clock.Advance(outageSummary)
+	w.failed("store delegation event", "d1", 4, down)
+	if got := lines(); len(got) != 2 || !strings.Contains(got[1], "failed=3000") || !strings.Contains(got[1], "failedSinceStart=3001") {
+		t.Fatalf("a failure %s into the outage logged %q, want a count", outageSummary, got)
+	}
+	// Writes to the streams that have a leader go through meanwhile.
+	clock.Advance(time.Second)
+	w.failed("store delegation event", "d2", 4, down)
+	w.succeeded()
+	clock.Advance(outageSettle / 2)
+	w.failed("store delegation event", "d3", 4, down)
+	w.succeeded()
+	if got := lines(); len(got) != 2 {
+		t.Fatalf("writes going through between failures logged %q, want nothing more", got[2:])
+	}
+	clock.Advance(outageSettle)
+	w.succeeded()
+	w.succeeded()
+	if got := lines(); len(got) != 3 || !strings.Contains(got[2], "level=WARN") || !strings.Contains(got[2], "failed=3003") || !strings.Contains(got[2], "lasted=11.5s") {
+		t.Fatalf("the end of the outage logged %q, want one line with the count", got)
+	}
+	// A new outage is told again; a failure that is not the store's
+	// absence is told each time.
+	w.failed("store delegation event", "d3", 5, down)
+	bad := errors.New("record too large")
+	w.failed("store delegation record", "d4", 5, bad)
+	w.failed("store delegation record", "d5", 5, bad)
+	got := lines()[3:]
+	if len(got) != 3 || !strings.Contains(got[0], "delegation=d3") || !strings.Contains(got[1], "delegation=d4") || !strings.Contains(got[2], "delegation=d5") {
+		t.Fatalf("after the outage, logged %q", got)
+	}
+}
