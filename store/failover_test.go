@@ -113,8 +113,9 @@ func TestFailover_StallRiddenOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits most of a lease TTL")
 	}
-	t.Parallel() // mostly waits
-	const ttl = 10 * time.Second // the default: margins of a second either way
+	t.Parallel() // it mostly waits
+	// The default TTL, for margins of a second either way.
+	const ttl = 10 * time.Second
 	f := newFleet(t, ttl)
 	var p *pausedLeases
 	r0 := f.replica(t, "r0", func(l delegation.Leases) delegation.Leases {
