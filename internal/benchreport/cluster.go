@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // clusterConfig sizes the cluster run.
@@ -60,12 +62,15 @@ func runCluster(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // own state directory) sharing a JetStream cluster of three real
 // nats-server processes (store.replicas 3), each holding cfg.perReplica
 // long delegations to the long agent in its own process
-// (longHandlers), then one replica killed with kill -9. It writes:
+// (longHandlers), then one replica killed with kill -9, then the NATS
+// server leading the leases' stream killed with kill -9
+// (crashLeasesLeader). It writes:
 //
 //	BenchmarkProcessCluster/config   1 <n> delegations-per-replica <n> replicas <n> followed-per-replica <ms> work-ms <ms> silent-ms <ms> tick-ms <ms> lease-ttl-ms
 //	BenchmarkProcessCluster/quiet    1 <n> delegations-per-replica <ms> window-ms <ms> orchd-cpu-ms-per-s <ms> orchd-cpu-ms-per-s-max <n> nats-msgs-per-s <ms> nats-cpu-ms-per-s
 //	BenchmarkProcessCluster/failover 1 <n> delegations-per-replica <n> killed <ms> failover-ms <ms> first-follow-ms <ms> follow-p50-ms <ms> lease-ttl-ms <n> followed <ms> next-event-p50-ms <ms> next-event-max-ms <n> completed <n> lost <n> lost-of-killed
 //	                                   <n> log-gaps <n> log-duplicates <n> followers <n> followers-failed <n> follower-gaps <n> follower-duplicates <ms> start-wall-ms <n> start-errors <n> warn-lines <n> error-lines
+//	BenchmarkProcessCluster/natscrash 1 <n> running <ms> led-again-ms <n> retaken <ms> watched-ms
 //
 // The quiet window falls after every delegation started and before the
 // agent sends its first tick, so what the replicas do then is keeping
@@ -91,7 +96,8 @@ func runCluster(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // log went on again, which also waits for the agent's next tick when
 // none came between the kill and the takeover. Every delegation of every
 // replica
-// is then read to its end on a survivor, and completed when its log ends
+// is then read to its end on a survivor (after the NATS crash, so across
+// it too), and completed when its log ends
 // COMPLETED after the agent's artifact with every tick the agent says it
 // sent, once and in order (eventLog.check); lost otherwise (lost-of-killed:
 // those the killed replica held). The followers follow the first
@@ -208,8 +214,8 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 
 	// Kill the first replica once every delegation's agent ticks.
 	killAt := first.Add(start.wall + cfg.silent + time.Second)
-	if finish := first.Add(cfg.work); killAt.Add(ttl + 5*time.Second).After(finish) {
-		return fmt.Errorf("the work (%s) ends before the failover is over (the kill at %s, leaseTTL %s): work longer",
+	if finish := first.Add(cfg.work); killAt.Add(2*(ttl+5*time.Second) + crashSettle).After(finish) {
+		return fmt.Errorf("the work (%s) ends before the failover and the NATS crash are over (the kill at %s, leaseTTL %s): work longer",
 			cfg.work, killAt.Sub(first).Round(time.Millisecond), ttl)
 	}
 	if err := sleepCtx(ctx, time.Until(killAt)); err != nil {
@@ -224,10 +230,24 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 	}
 	log.Info("cluster run: the killed replica's delegations are followed", "delegations", follow.followed, "of", len(orphans),
 		"last after", follow.last.Round(time.Millisecond))
+	crash, err := crashLeasesLeader(ctx, servers, urls.client, ttl)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if id != "" {
+			crash.running++
+		}
+	}
+	log.Info("cluster run: the NATS node leading the leases crashed", "node", crash.node,
+		"led again after", crash.led.Round(time.Millisecond))
 
 	// Every delegation's log, read to its end on a survivor.
 	following.Wait()
 	logs := readLogs(ctx, ids, cfg.callers, survivor, killed)
+	if err := crash.retakenSince(ctx, longURLs[0]); err != nil {
+		return err
+	}
 	lostKilled := 0
 	for _, i := range logs.lostAt {
 		if i%clusterReplicas == 0 {
@@ -269,6 +289,93 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 		clusterBench, cfg.perReplica, len(orphans), ms(follow.last), ms(follow.first), ms(follow.p50), ms(ttl), follow.followed, ms(pctOf(next, 50)), ms(pctOf(next, 100)), logs.completed, logs.lost, lostKilled)
 	fmt.Fprintf(w, "\t%d log-gaps\t%d log-duplicates\t%d followers\t%d followers-failed\t%d follower-gaps\t%d follower-duplicates\t%.0f start-wall-ms\t%d start-errors\t%d warn-lines\t%d error-lines\n",
 		logs.gaps, logs.dups, nf, ffailed, fgaps, fdups, ms(start.wall), start.errs, warns, errs)
+	fmt.Fprintf(w, "%s/natscrash\t1\t%d running\t%.0f led-again-ms\t%d retaken\t%.0f watched-ms\n",
+		clusterBench, crash.running, ms(crash.led), crash.retaken, ms(crash.watched))
+	return nil
+}
+
+// crashSettle is how long past the lease TTL the NATS crash is watched
+// for delegations taken over again.
+const crashSettle = 5 * time.Second
+
+// leasesStream is the stream behind the replicas' liveness leases, in the
+// default namespace.
+const leasesStream = "KV_orchd-leases"
+
+// natsCrash is what kill -9 of the NATS node leading the leases' stream
+// did.
+type natsCrash struct {
+	node    string        // the node killed
+	at      time.Time     // when
+	led     time.Duration // until the two left had elected a leader of the stream
+	watched time.Duration // how long the run goes on before the next step
+	running int           // the delegations started, all running
+	retaken int           // tasks subscribed to again since the crash: work taken over
+}
+
+// crashLeasesLeader kills the NATS server leading the leases' stream,
+// with kill -9, as a crash of its machine would: no leadership is handed
+// over, so the two left wait for NATS's election timeout before either
+// leads, and every replica's renewal stalls meanwhile. It times the
+// election from the stream's info, then lets the lease TTL and
+// crashSettle go by: a replica that lost its lease for the stall drops
+// its delegations and takes them again meanwhile (retakenSince counts
+// them at the end).
+func crashLeasesLeader(ctx context.Context, servers []*proc, clientURLs []string, ttl time.Duration) (natsCrash, error) {
+	nc, err := nats.Connect(strings.Join(clientURLs, ","), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		return natsCrash{}, fmt.Errorf("connect to the NATS cluster: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return natsCrash{}, err
+	}
+	leader := func() string {
+		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		st, err := js.Stream(ctx, leasesStream)
+		if err != nil {
+			return ""
+		}
+		info := st.CachedInfo()
+		if info.Cluster == nil {
+			return ""
+		}
+		return info.Cluster.Leader
+	}
+	c := natsCrash{node: leader()}
+	victim := slices.IndexFunc(servers, func(p *proc) bool { return p.name == "nats-"+c.node })
+	if victim < 0 {
+		return c, fmt.Errorf("the leader of %s, %q, is none of the NATS servers", leasesStream, c.node)
+	}
+	servers[victim].kill()
+	c.at = time.Now()
+	for l := leader(); l == "" || l == c.node; l = leader() {
+		if time.Since(c.at) > time.Minute {
+			return c, fmt.Errorf("%s has no leader a minute after its leader %s crashed", leasesStream, c.node)
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return c, err
+		}
+	}
+	c.led = time.Since(c.at)
+	c.watched = ttl + crashSettle
+	if err := sleepCtx(ctx, time.Until(c.at.Add(c.watched))); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// retakenSince counts the tasks the agent was asked to stream again at or
+// after the crash, once the work has ended: no replica dies after it, so
+// each is a delegation a replica dropped for a lost lease and took again.
+func (c *natsCrash) retakenSince(ctx context.Context, agentURL string) error {
+	var subs map[a2a.TaskID]int64
+	if err := getJSON(ctx, agentURL+subscribedPath+"?since="+strconv.FormatInt(c.at.UnixNano(), 10), &subs); err != nil {
+		return fmt.Errorf("read the agent's subscriptions since the NATS crash: %w", err)
+	}
+	c.retaken = len(subs)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,7 +57,7 @@ var agentKinds = []string{kindMessage, kindTask, kindSlow}
 const statsPath = "/stats"
 
 // subscribedPath is where the steering agents say when each task was
-// first subscribed to (subscriptions).
+// subscribed to (subscriptions).
 const subscribedPath = "/subscribed"
 
 // agentStats is the agent's answer at statsPath.
@@ -266,7 +267,7 @@ func steeringHandler(base, name, description, skill string, work func(*steering.
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: skill, Name: skill, Tags: []string{skill}}}}
 	counts := &methodCounts{n: map[string]int64{}}
-	subs := &subscriptions{first: map[a2a.TaskID]int64{}}
+	subs := &subscriptions{are: map[a2a.TaskID][]int64{}}
 	// Push notifications go to webhooks on loopback, where orchd is.
 	sender := push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: pushTimeout, AllowPrivateNetworks: true})
 	handler := a2asrv.NewHandler(x, a2asrv.WithTaskStore(store), a2asrv.WithCallInterceptors(st.Interceptor(), counts, subs),
@@ -283,37 +284,35 @@ func steeringHandler(base, name, description, skill string, work func(*steering.
 	return mux
 }
 
-// subscriptions keeps when each task was first asked for with
-// SubscribeToTask: a client following the task again, as a replica
-// taking over a delegation does. Its Before runs as the request arrives,
-// before the agent reads the task.
+// subscriptions keeps when each task was asked for with SubscribeToTask:
+// a client following the task again, as a replica taking over a
+// delegation does. Its Before runs as the request arrives, before the
+// agent reads the task.
 type subscriptions struct {
 	a2asrv.PassthroughCallInterceptor
-	mu    sync.Mutex
-	first map[a2a.TaskID]int64 // unix nanoseconds
+	mu  sync.Mutex
+	are map[a2a.TaskID][]int64 // unix nanoseconds, in order
 }
 
 func (s *subscriptions) Before(ctx context.Context, _ *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
 	if r, ok := req.Payload.(*a2a.SubscribeToTaskRequest); ok {
 		now := time.Now().UnixNano()
 		s.mu.Lock()
-		if _, seen := s.first[r.ID]; !seen {
-			s.first[r.ID] = now
-		}
+		s.are[r.ID] = append(s.are[r.ID], now)
 		s.mu.Unlock()
 	}
 	return ctx, nil, nil
 }
 
-// ServeHTTP answers with the tasks first subscribed to at or after
-// ?since= (unix nanoseconds), and when.
+// ServeHTTP answers with the tasks subscribed to at or after ?since=
+// (unix nanoseconds), and when first since then.
 func (s *subscriptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
 	out := map[a2a.TaskID]int64{}
 	s.mu.Lock()
-	for id, at := range s.first {
-		if at >= since {
-			out[id] = at
+	for id, ats := range s.are {
+		if i, _ := slices.BinarySearch(ats, since); i < len(ats) {
+			out[id] = ats[i]
 		}
 	}
 	s.mu.Unlock()
