@@ -104,6 +104,19 @@ func (m pausedMember) Renew(ctx context.Context) error {
 	return err
 }
 
+// pausable starts two replicas sharing leases of the given TTL, the first
+// with its renewals paused at will (p), and 20 delegations on the first.
+func pausable(t *testing.T, ttl time.Duration) (p *pausedLeases, r0, r1 *replica, ids []string) {
+	t.Helper()
+	f := newFleet(t, ttl)
+	r0 = f.replica(t, "r0", func(l delegation.Leases) delegation.Leases {
+		p = &pausedLeases{Leases: l}
+		return p
+	})
+	r1 = f.replica(t, "r1", nil)
+	return p, r0, r1, r0.delegate(t, 20)
+}
+
 // TestFailover_StallRiddenOut pauses a replica's renewals for most of the
 // TTL, starting well into a renewal interval as the earlier schedule
 // (a third of the TTL) had it, as a crashed NATS node's election stalls
@@ -116,14 +129,7 @@ func TestFailover_StallRiddenOut(t *testing.T) {
 	t.Parallel() // it mostly waits
 	// The default TTL, for margins of a second either way.
 	const ttl = 10 * time.Second
-	f := newFleet(t, ttl)
-	var p *pausedLeases
-	r0 := f.replica(t, "r0", func(l delegation.Leases) delegation.Leases {
-		p = &pausedLeases{Leases: l}
-		return p
-	})
-	r1 := f.replica(t, "r1", nil)
-	ids := r0.delegate(t, 20)
+	p, r0, r1, ids := pausable(t, ttl)
 
 	// A renewal a third of the TTL apart would come next 0.33 TTL after
 	// the one seen, so pausing at 0.3 TTL for 0.8 TTL leaves the lease
@@ -160,14 +166,7 @@ func TestFailover_PausedReplicaStops(t *testing.T) {
 		t.Skip("waits out a lease TTL")
 	}
 	const ttl = 2 * time.Second
-	f := newFleet(t, ttl)
-	var p *pausedLeases
-	r0 := f.replica(t, "r0", func(l delegation.Leases) delegation.Leases {
-		p = &pausedLeases{Leases: l}
-		return p
-	})
-	r1 := f.replica(t, "r1", nil)
-	ids := r0.delegate(t, 20)
+	p, r0, r1, ids := pausable(t, ttl)
 
 	p.paused.Store(true)
 	testwait.Succeeds(t, 30*time.Second, "the paused replica's delegations followed by the other alone", func() error {

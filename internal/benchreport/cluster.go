@@ -294,8 +294,9 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 	return nil
 }
 
-// crashSettle is how long past the lease TTL the NATS crash is watched
-// for delegations taken over again.
+// crashSettle is how long past the lease TTL the run goes on after the
+// NATS crash before it reads the logs: time for a replica that lost its
+// lease to drop its work and take it again.
 const crashSettle = 5 * time.Second
 
 // leasesStream is the stream behind the replicas' liveness leases, in the
