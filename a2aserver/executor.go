@@ -351,7 +351,9 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 	}
 	rep := newReporter(x.engine, head, after)
 	for {
-		evs, ended, err := x.engine.Events(ctx, id, after, 0)
+		// A moment the store is out of reach is waited out, the
+		// caller's stream kept open.
+		evs, ended, err := x.engine.FollowEvents(ctx, id, after, 0)
 		if err != nil && ctx.Err() == nil {
 			yield(nil, fmt.Errorf("read the events of delegation %s: %w", id, err))
 			return

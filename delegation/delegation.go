@@ -331,7 +331,7 @@ func (d *Delegation) persistLocked() {
 	if ss, ok := d.engine.store.(StepStore); ok && len(d.unsaved) == 1 {
 		d.persistErr = ss.PutStep(context.Background(), d.storedLocked(), d.unsaved[0])
 		if d.persistErr != nil {
-			d.engine.writes.failed("store delegation event and record; both are tried again with the next write", d.rec.ID, d.unsaved[0].Seq, d.persistErr)
+			d.engine.writes.failed("store delegation event and record; both are tried again with the next write", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
 			return
 		}
 		d.engine.writes.succeeded()
@@ -342,14 +342,14 @@ func (d *Delegation) persistLocked() {
 	// tried again, before the next, at the next write.
 	for len(d.unsaved) > 0 {
 		if err := d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); err != nil {
-			d.engine.writes.failed("store delegation event; it is tried again with the next write", d.rec.ID, d.unsaved[0].Seq, err)
+			d.engine.writes.failed("store delegation event; it is tried again with the next write", err, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
 			break
 		}
 		d.unsaved = d.unsaved[1:]
 	}
 	d.persistErr = d.engine.store.Put(context.Background(), d.storedLocked())
 	if d.persistErr != nil {
-		d.engine.writes.failed("store delegation record; it is tried again with the next write", d.rec.ID, d.rec.LastEvent, d.persistErr)
+		d.engine.writes.failed("store delegation record; it is tried again with the next write", d.persistErr, "delegation", d.rec.ID, "seq", d.rec.LastEvent)
 		return
 	}
 	d.engine.writes.succeeded()
@@ -371,7 +371,7 @@ func (d *Delegation) persistEndedLocked() {
 		d.persistErr = es.PutEnded(context.Background(), d.storedLocked(), d.unsaved)
 	}
 	if d.persistErr != nil {
-		d.engine.writes.failed("store ended delegation", d.rec.ID, 1, d.persistErr)
+		d.engine.writes.failed("store ended delegation", d.persistErr, "delegation", d.rec.ID, "seq", 1)
 		return
 	}
 	d.engine.writes.succeeded()

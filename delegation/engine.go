@@ -74,9 +74,10 @@ type Engine struct {
 	// early bounds the polls all delegations make before PollInterval
 	// (poll.go).
 	early pollBudget
-	// writes reports the store's failed writes of delegations, an outage
-	// in a few lines (writelog.go).
-	writes writeLog
+	// writes reports the store's failed writes of delegations, and
+	// followReads the followers' failed reads of their logs, an outage in
+	// a few lines each (outagelog.go, rideout.go).
+	writes, followReads *outageLog
 	// stacks runs the deep work of each event an agent's stream brings,
 	// its decoding and its taking, on goroutines kept for it, so the
 	// stream's own goroutine waits with a small stack (stream.go).
@@ -130,7 +131,8 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		holding:     make(chan struct{}, holdBackLimit),
 		stacks:      ownstack.NewWorkers(keptStacks),
 	}
-	e.writes.log, e.writes.now = log, e.cfg.Now
+	e.writes = newOutageLog(log, e.cfg.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next")
+	e.followReads = newOutageLog(log, e.cfg.Now, slog.LevelWarn, "followers' reads of delegation events", "each follower waits and reads again")
 	e.containments = e.cfg.Containments
 	if e.containments == nil {
 		e.containments = &memoryContainments{}
@@ -152,6 +154,8 @@ func (e *Engine) Close() {
 		stop()
 	}
 	e.wg.Wait()
+	e.writes.close()
+	e.followReads.close()
 	e.stacks.Close() // the streams that used them have ended
 	if e.cfg.Leases != nil {
 		e.leave() // once nothing follows a delegation here any more

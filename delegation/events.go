@@ -68,11 +68,12 @@ func (e *Engine) Events(ctx context.Context, id string, after int64, limit int) 
 }
 
 // WaitEvents returns once the delegation's log holds an event with a Seq
-// above after, or when ctx ends, with its cause.
+// above after, or when ctx ends, with its cause. It waits through a
+// moment the store is out of reach, as FollowEvents reads.
 func (e *Engine) WaitEvents(ctx context.Context, id string, after int64) error {
 	d, ok := e.Get(id)
 	if !ok {
-		return e.store.Wait(ctx, id, after)
+		return e.waitStore(ctx, id, after)
 	}
 	for {
 		d.mu.Lock()
@@ -90,7 +91,13 @@ func (e *Engine) WaitEvents(ctx context.Context, id string, after int64) error {
 		if cur, live := e.Get(id); !live || cur != d {
 			// Forgotten here (another process took it over): its log
 			// goes on in the store.
-			return e.store.Wait(ctx, id, after)
+			return e.waitStore(ctx, id, after)
 		}
 	}
+}
+
+// waitStore waits for the store's log of delegation id to hold an event
+// above after, through a moment the store is out of reach.
+func (e *Engine) waitStore(ctx context.Context, id string, after int64) error {
+	return e.rideOut(ctx, id, func() error { return e.store.Wait(ctx, id, after) })
 }

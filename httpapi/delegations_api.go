@@ -224,7 +224,8 @@ func (a *API) steer(w http.ResponseWriter, r *http.Request, id string, c steerin
 // delegationEvents streams a delegation's events as server-sent events:
 // "id: SEQ", "event: KIND", "data: EVENT-JSON". A client resumes after
 // the last event it saw with the Last-Event-ID header (or ?after=SEQ). The
-// stream ends after the delegation's last event.
+// stream ends after the delegation's last event; once it started, it
+// stays open while the store is unavailable (Engine.FollowEvents).
 func (a *API) delegationEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after := int64(0)
@@ -282,9 +283,10 @@ func (a *API) delegationEvents(w http.ResponseWriter, r *http.Request) {
 		if !ok || ended {
 			return
 		}
+		// Wait for the next event, as long as it takes, and through a
+		// moment the store is out of reach: the keep-alives say we are
+		// alive meanwhile.
 		if len(evs) < sseBatch {
-			// Wait for the next event, as long as it takes: the
-			// keep-alives say we are alive meanwhile.
 			if err := a.delegations.WaitEvents(ctx, id, after); err != nil {
 				if ctx.Err() == nil {
 					a.log.Warn("wait for delegation events", "delegation", id, "error", err)
@@ -292,7 +294,7 @@ func (a *API) delegationEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if evs, ended, err = a.delegations.Events(ctx, id, after, sseBatch); err != nil {
+		if evs, ended, err = a.delegations.FollowEvents(ctx, id, after, sseBatch); err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn("read delegation events", "delegation", id, "error", err)
 			}
