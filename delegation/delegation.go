@@ -128,8 +128,8 @@ type Delegation struct {
 	// engine has no Leases.
 	lease Lease
 	// unsaved are events the store could not take yet, oldest first;
-	// persistErr is why the record's last write failed, nil when it
-	// did not.
+	// persistErr is why the last write of the record, or of an event
+	// before it, failed, nil when the store holds both.
 	unsaved    []Event
 	persistErr error
 	// chained is set when the hop's agent reads the chain context
@@ -322,7 +322,10 @@ func (d *Delegation) forgetSavedLocked() {
 
 // persistLocked writes the events not stored yet, then the record, to the
 // store, logging a failure: the delegation goes on, and the next write
-// tries the events again and carries the whole record again. Callers
+// tries the events again and carries the whole record again. A record is
+// never written ahead of its log: a reader who finds the record says
+// more events than the log holds waits for them, and an end whose event
+// was not kept would be waited for by every follower forever. Callers
 // hold mu.
 func (d *Delegation) persistLocked() {
 	if d.deferred {
@@ -341,9 +344,9 @@ func (d *Delegation) persistLocked() {
 	// Events reach the store in order: one that could not be stored is
 	// tried again, before the next, at the next write.
 	for len(d.unsaved) > 0 {
-		if err := d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); err != nil {
-			d.engine.writes.failed("store delegation event; it is tried again with the next write", err, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
-			break
+		if d.persistErr = d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); d.persistErr != nil {
+			d.engine.writes.failed("store delegation event; it and the record are tried again with the next write", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
+			return
 		}
 		d.unsaved = d.unsaved[1:]
 	}

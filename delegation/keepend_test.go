@@ -14,15 +14,18 @@ import (
 
 // endRefusingStore refuses every write of a delegation's end while
 // refuse is set, as a store that is down at that moment does, and counts
-// the writes it refused.
+// the writes it refused. With eventOnly it refuses only the end's event,
+// as a store does whose events' stream elects a leader while its
+// records' stream has one.
 type endRefusingStore struct {
 	*MemoryStore
-	refuse  atomic.Bool
-	refused atomic.Int32
+	eventOnly bool
+	refuse    atomic.Bool
+	refused   atomic.Int32
 }
 
 func (s *endRefusingStore) Put(ctx context.Context, r Record) error {
-	if r.State.Terminal() && s.refuse.Load() {
+	if r.State.Terminal() && s.refuse.Load() && !s.eventOnly {
 		s.refused.Add(1)
 		return errors.New("the store is down")
 	}
@@ -40,9 +43,9 @@ func (s *endRefusingStore) Append(ctx context.Context, id string, ev Event) erro
 // endRefused runs a delegation to its end on an engine whose store
 // refuses the end, and returns once the end was refused a few times, the
 // store still showing the delegation running.
-func endRefused(t *testing.T) (*fixture, *endRefusingStore, *Delegation) {
+func endRefused(t *testing.T, eventOnly bool) (*fixture, *endRefusingStore, *Delegation) {
 	t.Helper()
-	store := &endRefusingStore{MemoryStore: NewMemoryStore(0)}
+	store := &endRefusingStore{MemoryStore: NewMemoryStore(0), eventOnly: eventOnly}
 	store.refuse.Store(true)
 	f, _, d := delegateToWorker(t, store, true, 200*time.Millisecond)
 	waitState(t, d, a2a.TaskStateCompleted)
@@ -57,20 +60,29 @@ func endRefused(t *testing.T) (*fixture, *endRefusingStore, *Delegation) {
 // refuses its end: the store goes on showing it running while it refuses,
 // and once it takes writes again the end is there, its log whole and the
 // delegation no longer running.
+//
+// When only the end's event is refused, the record is not written ahead
+// of its log either: a reader of the store would wait for an end the log
+// never gets.
 func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
 	t.Parallel()
-	_, store, d := endRefused(t)
-	store.refuse.Store(false)
-	waitStoredCompleted(t, store.MemoryStore, d.ID())
-	if ids, err := store.Running(t.Context()); err != nil || len(ids) != 0 {
-		t.Errorf("running in the store once the end is kept: %v, %v", ids, err)
-	}
-	evs, err := store.MemoryStore.Events(t.Context(), d.ID(), 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ends := logEnds(t, evs); ends != 1 || !evs[len(evs)-1].State.Terminal() {
-		t.Errorf("the log holds %d ends, want one, last: %+v", ends, evs)
+	for _, eventOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "end refused", true: "end event refused"}[eventOnly], func(t *testing.T) {
+			t.Parallel()
+			_, store, d := endRefused(t, eventOnly)
+			store.refuse.Store(false)
+			waitStoredCompleted(t, store.MemoryStore, d.ID())
+			if ids, err := store.Running(t.Context()); err != nil || len(ids) != 0 {
+				t.Errorf("running in the store once the end is kept: %v, %v", ids, err)
+			}
+			evs, err := store.MemoryStore.Events(t.Context(), d.ID(), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ends := logEnds(t, evs); ends != 1 || !evs[len(evs)-1].State.Terminal() {
+				t.Errorf("the log holds %d ends, want one, last: %+v", ends, evs)
+			}
+		})
 	}
 }
 
@@ -80,7 +92,7 @@ func TestKeepEnd_WrittenOnceTheStoreIsBack(t *testing.T) {
 // delegation on and keeps the end the agent reports.
 func TestKeepEnd_ClosedBeforeTheStoreIsBack(t *testing.T) {
 	t.Parallel()
-	f, store, d := endRefused(t)
+	f, store, d := endRefused(t, false)
 	closed := make(chan struct{})
 	go func() { f.engine.Close(); close(closed) }()
 	select {
