@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ type child struct {
 	base string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
+	logs []string // every line the daemon logged, across restarts
 }
 
 // childDaemon writes a config listening on a free loopback port with the
@@ -97,6 +99,9 @@ func (c *child) start() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			c.t.Log("child:", sc.Text())
+			c.mu.Lock()
+			c.logs = append(c.logs, sc.Text())
+			c.mu.Unlock()
 		}
 	}()
 	c.mu.Lock()
@@ -109,6 +114,20 @@ func (c *child) start() {
 		var ready map[string]any
 		return callNoFail(c.base+"/readyz", &ready) == 200
 	})
+}
+
+// logged returns the lines the daemon logged that hold every one of
+// parts.
+func (c *child) logged(parts ...string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, l := range c.logs {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // kill kills the daemon with SIGKILL, as a crash would, and reaps it.

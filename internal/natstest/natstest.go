@@ -59,6 +59,40 @@ func JetStream(t testing.TB, s *server.Server) jetstream.JetStream {
 	return js
 }
 
+// Node is a JetStream server with a client port on 127.0.0.1 that a test
+// stops and starts again on the same port and store, as an operator
+// restarts NATS: its clients reconnect to it.
+type Node struct {
+	// Server is the running server; a stopped node's stays until Start.
+	Server *server.Server
+	t      testing.TB
+	opts   *server.Options
+}
+
+// NewNode starts a node storing under a new temporary directory.
+func NewNode(t testing.TB) *Node {
+	t.Helper()
+	n := &Node{t: t, opts: &server.Options{ServerName: "natstest", JetStream: true, StoreDir: t.TempDir(),
+		Host: "127.0.0.1", Port: testport.Free(t, 1)[0], NoSigs: true, NoLog: true, JetStreamMaxStore: 1 << 30, JetStreamMaxMemory: 64 << 20}}
+	n.Start()
+	return n
+}
+
+// URL is the node's client URL.
+func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
+
+// Stop shuts the node down.
+func (n *Node) Stop() {
+	n.Server.Shutdown()
+	n.Server.WaitForShutdown()
+}
+
+// Start starts the node, again after Stop, on its own store and port.
+func (n *Node) Start() {
+	n.t.Helper()
+	n.Server = start(n.t, n.opts)
+}
+
 // Cluster is a NATS cluster of JetStream servers on 127.0.0.1.
 type Cluster struct {
 	// Servers are the nodes; a stopped node's entry stays until Restart.

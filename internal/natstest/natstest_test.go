@@ -35,6 +35,37 @@ func TestServer_KeepsAcrossRestart(t *testing.T) {
 	}
 }
 
+// TestNode_ClientsReconnectAfterRestart stops a node and starts it again:
+// a client connected before reads what it wrote before the stop.
+func TestNode_ClientsReconnectAfterRestart(t *testing.T) {
+	t.Parallel()
+	n := NewNode(t)
+	nc, err := nats.Connect(n.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "b", Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	n.Start()
+	testwait.Until(t, 20*time.Second, "the value read again through the same client", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		e, err := kv.Get(ctx, "k")
+		return err == nil && string(e.Value()) == "v"
+	})
+}
+
 func TestCluster_WritesSurviveANode(t *testing.T) {
 	t.Parallel()
 	c := NewCluster(t, 3)

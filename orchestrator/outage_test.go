@@ -1,0 +1,116 @@
+package orchestrator
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testwait"
+)
+
+// TestFollow_RidesOutAStoreOutage follows a delegation by server-sent
+// events on a replica that does not own it, so every read of its log
+// goes to the store, while the NATS server the two replicas share is down
+// for longer than a store call's timeout: the stream stays open and brings
+// every event once, in order, to COMPLETED, and the replica logs the
+// outage in two lines, not a line per failed read.
+func TestFollow_RidesOutAStoreOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server and two daemons")
+	}
+	t.Parallel()
+	nats := natstest.NewNode(t)
+	release := make(chan struct{})
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
+	// A store call gives up after 1 s, well within the outage.
+	extra := fmt.Sprintf("store:\n  url: %q\n  timeout: 1s\n", nats.URL())
+	owner := childDaemon(t, t.TempDir(), extra)
+	follower := childDaemon(t, t.TempDir(), extra)
+	if code := call(t, "POST", owner.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add agent = %d", code)
+	}
+	var rec delegation.Record
+	if code := call(t, "POST", owner.base+"/v1/delegations", `{"skill":"work","message":{"role":"ROLE_USER","parts":[{"text":"go"}]}}`, &rec); code != 201 {
+		t.Fatalf("delegate = %d", code)
+	}
+	testwait.Until(t, 10*time.Second, "the delegation on the follower's replica", func() bool {
+		return callNoFail(follower.base+"/v1/delegations/"+rec.ID, nil) == 200
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", follower.base+"/v1/delegations/"+rec.ID+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan delegation.Event)
+	go func(body io.Reader) { // ends when the stream does
+		defer close(events)
+		sc := bufio.NewScanner(body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev delegation.Event
+				if json.Unmarshal([]byte(data), &ev) != nil {
+					continue
+				}
+				select {
+				case events <- ev:
+				case <-ctx.Done(): // the test gave up
+					return
+				}
+			}
+		}
+	}(resp.Body)
+	var seen []delegation.Event
+	for ev := range events {
+		seen = append(seen, ev)
+		if ev.Kind == "artifact" {
+			break
+		}
+	}
+	if len(seen) == 0 || seen[len(seen)-1].Kind != "artifact" {
+		t.Fatalf("the stream ended before the first artifact: %s", kinds(seen))
+	}
+
+	// The follower now waits for the next event, and looks at the log's
+	// tail again within seconds: that look fails while the server is down.
+	time.Sleep(200 * time.Millisecond)
+	nats.Stop()
+	time.Sleep(4 * time.Second)
+	nats.Start()
+	close(release)
+	for ev := range events {
+		seen = append(seen, ev)
+	}
+	for i, ev := range seen {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: %s", i, ev.Seq, kinds(seen))
+		}
+	}
+	if last := seen[len(seen)-1]; last.State != a2a.TaskStateCompleted {
+		t.Fatalf("the stream ended at %s, not at the delegation's end: %s", last.State, kinds(seen))
+	}
+	// The outage ends in the log once a second passed with no failed
+	// read after a read that went through.
+	testwait.Until(t, 10*time.Second, "the end of the outage in the follower's log", func() bool {
+		return len(follower.logged("followers' reads of delegation events go through again")) > 0
+	})
+	if got := follower.logged("delegation events"); len(got) != 2 ||
+		!strings.Contains(got[0], "read delegation events for a follower; it waits and reads again") ||
+		!strings.Contains(got[1], "followers' reads of delegation events go through again") {
+		t.Errorf("the follower's replica logged, of the reads of delegation events:\n%s\nwant the outage's start and end", strings.Join(got, "\n"))
+	}
+}
