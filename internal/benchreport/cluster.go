@@ -70,7 +70,7 @@ func runCluster(ctx context.Context, w io.Writer, log *slog.Logger) error {
 //	BenchmarkProcessCluster/quiet    1 <n> delegations-per-replica <ms> window-ms <ms> orchd-cpu-ms-per-s <ms> orchd-cpu-ms-per-s-max <n> nats-msgs-per-s <ms> nats-cpu-ms-per-s
 //	BenchmarkProcessCluster/failover 1 <n> delegations-per-replica <n> killed <ms> failover-ms <ms> first-follow-ms <ms> follow-p50-ms <ms> lease-ttl-ms <n> followed <ms> next-event-p50-ms <ms> next-event-max-ms <n> completed <n> lost <n> lost-of-killed
 //	                                   <n> log-gaps <n> log-duplicates <n> followers <n> followers-failed <n> follower-gaps <n> follower-duplicates <ms> start-wall-ms <n> start-errors <n> warn-lines <n> error-lines
-//	BenchmarkProcessCluster/natscrash 1 <n> running <ms> led-again-ms <n> retaken <ms> watched-ms
+//	BenchmarkProcessCluster/natscrash 1 <n> running <ms> led-again-ms <n> retaken <ms> watched-ms <n> warn-lines <n> error-lines <n> followers-resumed
 //
 // The quiet window falls after every delegation started and before the
 // agent sends its first tick, so what the replicas do then is keeping
@@ -103,7 +103,11 @@ func runCluster(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // those the killed replica held). The followers follow the first
 // followed-per-replica delegations of each replica on a survivor from
 // their start to their end, across the kill; followers-failed did not
-// see the end within the work and scaleCallTimeout more.
+// see the end within the work and scaleCallTimeout more. The failover's
+// warn-lines and error-lines are what the replicas logged up to the NATS
+// crash; the crash's, what the survivors logged from it to the end, and
+// followers-resumed how many times a follower's stream ended before its
+// delegation did and was opened again (Last-Event-ID).
 func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterConfig) error {
 	ttl := cfg.leaseTTL
 	if ttl == 0 {
@@ -230,6 +234,17 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 	}
 	log.Info("cluster run: the killed replica's delegations are followed", "delegations", follow.followed, "of", len(orphans),
 		"last after", follow.last.Round(time.Millisecond))
+	// The survivors' lines so far are the failover's; those from here on,
+	// the NATS crash's.
+	warns, errs := w0, e0
+	for _, p := range replicas[1:] {
+		wn, en, lines := p.logCounts()
+		warns, errs = warns+wn, errs+en
+		for _, l := range lines {
+			log.Warn("orchd logged", "replica", p.name, "line", l)
+		}
+		p.resetCounts()
+	}
 	crash, err := crashLeasesLeader(ctx, servers, urls.client, ttl)
 	if err != nil {
 		return err
@@ -277,20 +292,25 @@ func clusterRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg clusterC
 			log.Warn("cluster run: a follower failed", "error", followErrs[i])
 		}
 	}
-	warns, errs := w0, e0
+	resumed := 0
+	for _, f := range followers {
+		if f != nil {
+			resumed += f.resumed
+		}
+	}
 	for _, p := range replicas[1:] {
 		wn, en, lines := p.logCounts()
-		warns, errs = warns+wn, errs+en
+		crash.warns, crash.errs = crash.warns+wn, crash.errs+en
 		for _, l := range lines {
-			log.Warn("orchd logged", "replica", p.name, "line", l)
+			log.Warn("orchd logged after the NATS crash", "replica", p.name, "line", l)
 		}
 	}
 	fmt.Fprintf(w, "%s/failover\t1\t%d delegations-per-replica\t%d killed\t%.0f failover-ms\t%.0f first-follow-ms\t%.0f follow-p50-ms\t%.0f lease-ttl-ms\t%d followed\t%.0f next-event-p50-ms\t%.0f next-event-max-ms\t%d completed\t%d lost\t%d lost-of-killed",
 		clusterBench, cfg.perReplica, len(orphans), ms(follow.last), ms(follow.first), ms(follow.p50), ms(ttl), follow.followed, ms(pctOf(next, 50)), ms(pctOf(next, 100)), logs.completed, logs.lost, lostKilled)
 	fmt.Fprintf(w, "\t%d log-gaps\t%d log-duplicates\t%d followers\t%d followers-failed\t%d follower-gaps\t%d follower-duplicates\t%.0f start-wall-ms\t%d start-errors\t%d warn-lines\t%d error-lines\n",
 		logs.gaps, logs.dups, nf, ffailed, fgaps, fdups, ms(start.wall), start.errs, warns, errs)
-	fmt.Fprintf(w, "%s/natscrash\t1\t%d running\t%.0f led-again-ms\t%d retaken\t%.0f watched-ms\n",
-		clusterBench, crash.running, ms(crash.led), crash.retaken, ms(crash.watched))
+	fmt.Fprintf(w, "%s/natscrash\t1\t%d running\t%.0f led-again-ms\t%d retaken\t%.0f watched-ms\t%d warn-lines\t%d error-lines\t%d followers-resumed\n",
+		clusterBench, crash.running, ms(crash.led), crash.retaken, ms(crash.watched), crash.warns, crash.errs, resumed)
 	return nil
 }
 
@@ -312,6 +332,9 @@ type natsCrash struct {
 	watched time.Duration // how long the run goes on before the next step
 	running int           // the delegations started, all running
 	retaken int           // tasks subscribed to again since the crash: work taken over
+	// warns and errs are the WARN and ERROR lines the survivors logged
+	// from the crash to the end of the run.
+	warns, errs int
 }
 
 // crashLeasesLeader kills the NATS server leading the leases' stream,

@@ -343,4 +343,9 @@ func checkClusterRun(t *testing.T, res results) {
 	if v, err := res.Med(crash, "retaken"); err != nil || v < 0 || v > n*clusterReplicas {
 		t.Errorf("%s: %v retaken (%v)", crash, v, err)
 	}
+	for _, unit := range []string{"warn-lines", "error-lines", "followers-resumed"} {
+		if v, err := res.Med(crash, unit); err != nil || v < 0 {
+			t.Errorf("%s: %v %s (%v)", crash, v, unit, err)
+		}
+	}
 }
