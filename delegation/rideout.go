@@ -3,13 +3,14 @@ package delegation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
 
 // Following a delegation through a store outage. A front that follows a
-// delegation for its caller (an event stream of the API, an A2A stream, an
-// MCP call waiting) reads the delegation's log again at every event. When
+// delegation for its caller (an event stream of the API, an A2A stream;
+// an MCP call waits) reads the delegation's log again at every event. When
 // the store is out of reach for a moment, as while a NATS cluster elects
 // a stream's leader after a node crashed (4–9 s), those reads fail.
 // Ending every follower's stream then would have every client reconnect
@@ -40,7 +41,8 @@ func (e *Engine) FollowEvents(ctx context.Context, id string, after int64, limit
 // rideOut calls read, a read of delegation id's log for one of its
 // followers, until it does not fail for the store being unavailable
 // (ErrUnavailable), and returns its error then; or until ctx ends, with
-// ctx's cause. While the store is unavailable, it reads again after a
+// the read's last error and ctx's cause, so a caller bounding its wait
+// learns why nothing came. While the store is unavailable, it reads again after a
 // wait that doubles from 100 ms to 2 s, up to a fifth of it shortened at
 // random so that the followers do not all read at the same moment. The
 // failures of every follower are logged together, a few lines per outage.
@@ -60,7 +62,7 @@ func (e *Engine) rideOut(ctx context.Context, id string, read func() error) erro
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return context.Cause(ctx)
+			return fmt.Errorf("%w; stopped waiting for the store: %w", err, context.Cause(ctx))
 		case <-t.C:
 		}
 		wait = min(2*wait, rideOutMax)

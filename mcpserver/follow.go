@@ -61,7 +61,7 @@ func (s *Server) follow(ctx context.Context, rec delegation.Record, wait time.Du
 	end := time.Now().Add(wait)
 	after := rec.LastEvent
 	for {
-		evs, ended, err := s.engine.FollowEvents(ctx, rec.ID, after, eventBatch)
+		evs, ended, err := s.engine.Events(ctx, rec.ID, after, eventBatch)
 		if err != nil {
 			return delegation.Record{}, err
 		}
@@ -86,7 +86,7 @@ func (s *Server) follow(ctx context.Context, rec delegation.Record, wait time.Du
 func (s *Server) events(ctx context.Context, id string, after int64, wait time.Duration, p *progress) ([]Event, error) {
 	end := time.Now().Add(wait)
 	for {
-		evs, ended, err := s.engine.FollowEvents(ctx, id, after, maxWaitEvents)
+		evs, ended, err := s.engine.Events(ctx, id, after, maxWaitEvents)
 		if err != nil {
 			return nil, err
 		}
