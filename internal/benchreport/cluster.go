@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -323,6 +324,10 @@ const crashSettle = 5 * time.Second
 // default namespace.
 const leasesStream = "KV_orchd-leases"
 
+// eventsStream is the stream of the delegations' logs, which every
+// follower on a replica other than the delegation's holder reads.
+const eventsStream = "orchd_EVENTS"
+
 // natsCrash is what kill -9 of the NATS node leading the leases' stream
 // did.
 type natsCrash struct {
@@ -340,7 +345,9 @@ type natsCrash struct {
 // crashLeasesLeader kills the NATS server leading the leases' stream,
 // with kill -9, as a crash of its machine would: no leadership is handed
 // over, so the two left wait for NATS's election timeout before either
-// leads, and every replica's renewal stalls meanwhile. It times the
+// leads, and every replica's renewal stalls meanwhile. The events'
+// stream is first led by that server too (moveLeader), so every
+// follower's reads stall as well, whichever server led it. It times the
 // election from the stream's info, then lets the lease TTL and
 // crashSettle go by: a replica that lost its lease for the stall drops
 // its delegations and takes them again meanwhile (retakenSince counts
@@ -355,23 +362,14 @@ func crashLeasesLeader(ctx context.Context, servers []*proc, clientURLs []string
 	if err != nil {
 		return natsCrash{}, err
 	}
-	leader := func() string {
-		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		defer cancel()
-		st, err := js.Stream(ctx, leasesStream)
-		if err != nil {
-			return ""
-		}
-		info := st.CachedInfo()
-		if info.Cluster == nil {
-			return ""
-		}
-		return info.Cluster.Leader
-	}
+	leader := func() string { return streamLeader(ctx, js, leasesStream) }
 	c := natsCrash{node: leader()}
 	victim := slices.IndexFunc(servers, func(p *proc) bool { return p.name == "nats-"+c.node })
 	if victim < 0 {
 		return c, fmt.Errorf("the leader of %s, %q, is none of the NATS servers", leasesStream, c.node)
+	}
+	if err := moveLeader(ctx, nc, js, eventsStream, c.node); err != nil {
+		return c, err
 	}
 	servers[victim].kill()
 	c.at = time.Now()
@@ -389,6 +387,58 @@ func crashLeasesLeader(ctx context.Context, servers []*proc, clientURLs []string
 		return c, err
 	}
 	return c, nil
+}
+
+// streamLeader is the server leading stream, "" when none does or the
+// stream's info does not come within half a second.
+func streamLeader(ctx context.Context, js jetstream.JetStream, stream string) string {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return ""
+	}
+	info := st.CachedInfo()
+	if info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
+}
+
+// moveLeader has server node lead stream, asking its leader to step
+// down in node's favour (JetStream's stream leader step-down with a
+// preferred placement), and returns once node leads it.
+func moveLeader(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream, node string) error {
+	if streamLeader(ctx, js, stream) == node {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"placement": map[string]string{"preferred": node}})
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := nc.RequestWithContext(rctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, body)
+	if err != nil {
+		return fmt.Errorf("move the leader of %s to %s: %w", stream, node, err)
+	}
+	var resp struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil || resp.Error != nil {
+		return fmt.Errorf("move the leader of %s to %s: %s (%v)", stream, node, m.Data, err)
+	}
+	for start := time.Now(); streamLeader(ctx, js, stream) != node; {
+		if time.Since(start) > 10*time.Second {
+			return fmt.Errorf("%s is not led by %s 10 s after it was asked to", stream, node)
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // retakenSince counts the tasks the agent was asked to stream again at or
