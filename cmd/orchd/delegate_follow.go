@@ -23,10 +23,13 @@ import (
 // followRetries is how many times in a row following a delegation
 // reconnects to an event stream that ended before the delegation did (the
 // daemon stopped, a proxy closed the connection) before it gives up;
-// followBackoff is the wait before each reconnection.
+// the wait before each reconnection doubles from followBackoff to
+// followBackoffMax: 23 s in all, past a daemon's restart and a NATS
+// cluster's election (up to 9 s), during which the daemon answers 503.
 const (
-	followRetries = 5
-	followBackoff = time.Second
+	followRetries    = 5
+	followBackoff    = time.Second
+	followBackoffMax = 8 * time.Second
 )
 
 // followed is where following a delegation stands.
@@ -89,7 +92,7 @@ func (c *apiClient) follow(ctx context.Context, id string, f *followed, fn func(
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(followBackoff):
+		case <-time.After(min(followBackoff<<(failures-1), followBackoffMax)):
 		}
 	}
 }
