@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -37,8 +38,8 @@ import (
 // itself: while an execution runs it relays a2a-go's own subscription to
 // it, event by event; between executions it reads the stored task, woken
 // by the executor when an execution or a cancel starts and otherwise
-// polling with backoff, and tells the subscriber what changed as status
-// and artifact updates. The subscriber sees every state the task settles
+// polling with backoff (through a moment the store is unavailable, too),
+// and tells the subscriber what changed as status and artifact updates. The subscriber sees every state the task settles
 // in and every artifact as stored; between executions, changes that came
 // faster than a poll are folded into one update.
 
@@ -145,7 +146,13 @@ func (h *subscribeHandler) look(ctx context.Context, id a2a.TaskID, shown *a2a.T
 		return true, relayed
 	}
 	st, err := h.tasks.Get(ctx, id)
-	if err != nil {
+	switch {
+	case errors.Is(err, delegation.ErrUnavailable) && ctx.Err() == nil:
+		// The store is out of reach for a moment (a NATS cluster
+		// electing a leader): no news, and the next look reads again,
+		// the subscription kept open, as the API's event streams are.
+		return false, relayed
+	case err != nil:
 		if ctx.Err() == nil {
 			yield(nil, fmt.Errorf("read task %s: %w", id, err))
 		}

@@ -2,13 +2,18 @@ package a2aserver
 
 import (
 	"context"
+	"fmt"
 	"iter"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
+
+	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/testwait"
 )
 
 // stuckSubscriptions is a2a-go's handler with SubscribeToTask doing what
@@ -84,5 +89,89 @@ func TestSubscribeToTask_StuckRelayDropped(t *testing.T) {
 	// after the store showed it, or sooner when the store is read first.
 	if took := time.Since(began); took > relayStale+5*relayCheck+time.Second {
 		t.Errorf("the end came %v after it was stored, want at most about %v", took, relayStale+relayCheck)
+	}
+}
+
+// downTasks fails every read of the task store while down is set, as the
+// store does while a NATS cluster elects a leader, and counts them.
+type downTasks struct {
+	taskstore.Store
+	down    atomic.Bool
+	refused atomic.Int32
+}
+
+func (s *downTasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, error) {
+	if s.down.Load() {
+		s.refused.Add(1)
+		return nil, fmt.Errorf("get task %q: %w: no leader", id, delegation.ErrUnavailable)
+	}
+	return s.Store.Get(ctx, id)
+}
+
+// noExecutions is a2a-go's handler when no execution of the task runs:
+// its SubscribeToTask answers that the task is not found.
+type noExecutions struct{ a2asrv.RequestHandler }
+
+func (noExecutions) SubscribeToTask(context.Context, *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, a2a.ErrTaskNotFound) }
+}
+
+// TestSubscribeToTask_RidesOutTheStore: a subscription to a task with no
+// execution reads the stored task; while the store is unavailable the
+// subscription stays open and reads again, and the task's end, stored
+// meanwhile, reaches the subscriber once the store answers.
+func TestSubscribeToTask_RidesOutTheStore(t *testing.T) {
+	t.Parallel()
+	ctx, _ := a2asrv.NewCallContext(t.Context(), nil)
+	store := &downTasks{Store: taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})}
+	task := &a2a.Task{ID: a2a.NewTaskID(), ContextID: a2a.NewContextID(), Status: a2a.TaskStatus{State: a2a.TaskStateInputRequired}}
+	v, err := store.Create(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &subscribeHandler{RequestHandler: noExecutions{}, tasks: store, changes: newTaskChanges(), stopping: t.Context()}
+	events := make(chan a2a.Event, 16)
+	ended := make(chan error, 1)
+	go func() {
+		for ev, err := range h.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+			if err != nil {
+				ended <- err
+				return
+			}
+			events <- ev
+		}
+		ended <- nil
+	}()
+	if ev := <-events; ev.(*a2a.Task).ID != task.ID {
+		t.Fatalf("first event %#v", ev)
+	}
+	store.down.Store(true)
+	testwait.Until(t, 10*time.Second, "the subscription reading the store again", func() bool { return store.refused.Load() >= 3 })
+	select {
+	case err := <-ended:
+		t.Fatalf("the subscription ended while the store was unavailable: %v", err)
+	default:
+	}
+	done := *task
+	done.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessageForTask(a2a.MessageRoleAgent, task, a2a.NewTextPart("done"))}
+	ev := a2a.NewStatusUpdateEvent(task, a2a.TaskStateCompleted, done.Status.Message)
+	if _, err := store.Update(ctx, &taskstore.UpdateRequest{Task: &done, Event: ev, PrevTask: task, PrevVersion: v}); err != nil {
+		t.Fatal(err)
+	}
+	store.down.Store(false)
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end with the stored task once the store answered")
+	}
+	var last a2a.Event
+	for len(events) > 0 {
+		last = <-events
+	}
+	if st, ok := last.(*a2a.TaskStatusUpdateEvent); !ok || st.Status.State != a2a.TaskStateCompleted {
+		t.Errorf("last event %#v, want COMPLETED", last)
 	}
 }
