@@ -54,16 +54,20 @@ func (e *Engine) rideOut(ctx context.Context, id string, read func() error) erro
 			e.followReads.succeeded()
 			return nil
 		}
-		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		if !errors.Is(err, ErrUnavailable) {
 			return err
 		}
-		e.followReads.failed("read delegation events for a follower; it waits and reads again", err, "delegation", id)
-		t := time.NewTimer(wait - rand.N(wait/5))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ctx.Err() == nil {
+			e.followReads.failed("read delegation events for a follower; it waits and reads again", err, "delegation", id)
+			t := time.NewTimer(wait - rand.N(wait/5))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
 			return fmt.Errorf("%w; stopped waiting for the store: %w", err, context.Cause(ctx))
-		case <-t.C:
 		}
 		wait = min(2*wait, rideOutMax)
 	}
