@@ -322,7 +322,8 @@ func (d *Delegation) forgetSavedLocked() {
 
 // persistLocked writes the events not stored yet, then the record, to the
 // store, logging a failure: the delegation goes on, and the next write
-// tries the events again and carries the whole record again. A record is
+// tries the events again and carries the whole record again, as does
+// the engine a moment later when no event comes (keepwrites.go). A record is
 // never written ahead of its log: a reader who finds the record says
 // more events than the log holds waits for them, and an end whose event
 // was not kept would be waited for by every follower forever. Callers
@@ -334,7 +335,8 @@ func (d *Delegation) persistLocked() {
 	if ss, ok := d.engine.store.(StepStore); ok && len(d.unsaved) == 1 {
 		d.persistErr = ss.PutStep(context.Background(), d.storedLocked(), d.unsaved[0])
 		if d.persistErr != nil {
-			d.engine.writes.failed("store delegation event and record; both are tried again with the next write", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
+			d.engine.writes.failed("store delegation event and record; both are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
+			d.keepWritesLocked()
 			return
 		}
 		d.engine.writes.succeeded()
@@ -345,14 +347,16 @@ func (d *Delegation) persistLocked() {
 	// tried again, before the next, at the next write.
 	for len(d.unsaved) > 0 {
 		if d.persistErr = d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); d.persistErr != nil {
-			d.engine.writes.failed("store delegation event; it and the record are tried again with the next write", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
+			d.engine.writes.failed("store delegation event; it and the record are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
+			d.keepWritesLocked()
 			return
 		}
 		d.unsaved = d.unsaved[1:]
 	}
 	d.persistErr = d.engine.store.Put(context.Background(), d.storedLocked())
 	if d.persistErr != nil {
-		d.engine.writes.failed("store delegation record; it is tried again with the next write", d.persistErr, "delegation", d.rec.ID, "seq", d.rec.LastEvent)
+		d.engine.writes.failed("store delegation record; it is tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.rec.LastEvent)
+		d.keepWritesLocked()
 		return
 	}
 	d.engine.writes.succeeded()

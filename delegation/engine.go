@@ -78,6 +78,9 @@ type Engine struct {
 	// followReads the followers' failed reads of their logs, an outage in
 	// a few lines each (outagelog.go, rideout.go).
 	writes, followReads *outageLog
+	// rewrites holds the running delegations whose writes failed, which
+	// the engine writes again (keepwrites.go).
+	rewrites rewrites
 	// stacks runs the deep work of each event an agent's stream brings,
 	// its decoding and its taking, on goroutines kept for it, so the
 	// stream's own goroutine waits with a small stack (stream.go).
@@ -131,7 +134,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		holding:     make(chan struct{}, holdBackLimit),
 		stacks:      ownstack.NewWorkers(keptStacks),
 	}
-	e.writes = newOutageLog(log, e.cfg.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next")
+	e.writes = newOutageLog(log, e.cfg.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next write or by itself")
 	e.followReads = newOutageLog(log, e.cfg.Now, slog.LevelWarn, "followers' reads of delegation events", "each follower waits and reads again")
 	e.containments = e.cfg.Containments
 	if e.containments == nil {

@@ -20,7 +20,7 @@ import (
 func TestOutageLog_AnOutageInAFewLines(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	clock := testclock.New(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
-	w := newOutageLog(slog.New(slog.NewTextHandler(logs, nil)), clock.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next")
+	w := newOutageLog(slog.New(slog.NewTextHandler(logs, nil)), clock.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next write or by itself")
 	down := fmt.Errorf("append event 3 to delegation d1: %w: context deadline exceeded", ErrUnavailable)
 	lines := func() []string { return strings.Split(strings.TrimSpace(logs.String()), "\n") }
 
