@@ -20,6 +20,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orchd/orchd/delegation"
 )
 
 // Defaults of TasksConfig.
@@ -35,6 +37,10 @@ const (
 	DefaultMaxListEntries = 10_000
 	// DefaultTaskTimeout bounds one store operation.
 	DefaultTaskTimeout = 5 * time.Second
+	// DefaultTaskRideOut is how long a versioned update waits for an
+	// unavailable store: past a NATS cluster's election (up to 9 s) and
+	// a server's restart.
+	DefaultTaskRideOut = 30 * time.Second
 )
 
 // Limits the store keeps whatever the configuration says.
@@ -95,6 +101,11 @@ type TasksConfig struct {
 	MaxBucketBytes int64
 	// Timeout bounds each store operation; DefaultTaskTimeout when 0.
 	Timeout time.Duration
+	// RideOut is how long an update naming the version it replaces (as
+	// a2a-go stores each event of an execution) tries again while the
+	// store is unavailable, each try bounded by Timeout;
+	// DefaultTaskRideOut when 0, none when negative.
+	RideOut time.Duration
 	// Hints bounds the tasks whose owner and revision this process
 	// remembers, so an update naming the revision it replaces swaps
 	// without reading the task first: one round trip instead of two for
@@ -342,6 +353,9 @@ func (c *TasksConfig) withDefaults(maxPayload int64) error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("tasks: timeout %s is negative", c.Timeout)
 	}
+	if c.RideOut == 0 {
+		c.RideOut = DefaultTaskRideOut
+	}
 	if c.Hints == 0 {
 		c.Hints = DefaultHints
 	}
@@ -426,33 +440,16 @@ func (t *Tasks) Update(ctx context.Context, req *taskstore.UpdateRequest) (tasks
 	if err != nil {
 		return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: %w", id, err)
 	}
-	opCtx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
-	defer cancel()
 	key, ttl := "t."+tok, t.ttl(req.Task)
 
 	var rev uint64
 	if prev := uint64(req.PrevVersion); req.PrevVersion != taskstore.TaskVersionMissing {
-		if o, ok := t.owners.Get(id); !ok || o.rev != prev || o.user != user {
-			cur, err := t.owner(opCtx, key, user)
-			if err != nil {
-				return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: %w", id, unavailable(ctx, err))
-			}
-			if cur != prev {
-				return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: version %d is not the stored %d: %w", id, prev, cur, taskstore.ErrConcurrentModification)
-			}
-		}
-		rev, err = t.swap(opCtx, key, value, prev, ttl)
-		if errors.Is(err, errTaskRevMismatch) {
-			// Lost: tell a gone or foreign task from a newer version.
-			if _, err := t.owner(opCtx, key, user); err != nil {
-				return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: %w", id, unavailable(ctx, err))
-			}
-			return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: version %d is not the stored one: %w", id, prev, taskstore.ErrConcurrentModification)
-		}
-		if err != nil {
-			return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: %w", id, unavailable(ctx, err))
+		if rev, err = t.updateRidingOut(ctx, id, key, user, value, prev, ttl); err != nil {
+			return taskstore.TaskVersionMissing, err
 		}
 	} else {
+		opCtx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+		defer cancel()
 		for attempt := 0; ; attempt++ {
 			if attempt == blindUpdateAttempts {
 				return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: changed under %d writes naming no version: %w", id, attempt, taskstore.ErrConcurrentModification)
@@ -472,8 +469,95 @@ func (t *Tasks) Update(ctx context.Context, req *taskstore.UpdateRequest) (tasks
 		}
 	}
 	t.remember(id, req.Task.Status.State, taskOwner{rev: rev, user: user})
+	opCtx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
 	t.index(opCtx, user, tok, req.Task, now, rev, ttl)
 	return taskstore.TaskVersion(rev), nil
+}
+
+// Updating a task through a moment the store is out of reach. a2a-go
+// stores every event of an execution with the version it read; when that
+// write fails, it marks the task FAILED, and when that write fails too,
+// ends the execution with an error: the caller's stream ends, and the
+// task stays as last stored while orchd's delegation goes on without
+// it. A NATS cluster electing a leader after a node's crash refuses
+// writes for up to 9 s. So a versioned update that fails for the store
+// being unavailable is tried again for up to TasksConfig.RideOut,
+// waiting taskRideOutFirst, doubling to taskRideOutMax, between tries;
+// and a try that finds the task moved past the version it named checks
+// whether the task holds the value it wrote, as when an earlier try was
+// kept and only its acknowledgement was lost (nats.go sends a request
+// made while it reconnects once it has, after the request timed out).
+const (
+	taskRideOutFirst = 100 * time.Millisecond
+	taskRideOutMax   = 2 * time.Second
+)
+
+// updateRidingOut swaps value in at key over revision prev as
+// updateOnce does, trying again while the store is unavailable, and
+// returns the revision written.
+func (t *Tasks) updateRidingOut(ctx context.Context, id a2a.TaskID, key, user string, value []byte, prev uint64, ttl time.Duration) (uint64, error) {
+	giveUp := time.Now().Add(t.cfg.RideOut)
+	wait := taskRideOutFirst
+	for {
+		rev, err := t.updateOnce(ctx, id, key, user, value, prev, ttl)
+		if errors.Is(err, taskstore.ErrConcurrentModification) {
+			if kept, ok := t.holds(ctx, key, value); ok {
+				return kept, nil // value carries the update's time: it is this update's
+			}
+		}
+		if err == nil || !errors.Is(err, delegation.ErrUnavailable) || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) ||
+			t.js.Conn().IsClosed() { // closed for good: no reconnection comes
+			return rev, err
+		}
+		select {
+		case <-ctx.Done():
+			return rev, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, taskRideOutMax)
+	}
+}
+
+// updateOnce swaps value in at key over revision prev, one try bounded
+// by the store's timeout. It fails with ErrConcurrentModification when
+// the task is at another revision, and with a2a.ErrTaskNotFound when it
+// is gone or another user's.
+func (t *Tasks) updateOnce(ctx context.Context, id a2a.TaskID, key, user string, value []byte, prev uint64, ttl time.Duration) (uint64, error) {
+	opCtx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	if o, ok := t.owners.Get(id); !ok || o.rev != prev || o.user != user {
+		cur, err := t.owner(opCtx, key, user)
+		if err != nil {
+			return 0, fmt.Errorf("update task %q: %w", id, unavailable(ctx, err))
+		}
+		if cur != prev {
+			return 0, fmt.Errorf("update task %q: version %d is not the stored %d: %w", id, prev, cur, taskstore.ErrConcurrentModification)
+		}
+	}
+	rev, err := t.swap(opCtx, key, value, prev, ttl)
+	if errors.Is(err, errTaskRevMismatch) {
+		// Lost: tell a gone or foreign task from a newer version.
+		if _, err := t.owner(opCtx, key, user); err != nil {
+			return 0, fmt.Errorf("update task %q: %w", id, unavailable(ctx, err))
+		}
+		return 0, fmt.Errorf("update task %q: version %d is not the stored one: %w", id, prev, taskstore.ErrConcurrentModification)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("update task %q: %w", id, unavailable(ctx, err))
+	}
+	return rev, nil
+}
+
+// holds reports whether key holds value, and at which revision.
+func (t *Tasks) holds(ctx context.Context, key string, value []byte) (uint64, bool) {
+	opCtx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	entry, err := t.kv.Get(opCtx, key)
+	if err != nil || !bytes.Equal(entry.Value(), value) {
+		return 0, false
+	}
+	return entry.Revision(), true
 }
 
 // remember notes that user owned task id at rev, so that the update

@@ -23,6 +23,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
@@ -854,15 +856,16 @@ func TestTasks_ListRepairsIndex(t *testing.T) {
 }
 
 // TestTasks_Unreachable stops the server under the store: every operation
-// fails within the store's timeout with delegation.ErrUnavailable, and no
-// error shows the user's name or the task's content.
+// fails within the store's timeout with delegation.ErrUnavailable (a
+// versioned update once its ride-out is over too), and no error shows
+// the user's name or the task's content.
 func TestTasks_Unreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out timeouts of a stopped server")
 	}
 	t.Parallel()
 	s := natstest.Server(t, "")
-	tasks, err := NewTasks(t.Context(), natstest.JetStream(t, s), TasksConfig{Timeout: 500 * time.Millisecond})
+	tasks, err := NewTasks(t.Context(), natstest.JetStream(t, s), TasksConfig{Timeout: 500 * time.Millisecond, RideOut: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -889,7 +892,7 @@ func TestTasks_Unreachable(t *testing.T) {
 	for name, op := range ops {
 		began := time.Now()
 		err := op()
-		if took := time.Since(began); took > 3*time.Second {
+		if took := time.Since(began); took > 4*time.Second {
 			t.Errorf("%s took %s with the store down", name, took)
 		}
 		if !errors.Is(err, delegation.ErrUnavailable) {
@@ -1410,5 +1413,78 @@ func TestTasks_LegacyUsers(t *testing.T) {
 				t.Errorf("List as alice = %s; want only her new task", tasksJSON(list))
 			}
 		})
+	}
+}
+
+// TestTasks_UpdateRidesOutAnOutage updates a task while the NATS server
+// is down for longer than a store call's timeout, as a2a-go does for each
+// event of an execution: the update waits for the server and goes
+// through. And an update whose first try was kept but whose
+// acknowledgement was lost, tried again over the version it named, finds
+// its own value stored and succeeds.
+func TestTasks_UpdateRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
+	node := natstest.NewNode(t)
+	nc, err := nats.Connect(node.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := func() time.Time { return tasksStart }
+	tasks, err := NewTasks(t.Context(), js, TasksConfig{Timeout: 500 * time.Millisecond, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tasksAs(t.Context(), "alice")
+	task := &a2a.Task{ID: a2a.NewTaskID(), ContextID: "ctx", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}}
+	v1, err := tasks.Create(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	node.Stop()
+	go func() {
+		time.Sleep(2 * time.Second)
+		node.Start()
+	}()
+	next := *task
+	next.Artifacts = []*a2a.Artifact{{ID: "a1", Parts: a2a.ContentParts{a2a.NewTextPart("made while the store was down")}}}
+	v2, err := tasks.Update(ctx, &taskstore.UpdateRequest{Task: &next, PrevTask: task, PrevVersion: v1})
+	if err != nil {
+		t.Fatalf("an update across a 2 s outage: %v", err)
+	}
+	if st, err := tasks.Get(ctx, task.ID); err != nil || st.Version != v2 || len(st.Task.Artifacts) != 1 {
+		t.Fatalf("after the outage the task is %s at %v (%v); want the update, at %v", tasksJSON(st), st.Version, err, v2)
+	}
+
+	// The first try of the next update was kept; its acknowledgement
+	// was lost.
+	last := next
+	last.Status = a2a.TaskStatus{State: a2a.TaskStateInputRequired}
+	value, err := tasks.encode("alice", clock(), &last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := taskToken(task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := tasks.kv.Update(t.Context(), "t."+tok, value, uint64(v2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, err := tasks.Update(ctx, &taskstore.UpdateRequest{Task: &last, PrevTask: &next, PrevVersion: v2})
+	if err != nil || uint64(v3) != kept {
+		t.Errorf("an update tried again after its first try was kept: %v, %v; want the kept version %d", v3, err, kept)
+	}
+	// Another's value at that version is still a conflict.
+	other := last
+	other.Status = a2a.TaskStatus{State: a2a.TaskStateWorking}
+	if _, err := tasks.Update(ctx, &taskstore.UpdateRequest{Task: &other, PrevTask: &next, PrevVersion: v2}); !errors.Is(err, taskstore.ErrConcurrentModification) {
+		t.Errorf("an update over a version another update replaced: %v; want ErrConcurrentModification", err)
 	}
 }
