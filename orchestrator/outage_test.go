@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/go-cmp/cmp"
 
+	"github.com/orchd/orchd/a2aserver"
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testagent"
@@ -112,5 +114,63 @@ func TestFollow_RidesOutAStoreOutage(t *testing.T) {
 		!strings.Contains(got[0], "read delegation events for a follower; it waits and reads again") ||
 		!strings.Contains(got[1], "followers' reads of delegation events go through again") {
 		t.Errorf("the follower's replica logged, of the reads of delegation events:\n%s\nwant the outage's start and end", strings.Join(got, "\n"))
+	}
+}
+
+// TestA2AStream_RidesOutAStoreOutage streams a task through orchd over
+// A2A while the NATS server behind orchd's task store is down for longer
+// than a store call's timeout: a2a-go stores every event of the task as
+// it passes, and the writes that fail meanwhile are tried again, so the
+// stream goes on to the task's end and the stored task ends COMPLETED.
+// Before, a2a-go took the failed write for the task's failure: the
+// stream ended with an error and the stored task stayed WORKING for
+// ever, while the delegation completed.
+func TestA2AStream_RidesOutAStoreOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server and a daemon")
+	}
+	t.Parallel()
+	nats := natstest.NewNode(t)
+	release := make(chan struct{})
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
+	d := childDaemon(t, t.TempDir(), fmt.Sprintf("store:\n  url: %q\n  timeout: 1s\n", nats.URL()))
+	if code := call(t, "POST", d.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add agent = %d", code)
+	}
+	c := testagent.Client(t, d.base)
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))
+	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "work"}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var seen []string
+	var task a2a.TaskID
+	stopped := false
+	for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: msg}) {
+		if err != nil {
+			t.Fatalf("the stream failed after %v: %v", seen, err)
+		}
+		task = ev.TaskInfo().TaskID
+		switch ev := ev.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			seen = append(seen, testagent.Text(&a2a.Message{Parts: ev.Artifact.Parts}))
+			if !stopped {
+				// The task's next event comes while the server is down.
+				stopped = true
+				nats.Stop()
+				close(release)
+				time.Sleep(4 * time.Second)
+				nats.Start()
+			}
+		case *a2a.TaskStatusUpdateEvent:
+			seen = append(seen, string(ev.Status.State))
+		}
+	}
+	want := []string{string(a2a.TaskStateWorking), "part one, ", "part two", string(a2a.TaskStateCompleted)}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("the stream's events (-want +got):\n%s", diff)
+	}
+	got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task})
+	if err != nil || got.Status.State != a2a.TaskStateCompleted {
+		t.Errorf("the stored task: %v, %v; want it COMPLETED", got, err)
 	}
 }
