@@ -421,7 +421,7 @@ func (d *Delegation) follow(s *session) {
 // paths may see the same end (the follower, a cancel, the silence probe);
 // the first to see it ended hands the delegation to Engine.ended, once,
 // and gives its lease up, once the store has kept the end: until then
-// keepEnd writes it again (keepend.go).
+// the engine writes it again (keepwrites.go).
 func (d *Delegation) settled() {
 	d.mu.Lock()
 	first := d.rec.State.Terminal() && !d.listed && !d.keeping
@@ -437,7 +437,7 @@ func (d *Delegation) settled() {
 	d.mu.Unlock()
 	switch {
 	case unkept:
-		d.keepEnd()
+		d.keepWriting()
 	case first:
 		release(lease)
 		d.engine.ended(d.rec.ID)

@@ -122,7 +122,8 @@ type Delegation struct {
 	// life bounds the started delegation in time (deadline.go).
 	life lifetime
 	// listed is set once the ended delegation was handed to Engine.ended;
-	// keeping while keepEnd writes an end the store did not keep, before.
+	// keeping while the engine writes an end the store did not keep
+	// again (keepwrites.go), before.
 	listed, keeping bool
 	// lease is this process's lease on the delegation, nil when the
 	// engine has no Leases.
@@ -323,7 +324,7 @@ func (d *Delegation) forgetSavedLocked() {
 // persistLocked writes the events not stored yet, then the record, to the
 // store, logging a failure: the delegation goes on, and the next write
 // tries the events again and carries the whole record again, as does
-// the engine a moment later when no event comes (keepwrites.go). A record is
+// the engine a moment later (keepwrites.go). A record is
 // never written ahead of its log: a reader who finds the record says
 // more events than the log holds waits for them, and an end whose event
 // was not kept would be waited for by every follower forever. Callers
@@ -336,7 +337,7 @@ func (d *Delegation) persistLocked() {
 		d.persistErr = ss.PutStep(context.Background(), d.storedLocked(), d.unsaved[0])
 		if d.persistErr != nil {
 			d.engine.writes.failed("store delegation event and record; both are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
-			d.keepWritesLocked()
+			d.keepWriting()
 			return
 		}
 		d.engine.writes.succeeded()
@@ -348,7 +349,7 @@ func (d *Delegation) persistLocked() {
 	for len(d.unsaved) > 0 {
 		if d.persistErr = d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); d.persistErr != nil {
 			d.engine.writes.failed("store delegation event; it and the record are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
-			d.keepWritesLocked()
+			d.keepWriting()
 			return
 		}
 		d.unsaved = d.unsaved[1:]
@@ -356,7 +357,7 @@ func (d *Delegation) persistLocked() {
 	d.persistErr = d.engine.store.Put(context.Background(), d.storedLocked())
 	if d.persistErr != nil {
 		d.engine.writes.failed("store delegation record; it is tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.rec.LastEvent)
-		d.keepWritesLocked()
+		d.keepWriting()
 		return
 	}
 	d.engine.writes.succeeded()

@@ -5,24 +5,29 @@ import (
 	"time"
 )
 
-// The writes a store outage failed (a delegation's events and its
-// record) are tried again with the delegation's next event. Its agent may
-// stay quiet for minutes after the outage, and meanwhile the store holds
-// the delegation behind what happened: another replica's followers wait
-// for events this process has, its listings show an older state, and a
-// crash of this process leaves the log without them. So the engine also
-// tries them again itself, a moment after they failed, until the store
-// keeps them. An end the store did not keep is keepEnd's (keepend.go).
+// Keeping the writes a store outage refused. A delegation's events and
+// record that the store did not take are tried again with its next
+// event. But its agent may stay quiet for minutes after the outage, and
+// meanwhile the store holds the delegation behind what happened: another
+// replica's followers wait for events this process has, its listings
+// show an older state, and a crash of this process leaves the log
+// without them. An end has no next event at all: left so, the store
+// would show the delegation running after its agent ended it, its result
+// in this process's memory only, and a process carrying it on later
+// would find the agent's task gone, or ask the agent again. So the
+// engine tries the refused writes again itself, from a moment after they
+// failed, until the store keeps them; an ended delegation keeps its lease
+// until then, and is listed ended (settled) once its end is kept.
 
-// Backoff between the engine's tries of the writes it holds: from the
-// first, doubling to the most while none goes through, and back to the
-// first once one does.
+// Backoff between the engine's rounds of writing again: from the first,
+// doubling to the most while a write fails, and back to the first once
+// a round goes through.
 const (
-	rewriteFirst = 250 * time.Millisecond
+	rewriteFirst = 100 * time.Millisecond
 	rewriteMax   = 10 * time.Second
 )
 
-// rewrites holds the running delegations whose writes failed, for the
+// rewrites holds the delegations whose writes the store refused, for the
 // engine's goroutine writing them again (Engine.rewrite).
 type rewrites struct {
 	mu      sync.Mutex
@@ -32,13 +37,11 @@ type rewrites struct {
 	running bool
 }
 
-// keepWritesLocked has the engine write d's events and record again
-// until the store keeps them. Callers hold d.mu, after a write of d
-// failed.
-func (d *Delegation) keepWritesLocked() {
-	if d.rec.State.Terminal() {
-		return // keepEnd's, once the delegation settles
-	}
+// keepWriting has the engine write d's events and record again until
+// the store keeps them: after a write of d failed (callers may hold
+// d.mu), and for an end the store did not keep (settled, which set
+// d.keeping).
+func (d *Delegation) keepWriting() {
 	e := d.engine
 	e.rewrites.mu.Lock()
 	defer e.rewrites.mu.Unlock()
@@ -52,9 +55,13 @@ func (d *Delegation) keepWritesLocked() {
 	}
 }
 
-// rewrite writes the pending delegations again until none is left or the
-// engine closes. A delegation leaves once the store holds all of it, it
-// ended (keepEnd writes it then), or this process no longer follows it.
+// rewrite writes the pending delegations again, one at a time, until none
+// is left or the engine closes. A round ends at its first failure: the
+// store is still out of reach, and each of the others would wait for it
+// in turn, up to store.timeout, holding its delegation. A delegation
+// leaves once the store holds all of it, or this process no longer
+// follows it (its record then says running, and its next holder carries
+// it on and finds its end at the agent).
 func (e *Engine) rewrite() {
 	defer e.wg.Done()
 	wait := rewriteFirst
@@ -77,9 +84,6 @@ func (e *Engine) rewrite() {
 			ds = append(ds, d)
 		}
 		e.rewrites.mu.Unlock()
-		// One write that fails ends the round: the store is still out of
-		// reach, and each of the others would wait for it in turn, up to
-		// store.timeout, holding its delegation.
 		failed := false
 		for _, d := range ds {
 			if e.ctx.Err() != nil {
@@ -106,24 +110,32 @@ func (e *Engine) rewrite() {
 
 // writeAgain writes d's events and record again when the store does not
 // hold them yet, and reports whether the engine is done with it, and why
-// the write failed.
+// the write failed. An end it keeps is listed (settled).
 func (d *Delegation) writeAgain() (done bool, err error) {
 	e := d.engine
 	if live, ok := e.Get(d.rec.ID); !ok || live != d {
 		return true, nil // forgotten here: another process holds it
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	switch {
-	case d.rec.State.Terminal():
-		return true, nil // keepEnd's
 	case e.cfg.Leases != nil && d.lease == nil:
+		d.mu.Unlock()
 		return true, nil // given up (dropTaken): its next holder writes
-	case d.persistErr == nil && len(d.unsaved) == 0:
-		return true, nil // a later event's write kept it all
 	case d.deferred:
+		d.mu.Unlock()
 		return false, nil
+	case d.persistErr != nil || len(d.unsaved) > 0:
+		d.persistLocked() // logs a failure
 	}
-	d.persistLocked() // logs a failure
-	return d.persistErr == nil, d.persistErr
+	err = d.persistErr
+	ended := err == nil && d.keeping
+	if ended {
+		d.keeping = false
+	}
+	d.mu.Unlock()
+	if ended {
+		e.log.Info("the end of a delegation is kept after its store write failed", "delegation", d.rec.ID)
+		d.settled()
+	}
+	return err == nil, err
 }
