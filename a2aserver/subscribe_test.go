@@ -35,6 +35,29 @@ func (s stuckSubscriptions) SubscribeToTask(ctx context.Context, req *a2a.Subscr
 	}
 }
 
+// subscribed subscribes to task id through h and checks the first event
+// is the task. The events that follow come on events (16 held); ended
+// gets nil when the stream ends, or its error.
+func subscribed(t *testing.T, ctx context.Context, h *subscribeHandler, id a2a.TaskID) (events <-chan a2a.Event, ended <-chan error) {
+	t.Helper()
+	evs := make(chan a2a.Event, 16)
+	end := make(chan error, 1)
+	go func() {
+		for ev, err := range h.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: id}) {
+			if err != nil {
+				end <- err
+				return
+			}
+			evs <- ev
+		}
+		end <- nil
+	}()
+	if ev := <-evs; ev.(*a2a.Task).ID != id {
+		t.Fatalf("first event %#v", ev)
+	}
+	return evs, end
+}
+
 // TestSubscribeToTask_StuckRelayDropped: when a2a-go's subscription to an
 // execution never reports the task's end, the stored task's end still
 // reaches the subscriber, and the stream ends.
@@ -48,21 +71,7 @@ func TestSubscribeToTask_StuckRelayDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &subscribeHandler{RequestHandler: stuckSubscriptions{tasks: store}, tasks: store, changes: newTaskChanges(), stopping: t.Context()}
-	events := make(chan a2a.Event, 16)
-	ended := make(chan error, 1)
-	go func() {
-		for ev, err := range h.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
-			if err != nil {
-				ended <- err
-				return
-			}
-			events <- ev
-		}
-		ended <- nil
-	}()
-	if ev := <-events; ev.(*a2a.Task).ID != task.ID {
-		t.Fatalf("first event %#v", ev)
-	}
+	events, ended := subscribed(t, ctx, h, task.ID)
 	done := *task
 	done.Status = a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: a2a.NewMessageForTask(a2a.MessageRoleAgent, task, a2a.NewTextPart("done"))}
 	ev := a2a.NewStatusUpdateEvent(task, a2a.TaskStateCompleted, done.Status.Message)
@@ -130,21 +139,7 @@ func TestSubscribeToTask_RidesOutTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &subscribeHandler{RequestHandler: noExecutions{}, tasks: store, changes: newTaskChanges(), stopping: t.Context()}
-	events := make(chan a2a.Event, 16)
-	ended := make(chan error, 1)
-	go func() {
-		for ev, err := range h.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
-			if err != nil {
-				ended <- err
-				return
-			}
-			events <- ev
-		}
-		ended <- nil
-	}()
-	if ev := <-events; ev.(*a2a.Task).ID != task.ID {
-		t.Fatalf("first event %#v", ev)
-	}
+	events, ended := subscribed(t, ctx, h, task.ID)
 	store.down.Store(true)
 	testwait.Until(t, 10*time.Second, "the subscription reading the store again", func() bool { return store.refused.Load() >= 3 })
 	select {

@@ -23,8 +23,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
@@ -1425,15 +1423,7 @@ func TestTasks_LegacyUsers(t *testing.T) {
 func TestTasks_UpdateRidesOutAnOutage(t *testing.T) {
 	t.Parallel()
 	node := natstest.NewNode(t)
-	nc, err := nats.Connect(node.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := node.JetStream(t)
 	clock := func() time.Time { return tasksStart }
 	tasks, err := NewTasks(t.Context(), js, TasksConfig{Timeout: 500 * time.Millisecond, Now: clock})
 	if err != nil {

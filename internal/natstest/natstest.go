@@ -81,6 +81,23 @@ func NewNode(t testing.TB) *Node {
 // URL is the node's client URL.
 func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
 
+// JetStream connects to the node over its client port, reconnecting
+// for ever, 50 ms apart, across Stop and Start, and returns the
+// JetStream client; the connection closes when the test ends.
+func (n *Node) JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(n.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to %s: %v", n.URL(), err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
+
 // Stop shuts the node down.
 func (n *Node) Stop() {
 	n.Server.Shutdown()

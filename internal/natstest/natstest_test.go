@@ -40,15 +40,7 @@ func TestServer_KeepsAcrossRestart(t *testing.T) {
 func TestNode_ClientsReconnectAfterRestart(t *testing.T) {
 	t.Parallel()
 	n := NewNode(t)
-	nc, err := nats.Connect(n.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := n.JetStream(t)
 	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "b", Storage: jetstream.FileStorage})
 	if err != nil {
 		t.Fatal(err)
