@@ -93,6 +93,10 @@ func runScale(ctx context.Context, w io.Writer, log *slog.Logger) error {
 // direct one with an a2a-go client activating the steering extension, so
 // the agent's own share of a signal's time shows.
 func scaleRun(ctx context.Context, w io.Writer, log *slog.Logger, cfg scaleConfig) error {
+	if cfg.followed+cfg.steered+cfg.interrupts > cfg.delegations {
+		return fmt.Errorf("scale run: %d followed, %d steered and %d interrupted are more than the %d delegations",
+			cfg.followed, cfg.steered, cfg.interrupts, cfg.delegations)
+	}
 	h, err := newHarness(ctx, log)
 	if err != nil {
 		return err
@@ -783,10 +787,20 @@ func steerText(key string, n int) string {
 	return steerPrefix + key + " " + strconv.Itoa(n)
 }
 
+// steeredAt and interruptedAt are the indexes of the k-th steered and the
+// k-th interrupted delegation: the last started, after the followed ones,
+// so that each has most of its work ahead when the signals begin, however
+// long the starts took.
+func (cfg scaleConfig) steeredAt(k int) int {
+	return cfg.delegations - cfg.interrupts - cfg.steered + k
+}
+
+func (cfg scaleConfig) interruptedAt(k int) int { return cfg.delegations - cfg.interrupts + k }
+
 // scaleSignals steers and interrupts the work of keys ("" for work that
 // did not start) while it goes on, with sig, from cfg.signalsAt after
-// began: cfg.steered delegations after the followed ones each get
-// cfg.steersEach steers, one a second; the next cfg.interrupts are each
+// began: cfg.steered delegations (steeredAt) each get cfg.steersEach
+// steers, one a second; cfg.interrupts others (interruptedAt) are each
 // interrupted once, spread over the same seconds, and then answered, so
 // their work completes. The first error of each kind is logged.
 func scaleSignals(ctx context.Context, log *slog.Logger, cfg scaleConfig, began time.Time, keys []string, sig scaleSignaler) (steers, interrupts signalResult) {
@@ -809,8 +823,8 @@ func scaleSignals(ctx context.Context, log *slog.Logger, cfg scaleConfig, began 
 	}
 	spread := time.Duration(cfg.steersEach) * time.Second
 	for k := range cfg.steered {
-		i := cfg.followed + k
-		if i >= len(keys) || keys[i] == "" {
+		i := cfg.steeredAt(k)
+		if i < 0 || i >= len(keys) || keys[i] == "" {
 			continue
 		}
 		wg.Go(func() {
@@ -826,8 +840,8 @@ func scaleSignals(ctx context.Context, log *slog.Logger, cfg scaleConfig, began 
 		})
 	}
 	for k := range cfg.interrupts {
-		i := cfg.followed + cfg.steered + k
-		if i >= len(keys) || keys[i] == "" {
+		i := cfg.interruptedAt(k)
+		if i < 0 || i >= len(keys) || keys[i] == "" {
 			continue
 		}
 		wg.Go(func() {
@@ -880,7 +894,11 @@ func steersMisdelivered(ctx context.Context, log *slog.Logger, cfg scaleConfig, 
 		return 0, err
 	}
 	n := 0
-	for i := cfg.followed; i < cfg.followed+cfg.steered && i < len(keys); i++ {
+	for k := range cfg.steered {
+		i := cfg.steeredAt(k)
+		if i < 0 || i >= len(keys) {
+			continue
+		}
 		if want := seq(cfg.steersEach); !slices.Equal(taken[keys[i]], want) {
 			n++
 			log.Warn("scale run: steers not taken once each in order", "work", keys[i], "taken", taken[keys[i]], "want", want)
