@@ -43,8 +43,8 @@ const maxOwnerLen = 256
 //
 //   - Liveness: each process holds one lease, the key replica.<name> in
 //     the bucket <namespace>-leases, whose TTL is the lease TTL. Its value
-//     is the process's stamp: a random epoch, new at every Join, and its
-//     name. Join creates the key; Renew rewrites it expecting the revision
+//     is the process's stamp: a random epoch, new at every Join (but see
+//     Join on one that failed), and its name. Join creates the key; Renew rewrites it expecting the revision
 //     it last wrote, which restarts its age: one write per process per
 //     renewal, however many delegations it follows. A key not renewed
 //     within the TTL ages out, and the bucket leaves a marker that
@@ -65,6 +65,15 @@ type Leases struct {
 	live   jetstream.KeyValue
 	owners jetstream.KeyValue
 	ttl    time.Duration
+
+	// mu guards unsure.
+	mu sync.Mutex
+	// unsure holds, by owner, the stamp of the last Join that failed for
+	// the store: its create may have been kept and its acknowledgement
+	// lost (nats.go sends what it buffered once it reconnects, after the
+	// request timed out). The next Join as that owner uses that stamp, so
+	// it finds such a key its own, not another live process's.
+	unsure map[string]string
 }
 
 // Leases sets up the buckets, creating them or setting their TTL to
@@ -95,7 +104,7 @@ func (s *Store) Leases(ctx context.Context, cfg LeasesConfig) (*Leases, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Leases{s: s, live: live, owners: owners, ttl: cfg.TTL}, nil
+	return &Leases{s: s, live: live, owners: owners, ttl: cfg.TTL, unsure: map[string]string{}}, nil
 }
 
 const (
@@ -137,15 +146,15 @@ func liveKey(owner string) (string, error) {
 // Join implements delegation.Leases: it creates owner's liveness key with
 // a new epoch. A key of that name nobody renewed within the TTL is taken
 // over; one renewed since is another live process's, and Join fails with
-// an error wrapping delegation.ErrLeaseHeld.
+// an error wrapping delegation.ErrLeaseHeld. A key holding the stamp of
+// this join, or of the last join as owner that failed for the store, is
+// this process's own, written by a try whose acknowledgement was lost.
 func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, error) {
 	key, err := liveKey(owner)
 	if err != nil {
 		return nil, fmt.Errorf("join as %q: %w", owner, err)
 	}
-	var b [8]byte
-	_, _ = crand.Read(b[:]) // never fails
-	m := &member{l: l, owner: owner, key: key, stamp: stamp(hex.EncodeToString(b[:]), owner),
+	m := &member{l: l, owner: owner, key: key, stamp: l.joinStamp(owner),
 		departed: make(chan struct{}, 1), stop: make(chan struct{}), orphans: map[string]uint64{}}
 	octx, cancel := l.s.opContext(ctx)
 	defer cancel()
@@ -163,6 +172,10 @@ func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, err
 			return err
 		}
 		if !l.stale(e) {
+			if string(e.Value()) == m.stamp {
+				m.rev = e.Revision() // kept before, its acknowledgement lost
+				return nil
+			}
 			return fmt.Errorf("%w: a live process is named %s", delegation.ErrLeaseHeld, owner)
 		}
 		m.rev, err = l.live.Update(octx, key, []byte(m.stamp), e.Revision())
@@ -175,16 +188,42 @@ func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, err
 		return nil, fmt.Errorf("join as %s: %w", owner, err)
 	}
 	if err != nil {
+		l.setUnsure(owner, m.stamp)
 		return nil, fmt.Errorf("join as %s: %w", owner, l.s.unavailable(ctx, err))
 	}
 	w, err := l.live.Watch(l.s.bg, livePrefix+">")
 	if err != nil {
-		_ = m.Leave(ctx)
+		if lerr := m.Leave(ctx); lerr != nil {
+			l.setUnsure(owner, m.stamp) // the key may outlive this join
+		}
 		return nil, fmt.Errorf("join as %s: watch the others: %w", owner, l.s.unavailable(ctx, err))
 	}
 	m.done = make(chan struct{})
 	l.s.wg.Go(func() { m.watch(w) })
 	return m, nil
+}
+
+// joinStamp is the stamp of a join as owner: the last failed join's, if
+// any (see unsure), which it takes so that no concurrent join shares it,
+// or a new epoch's.
+func (l *Leases) joinStamp(owner string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.unsure[owner]; ok {
+		delete(l.unsure, owner)
+		return st
+	}
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // never fails
+	return stamp(hex.EncodeToString(b[:]), owner)
+}
+
+// setUnsure remembers st as the stamp of a failed join as owner, whose
+// key may be stored, for the next join to use.
+func (l *Leases) setUnsure(owner, st string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unsure[owner] = st
 }
 
 // stale reports whether a liveness key was last written longer than the

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testwait"
@@ -326,5 +328,45 @@ func TestShareOut(t *testing.T) {
 				t.Fatalf("%s lost %s from its share when another process departed", self, id)
 			}
 		}
+	}
+}
+
+// A join that fails for the store may be kept all the same: nats.go sends
+// the create it buffered while the server was away once it reconnects,
+// after the join timed out. The next join as that name finds the key its
+// own, where it was refused as another live process's until the key aged
+// out; a join as that name by anyone else is still refused.
+func TestLeases_JoinKeptWhileItFailed(t *testing.T) {
+	t.Parallel()
+	node := natstest.NewNode(t)
+	s, err := Open(t.Context(), "", Config{URL: node.URL(), Timeout: 500 * time.Millisecond}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	l := leasesOf(t, s, 10*time.Second)
+
+	node.Stop()
+	// Once the client knows the server is away, it buffers what it sends.
+	testwait.Until(t, 10*time.Second, "the client to reconnect", func() bool {
+		return s.JetStream().Conn().Status() == nats.RECONNECTING
+	})
+	if _, err := l.Join(t.Context(), "proc-a"); !errors.Is(err, delegation.ErrUnavailable) {
+		t.Fatalf("Join with the server away: %v; want ErrUnavailable", err)
+	}
+	node.Start()
+	testwait.Until(t, 10*time.Second, "the failed join's create to be kept", func() bool {
+		_, err := l.live.Get(t.Context(), "replica.proc-a")
+		return err == nil
+	})
+	m := join(t, l, "proc-a")
+	if err := m.Renew(t.Context()); err != nil {
+		t.Fatalf("Renew after joining over the kept create: %v", err)
+	}
+	if _, err := l.Join(t.Context(), "proc-a"); !errors.Is(err, delegation.ErrLeaseHeld) {
+		t.Errorf("a second Join as proc-a: %v; want ErrLeaseHeld", err)
+	}
+	if err := m.Leave(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
