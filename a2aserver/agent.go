@@ -175,7 +175,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	maxMessage := max(cfg.MaxTaskBytes-MessageRoom, 0)
 	// a2a-go derives a logger for every request, seldom written to:
 	// LazyHandler formats its attributes only for a record written.
-	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(deps.Tasks), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(a2aLog.Handler()))),
+	h, err := withSubscribe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(failGuard{Store: deps.Tasks, x: exec}), a2asrv.WithLogger(slog.New(telemetry.LazyHandler(a2aLog.Handler()))),
 		a2asrv.WithCallInterceptors(spanNamer{}, callerInterceptor{gate: g}, developmentUser{gate: g}, authorizeA2A{authz: deps.Authz}, versionCheck{}, historyLimit{}, messageFit{max: maxMessage}, steer, terminalSend{tasks: deps.Tasks}, authInput{x: exec, tasks: deps.Tasks}, earlyDelegation{x: exec}),
 		a2asrv.WithExecutorContextInterceptor(execs), deps.Push.handlerOption()), deps.Tasks, exec.changes, deps.Stopping)
 	if err == nil {

@@ -61,5 +61,6 @@
 // mirroring, as a2a-go keeps it running, and the caller's answer reaches
 // the delegation through authInput. Cancel cancels the delegation. After a restart, the
 // delegations the engine carries on are mirrored into their tasks again
-// (remirror.go, through Resumed).
+// (remirror.go, through Resumed), as is a task whose execution a2a-go
+// ended for an event it could not store (failguard.go).
 package a2aserver

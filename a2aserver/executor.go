@@ -63,13 +63,17 @@ type executor struct {
 	changes   *taskChanges
 	watches   map[a2a.TaskID]*watch
 	canceling map[a2a.TaskID]bool
+	// orphaned are the tasks whose execution ended as a2a-go could not
+	// store an event (failGuard), while mirror still ran: it takes them
+	// over as it returns.
+	orphaned map[a2a.TaskID]bool
 }
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
 func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *httpgate.Gate, stopping context.Context, log *slog.Logger) *executor {
 	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]taskRoute{}, mirroring: map[a2a.TaskID]bool{},
-		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}, changes: newTaskChanges()}
+		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}, orphaned: map[a2a.TaskID]bool{}, changes: newTaskChanges()}
 }
 
 // Execute delegates a new task, or hands the caller's message to the
@@ -331,7 +335,8 @@ func (e earlyDelegation) After(ctx context.Context, _ *a2asrv.CallContext, resp 
 // mirror turns the delegation's events after seq into the upstream task's
 // events until the delegation ends or waits for input. The delegation may
 // be followed here or by another process sharing the store: its events
-// come through the engine either way.
+// come through the engine either way. When a2a-go could not store one of
+// them (failGuard), the task is taken over once mirror returns.
 func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id string, after int64, yield func(a2a.Event, error) bool) {
 	x.mu.Lock()
 	x.mirroring[ec.TaskID] = true
@@ -339,7 +344,12 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 	defer func() {
 		x.mu.Lock()
 		delete(x.mirroring, ec.TaskID)
+		orphaned := x.orphaned[ec.TaskID]
+		delete(x.orphaned, ec.TaskID)
 		x.mu.Unlock()
+		if orphaned {
+			x.takeOver(ec.TaskID, id)
+		}
 	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -33,6 +33,14 @@ const remirrorTail = 256
 // remirrorWrite bounds one write into the task store.
 const remirrorWrite = 10 * time.Second
 
+// remirrorRetryFirst and remirrorRetryMax bound the wait before a write
+// into the task store that failed is tried again: it doubles from the
+// first to the most, so a long outage costs a few writes per task.
+const (
+	remirrorRetryFirst = time.Second
+	remirrorRetryMax   = 30 * time.Second
+)
+
 // resumed takes over the upstream task of a delegation the engine carries
 // on from the store. It runs before anything happens to the delegation.
 func (x *executor) resumed(d *delegation.Delegation) {
@@ -40,12 +48,52 @@ func (x *executor) resumed(d *delegation.Delegation) {
 	if rec.Upstream == nil {
 		return
 	}
+	x.takeTask(rec, rec.LastEvent)
+}
+
+// takeTask routes the upstream task of rec's delegation here and mirrors
+// the delegation into it from the events after last, less remirrorTail.
+func (x *executor) takeTask(rec delegation.Record, last int64) {
 	up := *rec.Upstream
 	up.User = upstreamUser(rec)
 	x.mu.Lock()
 	x.byTask[up.TaskID] = taskRoute{delegation: rec.ID, owner: up.User}
 	x.mu.Unlock()
-	x.wg.Go(func() { x.remirror(d, up, rec.LastEvent) })
+	x.wg.Go(func() { x.remirror(rec, up, last) })
+}
+
+// orphan is told by failGuard that a2a-go ends the execution of task, as
+// it could not store one of its events. The task is taken over: by
+// mirror as it returns, should it still run, or now.
+func (x *executor) orphan(task a2a.TaskID, id string) {
+	x.mu.Lock()
+	if x.mirroring[task] {
+		x.orphaned[task] = true
+		x.mu.Unlock()
+		return
+	}
+	x.mu.Unlock()
+	x.takeOver(task, id)
+}
+
+// takeOver hands the task of delegation id to remirror, whose execution
+// ended before the task settled. Not while orchd stops (the process that
+// carries the delegation on mirrors it), nor while a cancel runs (it ends
+// the task).
+func (x *executor) takeOver(task a2a.TaskID, id string) {
+	x.mu.Lock()
+	canceling := x.canceling[task]
+	x.mu.Unlock()
+	if canceling || x.stoppingCtx.Err() != nil {
+		return
+	}
+	rec, err := x.engine.LookupHead(x.stoppingCtx, id)
+	if err != nil || rec.Upstream == nil || rec.Upstream.TaskID != task {
+		x.log.Warn("take over the A2A task of a delegation whose execution ended", "task", task, "delegation", id, "error", err)
+		return
+	}
+	x.log.Info("the A2A task's execution ended before the task settled; orchd writes the delegation into it", "task", task, "delegation", id)
+	x.takeTask(rec, rec.LastEvent)
 }
 
 // upstreamUser is whom the task store says the upstream task of rec
@@ -66,51 +114,75 @@ func ownerContext(ctx context.Context, up delegation.Upstream) context.Context {
 	return ctx
 }
 
-// remirror writes the delegation's events into the upstream task until the
-// delegation ends, waits for input (the caller's next message starts an
-// execution again) or orchd stops.
-func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, last int64) {
+// remirror writes the events of rec's delegation into the upstream task
+// until the delegation ends, waits for input (the caller's next message
+// starts an execution again) or orchd stops. It reads through the engine,
+// so the delegation may be followed here or by another process. A write
+// the task store refuses is tried again, with the events since, after a
+// wait that doubles from remirrorRetryFirst to remirrorRetryMax: the
+// delegation may say nothing more, and its end must reach the task.
+func (x *executor) remirror(rec delegation.Record, up delegation.Upstream, last int64) {
 	task := up.TaskInfo()
+	id := rec.ID
 	ctx, cancel := context.WithCancel(ownerContext(context.Background(), up))
 	defer cancel()
 	stop := context.AfterFunc(x.stoppingCtx, cancel)
 	defer stop()
-	from := max(last-remirrorTail, 0)
-	rep := newReporter(x.engine, d.Record(), from)
-	evs, _, err := x.engine.Events(ctx, d.ID(), from, 0)
-	if err != nil {
-		x.log.Warn("read the events of a carried-on delegation", "delegation", d.ID(), "error", err)
-	}
-	after := last
+	after := max(last-remirrorTail, 0)
+	rep := newReporter(x.engine, rec, after)
+	var pending []delegation.Event
+	wait := time.Duration(0)
 	for {
-		if len(evs) > 0 {
-			after = max(after, evs[len(evs)-1].Seq)
-			done, err := x.writeTask(ctx, task, rep, evs, d.Record().Artifacts)
-			if err != nil {
-				x.log.Warn("mirror a carried-on delegation into its A2A task", "delegation", d.ID(), "task", task.TaskID, "error", err)
+		evs, _, err := x.engine.FollowEvents(ctx, id, after, 0)
+		if err != nil {
+			if ctx.Err() == nil {
+				x.log.Warn("read the events of a delegation to mirror into its A2A task", "delegation", id, "task", task.TaskID, "error", err)
 			}
-			if done {
-				break
-			}
-		}
-		// The wake-up first, then the read, so that an event in between
-		// is not missed. The read goes through the engine, not the
-		// delegation's memory, which keeps only its latest events: a slow
-		// write may have let more go by.
-		changed := d.Changed()
-		if evs, _, err = x.engine.Events(ctx, d.ID(), after, 0); err != nil {
-			x.log.Warn("read the events of a carried-on delegation; tried again at its next event", "delegation", d.ID(), "error", err)
-		}
-		if len(evs) > 0 {
-			continue
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
 			return
 		}
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].Seq
+			// Replaying the latest is enough (see remirrorTail).
+			pending = append(pending, evs...)
+			pending = pending[max(len(pending)-remirrorTail, 0):]
+		}
+		if len(pending) > 0 {
+			done, err := x.writeTask(ctx, task, rep, pending, x.artifacts(ctx, id))
+			switch {
+			case err != nil && wait == 0:
+				wait = remirrorRetryFirst
+				x.log.Warn("mirror a delegation into its A2A task; tried again until it goes through", "delegation", id, "task", task.TaskID, "error", err)
+			case err != nil:
+				wait = min(2*wait, remirrorRetryMax)
+			case wait > 0:
+				wait = 0
+				x.log.Info("mirror a delegation into its A2A task: went through", "delegation", id, "task", task.TaskID)
+			}
+			if err == nil {
+				pending = nil
+				if done {
+					break
+				}
+			}
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		if err := x.engine.WaitEvents(ctx, id, after); err != nil {
+			return // orchd stops
+		}
 	}
-	rec := d.Record()
+	rec, err := x.engine.LookupHead(ctx, id)
+	if err != nil {
+		return
+	}
 	if rec.State.Terminal() {
 		x.mu.Lock()
 		delete(x.byTask, task.TaskID)
@@ -118,13 +190,31 @@ func (x *executor) remirror(d *delegation.Delegation, up delegation.Upstream, la
 		return
 	}
 	// Waiting for input: end the task with the delegation if it ends
-	// before the caller answers, as a parked execution would.
+	// before the caller answers, as a parked execution would. A
+	// delegation another process follows is watched there.
+	d, ok := x.engine.Get(id)
+	if !ok {
+		return
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	w := &watch{}
 	w.stop = d.AfterEnd(func() { x.endWaiting(ownerContext(context.Background(), up), task, d, w) })
 	x.unwatchLocked(task.TaskID)
 	x.watches[task.TaskID] = w
+}
+
+// artifacts are the artifacts of delegation id as they are now, for
+// writeTask; none when the delegation cannot be read.
+func (x *executor) artifacts(ctx context.Context, id string) []*a2a.Artifact {
+	if d, ok := x.engine.Get(id); ok {
+		return d.Record().Artifacts
+	}
+	rec, err := x.engine.Lookup(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return rec.Artifacts
 }
 
 // writeTask applies events, as rep words them, to the stored task in one

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/a2aserver"
@@ -117,6 +118,24 @@ func TestFollow_RidesOutAStoreOutage(t *testing.T) {
 	}
 }
 
+// streamThroughOrchd starts a NATS server, a daemon whose store is on it
+// (its store section adds store), and a streaming agent that works
+// gatedWork(release); it returns them with an A2A client of the daemon
+// and a message for the agent's skill.
+func streamThroughOrchd(t *testing.T, store string) (*natstest.Node, chan struct{}, *a2aclient.Client, *a2a.Message) {
+	t.Helper()
+	nats := natstest.NewNode(t)
+	release := make(chan struct{})
+	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
+	d := childDaemon(t, t.TempDir(), fmt.Sprintf("store:\n  url: %q\n  timeout: 1s\n%s", nats.URL(), store))
+	if code := call(t, "POST", d.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
+		t.Fatalf("add agent = %d", code)
+	}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))
+	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "work"}
+	return nats, release, testagent.Client(t, d.base), msg
+}
+
 // TestA2AStream_RidesOutAStoreOutage streams a task through orchd over
 // A2A while the NATS server behind orchd's task store is down for longer
 // than a store call's timeout: a2a-go stores every event of the task as
@@ -130,16 +149,7 @@ func TestA2AStream_RidesOutAStoreOutage(t *testing.T) {
 		t.Skip("starts a NATS server and a daemon")
 	}
 	t.Parallel()
-	nats := natstest.NewNode(t)
-	release := make(chan struct{})
-	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
-	d := childDaemon(t, t.TempDir(), fmt.Sprintf("store:\n  url: %q\n  timeout: 1s\n", nats.URL()))
-	if code := call(t, "POST", d.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
-		t.Fatalf("add agent = %d", code)
-	}
-	c := testagent.Client(t, d.base)
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))
-	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "work"}
+	nats, release, c, msg := streamThroughOrchd(t, "")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var seen []string
@@ -172,5 +182,71 @@ func TestA2AStream_RidesOutAStoreOutage(t *testing.T) {
 	got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task})
 	if err != nil || got.Status.State != a2a.TaskStateCompleted {
 		t.Errorf("the stored task: %v, %v; want it COMPLETED", got, err)
+	}
+}
+
+// TestA2AStream_OutlivesTheTaskRideOut streams a task through orchd over
+// A2A while the NATS server is down for longer than store.taskRideOut:
+// the task's event that cannot be stored ends the execution, and the
+// caller's stream, with an error, but the task is not marked FAILED, and
+// once the server is back orchd writes the rest of the delegation into
+// it: the stored task ends COMPLETED with the whole artifact. Before,
+// a2a-go marked the task FAILED (when the store came back in time for
+// that write) or left it WORKING for ever, while the delegation completed.
+func TestA2AStream_OutlivesTheTaskRideOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server and a daemon")
+	}
+	t.Parallel()
+	nats, release, c, msg := streamThroughOrchd(t, "  taskRideOut: 1s\n")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var task a2a.TaskID
+	back := make(chan struct{})
+	var streamErr error
+	for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: msg}) {
+		if err != nil {
+			streamErr = err
+			break
+		}
+		task = ev.TaskInfo().TaskID
+		switch ev := ev.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			if task != "" && release != nil {
+				// The rest of the work comes while the server is down,
+				// for longer than the task's updates wait.
+				nats.Stop()
+				close(release)
+				release = nil
+				go func() {
+					defer close(back)
+					time.Sleep(5 * time.Second)
+					nats.Start()
+				}()
+			}
+		case *a2a.TaskStatusUpdateEvent:
+			if ev.Status.State.Terminal() {
+				t.Fatalf("the stream ended the task %s while the store was down; want an error", ev.Status.State)
+			}
+		}
+	}
+	if streamErr == nil {
+		t.Fatal("the stream ended without an error while the store was down")
+	}
+	t.Logf("the stream ended: %v", streamErr)
+	<-back
+	var got *a2a.Task
+	testwait.Until(t, 45*time.Second, "the stored task to end", func() bool {
+		var err error
+		got, err = c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: task})
+		return err == nil && got.Status.State.Terminal()
+	})
+	if got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("the stored task ended %s; want COMPLETED, as its delegation", got.Status.State)
+	}
+	// Its two chunks, as a2a-go appends them.
+	if len(got.Artifacts) != 1 || testagent.Text(&a2a.Message{Parts: got.Artifacts[0].Parts}) != "part one,  part two" {
+		b, _ := json.Marshal(got.Artifacts)
+		t.Errorf("the stored task's artifacts: %s; want one, in two parts: \"part one, \", \"part two\"", b)
 	}
 }

@@ -78,6 +78,9 @@ type StoreConfig struct {
 	// answer, to be written with others: a duration from 1ms to 1s, or
 	// "off" to write it before the answer; see docs/state.md.
 	QuickWriteLag string `yaml:"quickWriteLag"`
+	// TaskRideOut is how long an update of a running A2A task waits for
+	// an unavailable store; see docs/state.md.
+	TaskRideOut Duration `yaml:"taskRideOut"`
 }
 
 // StoreTLS is TLS to an external NATS cluster.
@@ -148,7 +151,7 @@ func (c StoreConfig) storeConfig() store.Config {
 		TLS:       store.TLSConfig{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key},
 		Namespace: c.Namespace, Replicas: c.Replicas, Retention: time.Duration(c.Retention),
 		MaxBytes: c.MaxBytes, Sync: c.Sync, Listen: c.Listen, Timeout: time.Duration(c.Timeout),
-		QuickWriteLag: c.QuickWriteLag}
+		QuickWriteLag: c.QuickWriteLag, TaskRideOut: time.Duration(c.TaskRideOut)}
 }
 
 // state is where a daemon keeps what outlives it: one store, and the

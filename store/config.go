@@ -70,6 +70,13 @@ type Config struct {
 	// kill -9 loses at most the records of that window, never work that
 	// goes on nor anything a caller was told was kept.
 	QuickWriteLag string `yaml:"quickWriteLag"`
+	// TaskRideOut is how long an update of a running A2A task (a2a-go
+	// stores each event of an execution) is tried again while the store
+	// is unavailable, each try bounded by Timeout, the caller's stream
+	// waiting meanwhile. Past it, the execution ends with an error and
+	// orchd writes the delegation into the task once the store takes
+	// writes. Default 30s (DefaultTaskRideOut).
+	TaskRideOut time.Duration `yaml:"taskRideOut"`
 
 	// seqEvery is how often the embedded store records its streams'
 	// sequences (inventory.go); 0 means seqEvery(Sync). Tests shorten it.
@@ -179,6 +186,9 @@ func (c Config) Validate() error {
 	if c.Timeout < 0 || (c.Timeout > 0 && c.Timeout < 10*time.Millisecond) {
 		bad("timeout %s is below 10ms", c.Timeout)
 	}
+	if c.TaskRideOut < 0 {
+		bad("taskRideOut %s is negative", c.TaskRideOut)
+	}
 	if _, err := parseQuickWriteLag(c.QuickWriteLag); err != nil {
 		bad("quickWriteLag %q is neither \"off\" nor a duration from %s to %s", c.QuickWriteLag, MinQuickWriteLag, MaxQuickWriteLag)
 	}
@@ -207,6 +217,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QuickWriteLag == "" {
 		c.QuickWriteLag = DefaultQuickWriteLag
+	}
+	if c.TaskRideOut == 0 {
+		c.TaskRideOut = DefaultTaskRideOut
 	}
 	return c
 }

@@ -63,7 +63,7 @@ func TestConfig_Defaults(t *testing.T) {
 	t.Parallel()
 	got := Config{}.withDefaults()
 	want := Config{Namespace: "orchd", Replicas: 1, Retention: 7 * 24 * time.Hour, MaxBytes: 1 << 30, Sync: "1s", Timeout: 5 * time.Second,
-		QuickWriteLag: "100ms"}
+		QuickWriteLag: "100ms", TaskRideOut: 30 * time.Second}
 	if got != want {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}

@@ -273,6 +273,9 @@ func NewTasks(ctx context.Context, js jetstream.JetStream, cfg TasksConfig) (*Ta
 // cluster settles, as every bucket the Store sets up.
 func (s *Store) Tasks(ctx context.Context, cfg TasksConfig) (*Tasks, error) {
 	s.inherit(&cfg.Bucket, "-tasks", &cfg.Replicas, &cfg.Retention, &cfg.Timeout)
+	if cfg.RideOut == 0 {
+		cfg.RideOut = s.cfg.TaskRideOut
+	}
 	if err := cfg.withDefaults(s.nc.MaxPayload()); err != nil {
 		return nil, err
 	}
