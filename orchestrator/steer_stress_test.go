@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -45,14 +46,17 @@ func TestSteering_StressTwoHops(t *testing.T) {
 		wg.Go(func() {
 			for j := range steers {
 				body := fmt.Sprintf(`{"message": {"messageId": "t%d-s%d", "role": "ROLE_USER", "parts": [{"text": "t%d-s%d"}]}}`, i, j, i, j)
-				var r steering.Receipt
+				var r struct {
+					steering.Receipt
+					Error json.RawMessage `json:"error"`
+				}
 				code := call(t, "POST", a+"/v1/delegations/"+id+":steer", body, &r)
 				type steered struct {
 					Seq  int64
 					Hops int
 				}
 				if diff := cmp.Diff(answer[steered]{200, steered{int64(j + 1), 3}}, answer[steered]{code, steered{r.Seq, len(r.Hops)}}); diff != "" {
-					t.Errorf("task %d steer %d (-want +got):\n%s", i, j, diff)
+					t.Errorf("task %d steer %d (-want +got):\n%s\nerror: %s", i, j, diff, r.Error)
 					return
 				}
 				if j%4 == 0 { // a retry must not be delivered again
