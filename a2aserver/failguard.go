@@ -25,34 +25,34 @@ type failGuard struct {
 
 // Update implements taskstore.Store.
 func (g failGuard) Update(ctx context.Context, req *taskstore.UpdateRequest) (taskstore.TaskVersion, error) {
-	if err := g.check(ctx, req); err != nil {
+	if id, err := g.check(ctx, req); err != nil {
+		g.x.orphan(req.Task.ID, id)
 		return taskstore.TaskVersionMissing, err
 	}
 	return g.Store.Update(ctx, req)
 }
 
 // check refuses an update that marks a task FAILED for an event that
-// does not say so, while the delegation behind the task has not failed
-// (or cannot be read).
-func (g failGuard) check(ctx context.Context, req *taskstore.UpdateRequest) error {
+// does not say so, while the delegation behind the task, whose id it
+// returns, has not failed (or cannot be read).
+func (g failGuard) check(ctx context.Context, req *taskstore.UpdateRequest) (string, error) {
 	t := req.Task
 	if t == nil || t.Status.State != a2a.TaskStateFailed || req.Event == nil || saysFailed(req.Event) {
-		return nil
+		return "", nil
 	}
 	id, known := taskDelegation(t)
 	if !known {
-		return nil // a task orchd refused to delegate
+		return "", nil // a task orchd refused to delegate
 	}
 	rec, err := g.x.engine.LookupHead(ctx, id)
 	if err == nil && rec.State == a2a.TaskStateFailed {
-		return nil
+		return id, nil
 	}
 	state := "cannot be read"
 	if err == nil {
 		state = "is " + string(rec.State)
 	}
-	g.x.orphan(t.ID, id)
-	return fmt.Errorf("task %s mirrors delegation %s, which %s: it is not marked FAILED for an event that could not be processed; orchd writes the delegation into it once the store takes writes",
+	return id, fmt.Errorf("task %s mirrors delegation %s, which %s: it is not marked FAILED for an event that could not be processed; orchd writes the delegation into it once the store takes writes",
 		t.ID, id, state)
 }
 

@@ -1,7 +1,6 @@
 package a2aserver
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -43,10 +42,7 @@ func TestFailGuard_RefusesAFailureItsDelegationDidNotHave(t *testing.T) {
 	testwait.Until(t, 10*time.Second, "the failing delegation to fail", func() bool {
 		return failed.Record().State == a2a.TaskStateFailed
 	})
-	stopping, stop := context.WithCancel(context.Background())
-	stop() // as if orchd stopped: the refusals start no take-over
-	x := newExecutor(engine, nil, nil, stopping, slog.New(slog.DiscardHandler))
-	g := failGuard{x: x}
+	g := failGuard{x: newExecutor(engine, nil, nil, t.Context(), slog.New(slog.DiscardHandler))}
 
 	of := func(id string) map[string]any {
 		return map[string]any{taskDelegationKey: map[string]any{"delegation": id}}
@@ -70,7 +66,7 @@ func TestFailGuard_RefusesAFailureItsDelegationDidNotHave(t *testing.T) {
 		{"not FAILED", &taskstore.UpdateRequest{Task: &a2a.Task{ID: a2a.NewTaskID(), Status: a2a.TaskStatus{State: a2a.TaskStateWorking},
 			Metadata: of(working.ID())}, Event: workingEv}, ""},
 	} {
-		err := g.check(t.Context(), tc.req)
+		_, err := g.check(t.Context(), tc.req)
 		switch {
 		case tc.refuse == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.name, err)

@@ -190,8 +190,8 @@ func (x *executor) remirror(rec delegation.Record, up delegation.Upstream, last 
 		return
 	}
 	// Waiting for input: end the task with the delegation if it ends
-	// before the caller answers, as a parked execution would. A
-	// delegation another process follows is watched there.
+	// before the caller answers, as a parked execution would. One that
+	// another process follows is not watched here.
 	d, ok := x.engine.Get(id)
 	if !ok {
 		return

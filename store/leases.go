@@ -44,11 +44,11 @@ const maxOwnerLen = 256
 //   - Liveness: each process holds one lease, the key replica.<name> in
 //     the bucket <namespace>-leases, whose TTL is the lease TTL. Its value
 //     is the process's stamp: a random epoch, new at every Join (but see
-//     Join on one that failed), and its name. Join creates the key; Renew rewrites it expecting the revision
-//     it last wrote, which restarts its age: one write per process per
-//     renewal, however many delegations it follows. A key not renewed
-//     within the TTL ages out, and the bucket leaves a marker that
-//     watchers see.
+//     Join on one that failed), and its name. Join creates the key; Renew
+//     rewrites it expecting the revision it last wrote, which restarts its
+//     age: one write per process per renewal, however many delegations it
+//     follows. A key not renewed within the TTL ages out, and the bucket
+//     leaves a marker that watchers see.
 //   - Ownership: each running delegation's key in <namespace>-owners
 //     (no TTL) holds the stamp of the process following it, written once
 //     when it takes the delegation and purged when it gives it up. It is
