@@ -147,7 +147,11 @@ func (x *executor) remirror(rec delegation.Record, up delegation.Upstream, last 
 			pending = pending[max(len(pending)-remirrorTail, 0):]
 		}
 		if len(pending) > 0 {
-			done, err := x.writeTask(ctx, task, rep, pending, x.artifacts(ctx, id))
+			var arts []*a2a.Artifact
+			if slices.ContainsFunc(pending, func(ev delegation.Event) bool { return ev.Artifact != nil }) {
+				arts = x.artifacts(ctx, id)
+			}
+			done, err := x.writeTask(ctx, task, rep, pending, arts)
 			switch {
 			case err != nil && wait == 0:
 				wait = remirrorRetryFirst
@@ -205,7 +209,9 @@ func (x *executor) remirror(rec delegation.Record, up delegation.Upstream, last 
 }
 
 // artifacts are the artifacts of delegation id as they are now, for
-// writeTask; none when the delegation cannot be read.
+// writeTask; none when the delegation cannot be read. For one not live
+// here they are rebuilt from its log, so remirror asks only when the
+// events it writes hold an artifact.
 func (x *executor) artifacts(ctx context.Context, id string) []*a2a.Artifact {
 	if d, ok := x.engine.Get(id); ok {
 		return d.Record().Artifacts
