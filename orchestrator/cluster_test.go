@@ -31,7 +31,10 @@ func TestCluster_OwnerKilledMidTask(t *testing.T) {
 	agent := testagent.Start(t, testagent.Options{Name: "Steered", Skill: "work", Streaming: true, Steering: true}, testagent.Steerable())
 	// timeout: a 3-node cluster in the test process places buckets
 	// slowly on a loaded machine; each store call may take 20 s, not 5.
-	extra := fmt.Sprintf("store:\n  url: %q\n  replicas: 3\n  leaseTTL: 2s\n  timeout: 20s\n", nats.URLs())
+	// The default leaseTTL (10s): that cluster, on a machine busy with
+	// other packages' tests, has stalled every write for over 5 s, which
+	// a 2 s lease does not ride out: every replica lost its lease then.
+	extra := fmt.Sprintf("store:\n  url: %q\n  replicas: 3\n  timeout: 20s\n", nats.URLs())
 	var replicas []*child
 	for range 3 {
 		replicas = append(replicas, childDaemon(t, t.TempDir(), extra))

@@ -97,8 +97,9 @@ func (c *child) start() {
 	}
 	go func() { // relays the child's errors until it exits
 		sc := bufio.NewScanner(stderr)
+		name := "child " + strings.TrimPrefix(c.base, "http://") + ":" // which of several logged
 		for sc.Scan() {
-			c.t.Log("child:", sc.Text())
+			c.t.Log(name, sc.Text())
 			c.mu.Lock()
 			c.logs = append(c.logs, sc.Text())
 			c.mu.Unlock()

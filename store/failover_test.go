@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orchd/orchd/delegation"
+	"github.com/orchd/orchd/internal/natstest"
 	"github.com/orchd/orchd/internal/testwait"
 )
 
@@ -53,6 +54,45 @@ func TestFailover_KilledReplicaCarriedOn(t *testing.T) {
 		if names[0] != "r1" {
 			t.Errorf("r1's delegation %s moved to %v", id, names)
 		}
+	}
+}
+
+// TestFailover_OutageLongerThanTheTTL stops the NATS server for three
+// TTLs under two replicas: each loses its lease and stops following its
+// delegations, as the other may take them. Once the server is back they
+// join again and carry every delegation on, each followed by one of them.
+func TestFailover_OutageLongerThanTheTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out lease TTLs")
+	}
+	t.Parallel() // it mostly waits
+	const ttl = 2 * time.Second
+	node := natstest.NewNode(t)
+	f := newFleetOn(t, ttl, node.URL())
+	r0, r1 := f.replica(t, "r0", nil), f.replica(t, "r1", nil)
+	ids := append(r0.delegate(t, 20), r1.delegate(t, 20)...)
+
+	node.Stop()
+	testwait.Succeeds(t, 30*time.Second, "every delegation given up in the outage", func() error {
+		n := 0
+		for _, names := range followers(ids, r0, r1) {
+			n += len(names)
+		}
+		if n > 0 {
+			return fmt.Errorf("%d of %d still followed", n, len(ids))
+		}
+		return nil
+	})
+	time.Sleep(ttl) // the outage outlasts the TTL, whoever counts it
+	node.Start()
+	back := time.Now()
+	testwait.Succeeds(t, 30*time.Second, "every delegation followed once after the outage", func() error {
+		return followedOnce(ids, r0, r1)
+	})
+	t.Logf("every delegation followed again %s after the server came back", time.Since(back).Round(time.Millisecond))
+	time.Sleep(ttl) // and it stays so
+	if err := followedOnce(ids, r0, r1); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -29,8 +29,13 @@ type fleet struct {
 
 func newFleet(t testing.TB, ttl time.Duration) *fleet {
 	t.Helper()
-	srv := natstest.Listening(t)
-	f := &fleet{url: srv.ClientURL(), ttl: ttl}
+	return newFleetOn(t, ttl, natstest.Listening(t).ClientURL())
+}
+
+// newFleetOn is newFleet on the NATS server at url.
+func newFleetOn(t testing.TB, ttl time.Duration, url string) *fleet {
+	t.Helper()
+	f := &fleet{url: url, ttl: ttl}
 	f.agent = testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work"}, testagent.Hang())
 	f.parts = testengine.New(t, registry.Spec{ID: "worker", URL: f.agent.URL})
 	return f
