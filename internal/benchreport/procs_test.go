@@ -35,7 +35,7 @@ var (
 		pollers: fullMCP.pollers, prefill: 50, working: 8, completed: 8, steerTasks: 1}
 	// tinyScale works a few seconds on each of a few delegations, some
 	// followed, steered and interrupted.
-	tinyScale = scaleConfig{delegations: 60, followed: 10, callers: 8, work: 4 * time.Second, tick: 500 * time.Millisecond,
+	tinyScale = scaleConfig{delegations: 60, followed: 10, callers: 8, work: 5 * time.Second, tick: 500 * time.Millisecond,
 		steered: 5, steersEach: 2, interrupts: 5, ended: 200, killAfter: time.Second, sample: 100 * time.Millisecond}
 	// tinySteer steers and interrupts a few tasks on each path, idle and
 	// while a few delegations are held through the chain.

@@ -34,9 +34,9 @@ type scaleConfig struct {
 	steersEach  int           // steers sent to each of them, one after the other
 	interrupts  int           // delegations interrupted while the load runs, then answered
 	// signalsAt is when the steers and interrupts begin, after the first
-	// start (or once all started, if later): the same moment of the work
-	// in the direct run and through orchd, whose starts end at different
-	// times.
+	// start (or takeUp after all started, if later): the same moment of
+	// the work in the direct run and through orchd, whose starts end at
+	// different times.
 	signalsAt time.Duration
 	ended     int           // ended delegations in the store before the recovery run
 	killAfter time.Duration // how long after the last start the recovery run kills orchd
@@ -797,15 +797,27 @@ func (cfg scaleConfig) steeredAt(k int) int {
 
 func (cfg scaleConfig) interruptedAt(k int) int { return cfg.delegations - cfg.interrupts + k }
 
+// takeUp is how long the scale run gives its agent to take up the work
+// last started before it signals it: the agent's first status, WORKING,
+// follows the task at once, but a busy agent may be late with it.
+const takeUp = time.Second
+
 // scaleSignals steers and interrupts the work of keys ("" for work that
 // did not start) while it goes on, with sig, from cfg.signalsAt after
-// began: cfg.steered delegations (steeredAt) each get cfg.steersEach
+// began, and at least takeUp after it is called, once all started: the
+// last started are signalled, and a signal to work the agent has not
+// taken up yet (SUBMITTED) is refused, as only WORKING work can be
+// steered. cfg.steered delegations (steeredAt) each get cfg.steersEach
 // steers, one a second; cfg.interrupts others (interruptedAt) are each
 // interrupted once, spread over the same seconds, and then answered, so
 // their work completes. The first error of each kind is logged.
 func scaleSignals(ctx context.Context, log *slog.Logger, cfg scaleConfig, began time.Time, keys []string, sig scaleSignaler) (steers, interrupts signalResult) {
+	begin := began.Add(cfg.signalsAt)
+	if settled := time.Now().Add(takeUp); settled.After(begin) {
+		begin = settled
+	}
 	select {
-	case <-time.After(time.Until(began.Add(cfg.signalsAt))):
+	case <-time.After(time.Until(begin)):
 	case <-ctx.Done():
 		return steers, interrupts
 	}
