@@ -4,6 +4,9 @@
 //
 // In the order a request meets them:
 //
+//   - AwaitFirstByte hands the HTTP server a new connection once its first
+//     byte arrives, so it may wait for its first request as long as an
+//     idle one waits for its next.
 //   - AccessLog writes one record per request (and per gRPC call).
 //   - BrowserGuard refuses what a web page of another site could make the
 //     operator's browser send.

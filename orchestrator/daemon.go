@@ -476,15 +476,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	srv := d.cfg.HTTP.server(d.handler, d.log)
 	serving = true
+	served := d.cfg.HTTP.listener(ln)
 	errc := make(chan error, 1)
 	if d.cfg.HTTP.TLS != nil {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		if d.authn != nil {
 			srv.TLSConfig = d.authn.ServerTLS(srv.TLSConfig)
 		}
-		go func() { errc <- srv.ServeTLS(ln, d.cfg.HTTP.TLS.CertFile, d.cfg.HTTP.TLS.KeyFile) }()
+		go func() { errc <- srv.ServeTLS(served, d.cfg.HTTP.TLS.CertFile, d.cfg.HTTP.TLS.KeyFile) }()
 	} else {
-		go func() { errc <- srv.Serve(ln) }()
+		go func() { errc <- srv.Serve(served) }()
 	}
 	grpcErrc := d.agent.ServeGRPC()
 	d.log.Info("orchd serving", "addr", ln.Addr().String(), "identity", d.self, "stateDir", d.stateDir, "store", d.state.mode,

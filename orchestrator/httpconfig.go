@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -30,10 +31,10 @@ type HTTPConfig struct {
 	MaxBufferedBodyBytes int64 `yaml:"maxBufferedBodyBytes"`
 	// ReadTimeout bounds reading one request, headers and body, from its
 	// first byte. It does not bound the answer: event streams stay open.
-	// Headers alone must arrive within 10s. Default 30s.
+	// Headers alone must arrive within 10s of their first byte. Default 30s.
 	ReadTimeout Duration `yaml:"readTimeout"`
 	// IdleTimeout is how long a kept-alive connection may wait for its
-	// next request. Default 60s.
+	// next request, and a new connection for its first. Default 60s.
 	IdleTimeout Duration `yaml:"idleTimeout"`
 	// StreamWriteTimeout bounds one write of an event stream (the API's
 	// /events, A2A streaming): a client that reads nothing for that long
@@ -68,7 +69,8 @@ const (
 	defaultReadTimeout          = 30 * time.Second
 	defaultIdleTimeout          = 60 * time.Second
 	defaultStreamWriteTimeout   = 30 * time.Second
-	// readHeaderTimeout bounds the arrival of a request's headers.
+	// readHeaderTimeout bounds the arrival of a request's headers, from
+	// their first byte.
 	readHeaderTimeout = 10 * time.Second
 )
 
@@ -130,6 +132,15 @@ func (c HTTPConfig) bodyLimits() httpgate.Limits {
 	c = c.withDefaults()
 	return httpgate.Limits{MaxBodyBytes: c.MaxBodyBytes, MaxAPIBodyBytes: c.MaxAPIBodyBytes, MaxJSONDepth: c.MaxJSONDepth,
 		MaxBufferedBodyBytes: c.MaxBufferedBodyBytes, ReadTimeout: time.Duration(c.ReadTimeout)}
+}
+
+// listener returns ln as the HTTP server is to accept from: a new
+// connection is handed over once its first byte arrives, within
+// IdleTimeout, so it waits for its first request as long as a kept-alive
+// connection waits for its next one (httpgate.AwaitFirstByte), not the
+// 10 s the server gives a request's headers.
+func (c HTTPConfig) listener(ln net.Listener) net.Listener {
+	return httpgate.AwaitFirstByte(ln, time.Duration(c.withDefaults().IdleTimeout))
 }
 
 // server returns an HTTP server for handler with the section's timeouts.

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"bufio"
 	"context"
 	"log/slog"
 	"net"
@@ -134,5 +135,32 @@ func TestCheckExposed(t *testing.T) {
 	}
 	if strings.Contains(out.String(), noAuthWarning) || !strings.Contains(out.String(), "orchd serving") {
 		t.Errorf("a daemon on loopback logged:\n%s", out.String())
+	}
+}
+
+// TestServe_NewConnectionWaitsForItsFirstRequest opens a connection to
+// a daemon and sends its first request only after the 10 s net/http
+// gives a request's headers: it is answered, as HTTP clients keep
+// connections they dialed and did not need among their idle ones and
+// send on them later (httpgate.AwaitFirstByte).
+func TestServe_NewConnectionWaitsForItsFirstRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the header timeout")
+	}
+	t.Parallel()
+	base := startDaemon(t, loadDefaults(t))
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(readHeaderTimeout + 500*time.Millisecond)
+	if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "HTTP/1.1 200 OK\r\n" {
+		t.Errorf("first request after %s: %q, %v; want 200", readHeaderTimeout, line, err)
 	}
 }
