@@ -28,12 +28,12 @@ import (
 // nothing within the idle timeout is closed, as an idle one would be.
 // Over TLS the byte is the handshake's, which a client sends at once:
 // the wait for the first request after it is the server's as before
-// (HTTP/2, which clients negotiate over TLS, tells them it closes).
+// (HTTP/2, which clients negotiate over TLS, tells them when it closes).
 
 // AwaitFirstByte returns ln whose Accept returns each connection once
-// its first byte has arrived, within idle of its acceptance; a
-// connection silent that long is closed. Close closes ln and the
-// connections still waiting.
+// its first byte has arrived, within idle of its acceptance (no limit
+// when idle is not positive); a connection silent that long is closed.
+// Close closes ln and the connections still waiting.
 func AwaitFirstByte(ln net.Listener, idle time.Duration) net.Listener {
 	l := &firstByteListener{Listener: ln, idle: idle, ready: make(chan accepted), done: make(chan struct{}),
 		waiting: make(map[net.Conn]struct{})}
@@ -125,7 +125,9 @@ func (l *firstByteListener) acceptLoop() {
 // byte put back; it closes c when none comes or the listener closes.
 func (l *firstByteListener) await(c net.Conn) {
 	var b [1]byte
-	_ = c.SetReadDeadline(time.Now().Add(l.idle))
+	if l.idle > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(l.idle))
+	}
 	n, _ := c.Read(b[:]) // an error with the byte comes again at the next read
 	l.mu.Lock()
 	closed := l.waiting == nil
