@@ -65,7 +65,7 @@ func NewTransport(cfg Config) (*http.Transport, error) {
 		TLSClientConfig:     &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout: cfg.Timeout,
 		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     idleConnTimeout,
 		ForceAttemptHTTP2:   true,
 		ReadBufferSize:      connBufferSize,
 		WriteBufferSize:     connBufferSize,
@@ -75,6 +75,13 @@ func NewTransport(cfg Config) (*http.Transport, error) {
 // connBufferSize is the size of each agent connection's read and write
 // buffers (NewTransport).
 const connBufferSize = 2 << 10
+
+// idleConnTimeout is how long an agent connection stays among the idle
+// ones: under the 60 s an orchd downstream keeps an idle connection
+// (http.idleTimeout), so an orchd hop does not send a request on a
+// connection just as the next orchd closes it, which fails the request
+// with EOF unless it is idempotent. net/http's default is 90 s.
+const idleConnTimeout = 50 * time.Second
 
 func newFetcher(cfg Config) (*fetcher, error) {
 	transport, err := NewTransport(cfg)
