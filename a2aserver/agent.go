@@ -205,6 +205,7 @@ func (s *Server) CardReady() bool { return s.card.Load() != nil }
 // delegation engine closed, first.
 func (s *Server) Close() {
 	s.exec.wg.Wait()
+	s.exec.writes.Close()
 	s.push.Close() // after the executions: they send the last notifications
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/httpgate"
+	"github.com/orchd/orchd/internal/outagelog"
 	"github.com/orchd/orchd/steering"
 )
 
@@ -38,6 +40,9 @@ type executor struct {
 	// believed.
 	gate *httpgate.Gate
 	log  *slog.Logger
+	// writes logs remirror's failed writes of tasks: an outage of the
+	// store in a few lines, not a few per task.
+	writes *outagelog.Log
 	// stopping is closed when the daemon begins to stop: mirrors end then,
 	// so their A2A streams end and the server can shut down. stoppingCtx
 	// is done at the same time.
@@ -64,16 +69,21 @@ type executor struct {
 	watches   map[a2a.TaskID]*watch
 	canceling map[a2a.TaskID]bool
 	// orphaned are the tasks whose execution ended as a2a-go could not
-	// store an event (failGuard), while mirror still ran: it takes them
-	// over as it returns.
-	orphaned map[a2a.TaskID]bool
+	// store an event (failGuard), while mirror still ran, with the write's
+	// error when known: it takes them over as it returns.
+	orphaned map[a2a.TaskID]error
+	// failedWrites holds, by task, the error of a2a-go's latest write of
+	// it that failed and was not followed by one that went through: what
+	// a takeover that follows says the cause was (failGuard).
+	failedWrites sync.Map
 }
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
 func newExecutor(engine *delegation.Engine, tasks taskstore.Store, g *httpgate.Gate, stopping context.Context, log *slog.Logger) *executor {
-	return &executor{engine: engine, gate: g, log: log, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]taskRoute{}, mirroring: map[a2a.TaskID]bool{},
-		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}, orphaned: map[a2a.TaskID]bool{}, changes: newTaskChanges()}
+	writes := outagelog.New(log, time.Now, slog.LevelWarn, "A2A tasks' writes", "each task is written again, after 1s doubling to 30s, with its delegation's events since", storeDown)
+	return &executor{engine: engine, gate: g, log: log, writes: writes, stopping: stopping.Done(), stoppingCtx: stopping, byTask: map[a2a.TaskID]taskRoute{}, mirroring: map[a2a.TaskID]bool{},
+		tasks: tasks, parked: map[a2a.TaskID]*delegation.Delegation{}, watches: map[a2a.TaskID]*watch{}, canceling: map[a2a.TaskID]bool{}, orphaned: map[a2a.TaskID]error{}, changes: newTaskChanges()}
 }
 
 // Execute delegates a new task, or hands the caller's message to the
@@ -344,11 +354,11 @@ func (x *executor) mirror(ctx context.Context, ec *a2asrv.ExecutorContext, id st
 	defer func() {
 		x.mu.Lock()
 		delete(x.mirroring, ec.TaskID)
-		orphaned := x.orphaned[ec.TaskID]
+		cause, orphaned := x.orphaned[ec.TaskID]
 		delete(x.orphaned, ec.TaskID)
 		x.mu.Unlock()
 		if orphaned {
-			x.takeOver(ec.TaskID, id)
+			x.takeOver(ec.TaskID, id, cause)
 		}
 	}()
 	ctx, cancel := context.WithCancel(ctx)

@@ -23,13 +23,23 @@ type failGuard struct {
 	x *executor
 }
 
-// Update implements taskstore.Store.
+// Update implements taskstore.Store. It keeps the error of a write that
+// failed (executor.failedWrites) until one goes through, as the cause of
+// a takeover that follows.
 func (g failGuard) Update(ctx context.Context, req *taskstore.UpdateRequest) (taskstore.TaskVersion, error) {
 	if id, err := g.check(ctx, req); err != nil {
-		g.x.orphan(req.Task.ID, id)
+		cause, _ := g.x.failedWrites.LoadAndDelete(req.Task.ID)
+		causeErr, _ := cause.(error)
+		g.x.orphan(req.Task.ID, id, causeErr)
 		return taskstore.TaskVersionMissing, err
 	}
-	return g.Store.Update(ctx, req)
+	v, err := g.Store.Update(ctx, req)
+	if err != nil {
+		g.x.failedWrites.Store(req.Task.ID, err)
+	} else {
+		g.x.failedWrites.Delete(req.Task.ID)
+	}
+	return v, err
 }
 
 // check refuses an update that marks a task FAILED for an event that

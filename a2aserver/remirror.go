@@ -63,24 +63,25 @@ func (x *executor) takeTask(rec delegation.Record, last int64) {
 }
 
 // orphan is told by failGuard that a2a-go ends the execution of task, as
-// it could not store one of its events. The task is taken over: by
-// mirror as it returns, should it still run, or now.
-func (x *executor) orphan(task a2a.TaskID, id string) {
+// it could not store one of its events, when known for cause. The task is
+// taken over: by mirror as it returns, should it still run, or now.
+func (x *executor) orphan(task a2a.TaskID, id string, cause error) {
 	x.mu.Lock()
 	if x.mirroring[task] {
-		x.orphaned[task] = true
+		x.orphaned[task] = cause
 		x.mu.Unlock()
 		return
 	}
 	x.mu.Unlock()
-	x.takeOver(task, id)
+	x.takeOver(task, id, cause)
 }
 
 // takeOver hands the task of delegation id to remirror, whose execution
-// ended before the task settled. Not while orchd stops (the process that
-// carries the delegation on mirrors it), nor while a cancel runs (it ends
-// the task).
-func (x *executor) takeOver(task a2a.TaskID, id string) {
+// ended before the task settled, for cause when known. Not while orchd
+// stops (the process that carries the delegation on mirrors it), nor
+// while a cancel runs (it ends the task). A takeover for the store being
+// out of reach is logged as part of that outage (writes).
+func (x *executor) takeOver(task a2a.TaskID, id string, cause error) {
 	x.mu.Lock()
 	canceling := x.canceling[task]
 	x.mu.Unlock()
@@ -92,7 +93,12 @@ func (x *executor) takeOver(task a2a.TaskID, id string) {
 		x.log.Warn("take over the A2A task of a delegation whose execution ended", "task", task, "delegation", id, "error", err)
 		return
 	}
-	x.log.Info("the A2A task's execution ended before the task settled; orchd writes the delegation into it", "task", task, "delegation", id)
+	const msg = "the A2A task's execution ended before the task settled; orchd writes the delegation into it"
+	if cause != nil && storeDown(cause) {
+		x.writes.Failed(msg, cause, "task", task, "delegation", id)
+	} else {
+		x.log.Info(msg, "task", task, "delegation", id, "cause", cause)
+	}
 	x.takeTask(rec, rec.LastEvent)
 }
 
@@ -112,6 +118,12 @@ func ownerContext(ctx context.Context, up delegation.Upstream) context.Context {
 	ctx, cc := a2asrv.NewCallContext(ctx, nil)
 	cc.User = &a2asrv.User{Name: up.User, Authenticated: up.User != ""}
 	return ctx
+}
+
+// storeDown reports whether a task's write failed as the store was out of
+// reach: unavailable, or not answering within the write's time.
+func storeDown(err error) bool {
+	return errors.Is(err, delegation.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // remirror writes the events of rec's delegation into the upstream task
@@ -155,14 +167,15 @@ func (x *executor) remirror(rec delegation.Record, up delegation.Upstream, last 
 			switch {
 			case err != nil && wait == 0:
 				wait = remirrorRetryFirst
-				x.log.Warn("mirror a delegation into its A2A task; tried again until it goes through", "delegation", id, "task", task.TaskID, "error", err)
+				x.writes.Failed("mirror a delegation into its A2A task; tried again until it goes through", err, "delegation", id, "task", task.TaskID)
 			case err != nil:
 				wait = min(2*wait, remirrorRetryMax)
 			case wait > 0:
 				wait = 0
-				x.log.Info("mirror a delegation into its A2A task: went through", "delegation", id, "task", task.TaskID)
+				x.log.Debug("mirror a delegation into its A2A task: went through", "delegation", id, "task", task.TaskID)
 			}
 			if err == nil {
+				x.writes.Succeeded()
 				pending = nil
 				if done {
 					break

@@ -336,11 +336,11 @@ func (d *Delegation) persistLocked() {
 	if ss, ok := d.engine.store.(StepStore); ok && len(d.unsaved) == 1 {
 		d.persistErr = ss.PutStep(context.Background(), d.storedLocked(), d.unsaved[0])
 		if d.persistErr != nil {
-			d.engine.writes.failed("store delegation event and record; both are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
+			d.engine.writes.Failed("store delegation event and record; both are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
 			d.keepWriting()
 			return
 		}
-		d.engine.writes.succeeded()
+		d.engine.writes.Succeeded()
 		d.unsaved = nil
 		return
 	}
@@ -348,7 +348,7 @@ func (d *Delegation) persistLocked() {
 	// tried again, before the next, at the next write.
 	for len(d.unsaved) > 0 {
 		if d.persistErr = d.engine.store.Append(context.Background(), d.rec.ID, d.unsaved[0]); d.persistErr != nil {
-			d.engine.writes.failed("store delegation event; it and the record are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
+			d.engine.writes.Failed("store delegation event; it and the record are tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.unsaved[0].Seq)
 			d.keepWriting()
 			return
 		}
@@ -356,11 +356,11 @@ func (d *Delegation) persistLocked() {
 	}
 	d.persistErr = d.engine.store.Put(context.Background(), d.storedLocked())
 	if d.persistErr != nil {
-		d.engine.writes.failed("store delegation record; it is tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.rec.LastEvent)
+		d.engine.writes.Failed("store delegation record; it is tried again", d.persistErr, "delegation", d.rec.ID, "seq", d.rec.LastEvent)
 		d.keepWriting()
 		return
 	}
-	d.engine.writes.succeeded()
+	d.engine.writes.Succeeded()
 }
 
 // persistEndedLocked writes a delegation that ended as it started, its whole
@@ -379,10 +379,10 @@ func (d *Delegation) persistEndedLocked() {
 		d.persistErr = es.PutEnded(context.Background(), d.storedLocked(), d.unsaved)
 	}
 	if d.persistErr != nil {
-		d.engine.writes.failed("store ended delegation", d.persistErr, "delegation", d.rec.ID, "seq", 1)
+		d.engine.writes.Failed("store ended delegation", d.persistErr, "delegation", d.rec.ID, "seq", 1)
 		return
 	}
-	d.engine.writes.succeeded()
+	d.engine.writes.Succeeded()
 	d.unsaved = nil
 }
 

@@ -12,6 +12,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/orchd/orchd/internal/keylock"
+	"github.com/orchd/orchd/internal/outagelog"
 	"github.com/orchd/orchd/internal/ownstack"
 	"github.com/orchd/orchd/policies"
 	"github.com/orchd/orchd/registry"
@@ -76,8 +77,8 @@ type Engine struct {
 	early pollBudget
 	// writes reports the store's failed writes of delegations, and
 	// followReads the followers' failed reads of their logs, an outage in
-	// a few lines each (outagelog.go, rideout.go).
-	writes, followReads *outageLog
+	// a few lines each (package outagelog; rideout.go).
+	writes, followReads *outagelog.Log
 	// rewrites holds the running delegations whose writes failed, which
 	// the engine writes again (keepwrites.go).
 	rewrites rewrites
@@ -134,8 +135,8 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 		holding:     make(chan struct{}, holdBackLimit),
 		stacks:      ownstack.NewWorkers(keptStacks),
 	}
-	e.writes = newOutageLog(log, e.cfg.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next write or by itself")
-	e.followReads = newOutageLog(log, e.cfg.Now, slog.LevelWarn, "followers' reads of delegation events", "each follower waits and reads again")
+	e.writes = outagelog.New(log, e.cfg.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next write or by itself", unavailable)
+	e.followReads = outagelog.New(log, e.cfg.Now, slog.LevelWarn, "followers' reads of delegation events", "each follower waits and reads again", unavailable)
 	e.containments = e.cfg.Containments
 	if e.containments == nil {
 		e.containments = &memoryContainments{}
@@ -157,8 +158,8 @@ func (e *Engine) Close() {
 		stop()
 	}
 	e.wg.Wait()
-	e.writes.close()
-	e.followReads.close()
+	e.writes.Close()
+	e.followReads.Close()
 	e.stacks.Close() // the streams that used them have ended
 	if e.cfg.Leases != nil {
 		e.leave() // once nothing follows a delegation here any more

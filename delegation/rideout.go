@@ -51,14 +51,14 @@ func (e *Engine) rideOut(ctx context.Context, id string, read func() error) erro
 	for {
 		err := read()
 		if err == nil {
-			e.followReads.succeeded()
+			e.followReads.Succeeded()
 			return nil
 		}
 		if !errors.Is(err, ErrUnavailable) {
 			return err
 		}
 		if ctx.Err() == nil {
-			e.followReads.failed("read delegation events for a follower; it waits and reads again", err, "delegation", id)
+			e.followReads.Failed("read delegation events for a follower; it waits and reads again", err, "delegation", id)
 			t := time.NewTimer(wait - rand.N(wait/5))
 			select {
 			case <-ctx.Done():

@@ -301,6 +301,10 @@ var ErrBadPageToken = errors.New("invalid page token")
 // it cannot keep.
 var ErrUnavailable = errors.New("state store unavailable")
 
+// unavailable reports whether err is the store's being out of reach
+// (ErrUnavailable), for the outage logs.
+func unavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
 // DefaultMemoryRecords is how many records a MemoryStore keeps when
 // NewMemoryStore is given no bound.
 const DefaultMemoryRecords = 10_000

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +125,16 @@ func TestFollow_RidesOutAStoreOutage(t *testing.T) {
 // and a message for the agent's skill.
 func streamThroughOrchd(t *testing.T, store string) (*natstest.Node, chan struct{}, *a2aclient.Client, *a2a.Message) {
 	t.Helper()
+	nats, release, d := orchdOnNode(t, store)
+	return nats, release, testagent.Client(t, d.base), workMessage()
+}
+
+// orchdOnNode starts a daemon, in its own process, on a NATS node with
+// store calls bounded by 1s and the extra store settings, and registers an
+// agent that streams each task's first chunk and finishes once release is
+// closed.
+func orchdOnNode(t *testing.T, store string) (*natstest.Node, chan struct{}, *child) {
+	t.Helper()
 	nats := natstest.NewNode(t)
 	release := make(chan struct{})
 	agent := testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work", Streaming: true}, gatedWork(release))
@@ -131,9 +142,14 @@ func streamThroughOrchd(t *testing.T, store string) (*natstest.Node, chan struct
 	if code := call(t, "POST", d.base+"/v1/agents", `{"url":"`+agent.URL+`"}`, nil); code != 201 {
 		t.Fatalf("add agent = %d", code)
 	}
+	return nats, release, d
+}
+
+// workMessage is a message for orchd's A2A interface naming the skill.
+func workMessage() *a2a.Message {
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("go"))
 	msg.Metadata = map[string]any{a2aserver.SkillMetadataKey: "work"}
-	return nats, release, testagent.Client(t, d.base), msg
+	return msg
 }
 
 // TestA2AStream_RidesOutAStoreOutage streams a task through orchd over
@@ -248,5 +264,65 @@ func TestA2AStream_OutlivesTheTaskRideOut(t *testing.T) {
 	if len(got.Artifacts) != 1 || testagent.Text(&a2a.Message{Parts: got.Artifacts[0].Parts}) != "part one,  part two" {
 		b, _ := json.Marshal(got.Artifacts)
 		t.Errorf("the stored task's artifacts: %s; want one, in two parts: \"part one, \", \"part two\"", b)
+	}
+}
+
+// TestA2AStreams_AnOutageInAFewLines streams 20 tasks through orchd over
+// A2A, and stops the NATS server for longer than their updates wait
+// (taskRideOut) while their agent finishes them: every task is taken over
+// and written again once the server is back, and the log says so in a few
+// lines, where it took two lines a task, more on a2a-go's side.
+func TestA2AStreams_AnOutageInAFewLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server and a daemon")
+	}
+	t.Parallel()
+	const tasks = 20
+	nats, release, d := orchdOnNode(t, "  taskRideOut: 1s\n")
+	c := testagent.Client(t, d.base)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ids := make(chan a2a.TaskID, tasks)
+	var wg sync.WaitGroup
+	for range tasks {
+		wg.Go(func() {
+			for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: workMessage()}) {
+				if err != nil {
+					return // the outage ends the stream
+				}
+				if _, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+					ids <- ev.TaskInfo().TaskID
+				}
+			}
+		})
+	}
+	var all []a2a.TaskID
+	for range tasks {
+		select {
+		case id := <-ids:
+			all = append(all, id)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d tasks streamed their first chunk", len(all), tasks)
+		}
+	}
+	nats.Stop()
+	close(release)
+	time.Sleep(5 * time.Second)
+	nats.Start()
+	wg.Wait()
+	for _, id := range all {
+		testwait.Until(t, 45*time.Second, "task "+string(id)+" to end", func() bool {
+			got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: id})
+			return err == nil && got.Status.State == a2a.TaskStateCompleted
+		})
+	}
+	// The first task taken over, perhaps a count, and the writes going
+	// through again: a2a-go logs its own line a task.
+	var lines []string
+	for _, says := range []string{"the A2A task's execution ended before the task settled", "mirror a delegation into its A2A task", "A2A tasks' writes"} {
+		lines = append(lines, d.logged(says)...)
+	}
+	if n := len(d.logged("A2A tasks' writes go through again")); n != 1 || len(lines) > 4 {
+		t.Errorf("%d lines for %d tasks taken over, %d of them saying the writes go through again; want at most 4, 1 of them:\n%s", len(lines), tasks, n, strings.Join(lines, "\n"))
 	}
 }
