@@ -24,8 +24,9 @@ type failGuard struct {
 }
 
 // Update implements taskstore.Store. It keeps the error of a write that
-// failed (executor.failedWrites) until one goes through, as the cause of
-// a takeover that follows.
+// failed (executor.failedWrites), as the cause of a takeover that
+// follows, until the task's next write: a2a-go marks the task FAILED
+// next. A terminal task is written no more, so nothing is kept for it.
 func (g failGuard) Update(ctx context.Context, req *taskstore.UpdateRequest) (taskstore.TaskVersion, error) {
 	if id, err := g.check(ctx, req); err != nil {
 		cause, _ := g.x.failedWrites.LoadAndDelete(req.Task.ID)
@@ -34,7 +35,7 @@ func (g failGuard) Update(ctx context.Context, req *taskstore.UpdateRequest) (ta
 		return taskstore.TaskVersionMissing, err
 	}
 	v, err := g.Store.Update(ctx, req)
-	if err != nil {
+	if err != nil && !req.Task.Status.State.Terminal() {
 		g.x.failedWrites.Store(req.Task.ID, err)
 	} else {
 		g.x.failedWrites.Delete(req.Task.ID)

@@ -97,7 +97,11 @@ func (x *executor) takeOver(task a2a.TaskID, id string, cause error) {
 	if cause != nil && storeDown(cause) {
 		x.writes.Failed(msg, cause, "task", task, "delegation", id)
 	} else {
-		x.log.Info(msg, "task", task, "delegation", id, "cause", cause)
+		args := []any{"task", task, "delegation", id}
+		if cause != nil {
+			args = append(args, "cause", cause)
+		}
+		x.log.Info(msg, args...)
 	}
 	x.takeTask(rec, rec.LastEvent)
 }

@@ -96,10 +96,6 @@ func (o *Log) Failed(msg string, err error, args ...any) {
 	o.said, o.since = now, 0
 }
 
-// Failing reports whether an outage is under way: an operation failed as
-// unavailable, and none has gone through since for settleAfter.
-func (o *Log) Failing() bool { return o.failing.Load() }
-
 // Succeeded reports an operation that went through: it ends an outage
 // once none failed for settleAfter after it.
 func (o *Log) Succeeded() {
