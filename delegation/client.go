@@ -62,7 +62,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}),
-		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI), replayableSignals{}),
+		a2aclient.WithCallInterceptors(a2aext.NewActivator(ExtensionURI, steering.URI), replayable{}),
 	}, grpcOpts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build client for %s: %w", a.ID, err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -51,6 +52,36 @@ func TestReplayableSignals_ASteerOutlivesAClosedConnection(t *testing.T) {
 	}
 	if want := []string{"steer 0", "steer 1", "steer 2", "steer 3"}; strings.Join(took, ",") != strings.Join(want, ",") {
 		t.Errorf("the agent took %q; want %q, once each", took, want)
+	}
+}
+
+// TestReplayable_ReadsAndCancelsOutliveAClosedConnection reads and then
+// cancels the task of an agent that does not stream, behind the proxy
+// that closes each connection at its second POST: each read, and the
+// cancel, is sent again on a new connection. Without the Idempotency-Key
+// the first read, the second POST on the send's connection, fails with
+// EOF.
+func TestReplayable_ReadsAndCancelsOutliveAClosedConnection(t *testing.T) {
+	t.Parallel()
+	agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research"}, testagent.Hang())
+	proxy := closingProxy(t, strings.TrimPrefix(agent.URL, "http://"))
+	f := newFixture(t, Config{Self: "b", PollInterval: time.Hour}) // no poll meanwhile
+	f.add(t, "c", proxy)
+	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := d.getTask(t.Context(), d.Record().Downstream.TaskID); err != nil {
+			t.Fatalf("read %d of the task: %v", i, err)
+		}
+	}
+	rec, err := f.engine.Cancel(t.Context(), d.ID())
+	if err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if rec.State != a2a.TaskStateCanceled {
+		t.Errorf("the delegation is %s after the cancel; want CANCELED", rec.State)
 	}
 }
 
