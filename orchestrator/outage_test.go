@@ -286,11 +286,13 @@ func TestA2AStreams_AnOutageInAFewLines(t *testing.T) {
 	var wg sync.WaitGroup
 	for range tasks {
 		wg.Go(func() {
+			sent := false
 			for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: workMessage()}) {
 				if err != nil {
 					return // the outage ends the stream
 				}
-				if _, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+				if _, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && !sent {
+					sent = true
 					ids <- ev.TaskInfo().TaskID
 				}
 			}
@@ -317,12 +319,14 @@ func TestA2AStreams_AnOutageInAFewLines(t *testing.T) {
 		})
 	}
 	// The first task taken over, perhaps a count, and the writes going
-	// through again: a2a-go logs its own line a task.
+	// through again (2 lines in the runs seen; a write failing again
+	// just after the server is back would start a second outage): the
+	// earlier code logged 60. a2a-go logs its own line a task.
 	var lines []string
 	for _, says := range []string{"the A2A task's execution ended before the task settled", "mirror a delegation into its A2A task", "A2A tasks' writes"} {
 		lines = append(lines, d.logged(says)...)
 	}
-	if n := len(d.logged("A2A tasks' writes go through again")); n != 1 || len(lines) > 4 {
-		t.Errorf("%d lines for %d tasks taken over, %d of them saying the writes go through again; want at most 4, 1 of them:\n%s", len(lines), tasks, n, strings.Join(lines, "\n"))
+	if n := len(d.logged("A2A tasks' writes go through again")); n < 1 || n > 2 || len(lines) > 6 {
+		t.Errorf("%d lines for %d tasks taken over, %d of them saying the writes go through again; want at most 6, 1 or 2 of them:\n%s", len(lines), tasks, n, strings.Join(lines, "\n"))
 	}
 }
