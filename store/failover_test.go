@@ -57,9 +57,9 @@ func TestFailover_KilledReplicaCarriedOn(t *testing.T) {
 	}
 }
 
-// TestFailover_OutageLongerThanTheTTL stops the NATS server for three
-// TTLs under two replicas: each loses its lease and stops following its
-// delegations, as the other may take them. Once the server is back they
+// TestFailover_OutageLongerThanTheTTL stops the NATS server under two
+// replicas for over two TTLs: each loses its lease and stops following
+// its delegations, as the other may take them. Once the server is back they
 // join again and carry every delegation on, each followed by one of them.
 func TestFailover_OutageLongerThanTheTTL(t *testing.T) {
 	if testing.Short() {
