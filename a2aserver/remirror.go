@@ -94,7 +94,7 @@ func (x *executor) takeOver(task a2a.TaskID, id string, cause error) {
 		return
 	}
 	const msg = "the A2A task's execution ended before the task settled; orchd writes the delegation into it"
-	if cause != nil && storeDown(cause) {
+	if storeDown(cause) {
 		x.writes.Failed(msg, cause, "task", task, "delegation", id)
 	} else {
 		args := []any{"task", task, "delegation", id}
