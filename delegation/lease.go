@@ -51,7 +51,10 @@ type Member interface {
 	// the live processes share the work out rather than race for it.
 	Orphans(ctx context.Context, running []string) ([]string, error)
 	// Departed is signalled when another process may be gone: its
-	// liveness lease was given up, expired, or was not renewed in time.
+	// liveness lease was given up, expired, or was not renewed in time,
+	// or the process is no longer connected to the store while this one
+	// renews (the daemon's leases find a dead process so, in a few
+	// renewals, whatever the TTL).
 	Departed() <-chan struct{}
 }
 

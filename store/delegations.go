@@ -285,8 +285,11 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 }
 
 // put writes the record's index entry if it has none, then the record
-// and its r. key.
+// and its r. key, unless the fence holds the write (presence.go).
 func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte) error {
+	if err := d.s.fenced(); err != nil {
+		return err
+	}
 	created, err := d.ensureIndexed(ctx, key, ended)
 	if err != nil {
 		return fmt.Errorf("index: %w", err)

@@ -87,6 +87,9 @@ func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byt
 		if seq <= t.seq {
 			return nil // already in the log
 		}
+		if err := d.s.fenced(); err != nil {
+			return err
+		}
 		m := nats.NewMsg(subject)
 		m.Data = b
 		m.Header.Set(seqHeader, seqText)

@@ -57,6 +57,34 @@ func TestFailover_KilledReplicaCarriedOn(t *testing.T) {
 	}
 }
 
+// TestFailover_KilledReplicaFoundBeforeItsTTL kills a replica on the
+// default TTL: its connection closes, so the survivor finds it gone
+// (presence.go) a few renewals after its last, well before its liveness
+// key would age out, and carries its delegations on.
+func TestFailover_KilledReplicaFoundBeforeItsTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits several renewals")
+	}
+	t.Parallel() // it mostly waits
+	const ttl = DefaultLeaseTTL
+	f := newFleet(t, ttl)
+	r0, r1 := f.replica(t, "r0", nil), f.replica(t, "r1", nil)
+	victims := r0.delegate(t, 20)
+
+	r0.kill()
+	killed := time.Now()
+	testwait.Succeeds(t, 3*ttl, "the killed replica's delegations carried on", func() error {
+		return followedOnce(victims, r1)
+	})
+	took := time.Since(killed)
+	t.Logf("carried on %s after the kill (TTL %s)", took.Round(time.Millisecond), ttl)
+	// Its key ages out a TTL after its last renewal, at most RenewEvery
+	// before the kill.
+	if limit := ttl - 2*delegation.RenewEvery(ttl); took > limit {
+		t.Errorf("carried on %s after the kill, not before the key could age out (%s)", took, limit)
+	}
+}
+
 // TestFailover_OutageLongerThanTheTTL stops the NATS server under two
 // replicas for over two TTLs: each loses its lease and stops following
 // its delegations, as the other may take them. Once the server is back they

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
@@ -56,7 +57,8 @@ const maxOwnerLen = 256
 //     and was written within the TTL (plus leaseSkew).
 //
 // A process whose liveness key is gone, or holds another epoch, or is
-// older than that, is gone: whoever first sees so deletes the key,
+// older than that, or that is no longer connected to the store while the
+// others renew (presence.go), is gone: whoever first sees so deletes the key,
 // expecting the revision it read, so its holder's next renewal fails and
 // it stops following its delegations, and every process may then take
 // them, each with a write expecting the owner record's revision.
@@ -66,14 +68,17 @@ type Leases struct {
 	owners jetstream.KeyValue
 	ttl    time.Duration
 
-	// mu guards unsure.
+	// mu guards unsure and gone.
 	mu sync.Mutex
 	// unsure holds, by owner, the stamp of the last Join that failed for
 	// the store: its create may have been kept and its acknowledgement
-	// lost (nats.go sends what it buffered once it reconnects, after the
-	// request timed out). The next Join as that owner uses that stamp, so
+	// lost (the server kept it, and answered after the request timed
+	// out). The next Join as that owner uses that stamp, so
 	// it finds such a key its own, not another live process's.
 	unsure map[string]string
+	// gone holds, by stamp, the revision of the liveness key at which a
+	// member was found no longer connected (presence.go).
+	gone map[string]uint64
 }
 
 // Leases sets up the buckets, creating them or setting their TTL to
@@ -104,7 +109,7 @@ func (s *Store) Leases(ctx context.Context, cfg LeasesConfig) (*Leases, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Leases{s: s, live: live, owners: owners, ttl: cfg.TTL, unsure: map[string]string{}}, nil
+	return &Leases{s: s, live: live, owners: owners, ttl: cfg.TTL, unsure: map[string]string{}, gone: map[string]uint64{}}, nil
 }
 
 const (
@@ -158,6 +163,12 @@ func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, err
 		departed: make(chan struct{}, 1), stop: make(chan struct{}), orphans: map[string]uint64{}}
 	octx, cancel := l.s.opContext(ctx)
 	defer cancel()
+	sub, err := m.listen(octx)
+	if err != nil {
+		l.setUnsure(owner, m.stamp) // for the next join: it may be a failed join's
+		return nil, fmt.Errorf("join as %s: %w", owner, l.s.unavailable(ctx, err))
+	}
+	conn := l.s.connection()
 	err = attempt(octx, func() (err error) {
 		m.rev, err = l.live.Create(octx, key, []byte(m.stamp))
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -184,6 +195,9 @@ func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, err
 		}
 		return err
 	})
+	if err != nil {
+		_ = sub.Unsubscribe()
+	}
 	if errors.Is(err, delegation.ErrLeaseHeld) {
 		return nil, fmt.Errorf("join as %s: %w", owner, err)
 	}
@@ -191,6 +205,8 @@ func (l *Leases) Join(ctx context.Context, owner string) (delegation.Member, err
 		l.setUnsure(owner, m.stamp)
 		return nil, fmt.Errorf("join as %s: %w", owner, l.s.unavailable(ctx, err))
 	}
+	l.s.renewed(conn)
+	m.sub = sub
 	w, err := l.live.Watch(l.s.bg, livePrefix+">")
 	if err != nil {
 		if lerr := m.Leave(ctx); lerr != nil {
@@ -235,9 +251,10 @@ func (l *Leases) stale(e jetstream.KeyValueEntry) bool {
 }
 
 // alive reports whether the process whose stamp is st is live: its
-// liveness key holds st and is not stale. A stale key is deleted,
-// expecting the revision read, so its holder finds out at its next
-// renewal; a key renewed meanwhile is live after all.
+// liveness key holds st, is not stale, and was not found disconnected at
+// its revision (presence.go). Such a key is deleted, expecting the
+// revision read, so its holder finds out at its next renewal; a key
+// renewed meanwhile is live after all.
 func (l *Leases) alive(ctx context.Context, st string) (bool, error) {
 	owner := ownerOf([]byte(st))
 	if owner == "" || len(owner) > maxOwnerLen {
@@ -254,7 +271,7 @@ func (l *Leases) alive(ctx context.Context, st string) (bool, error) {
 	if string(e.Value()) != st {
 		return false, nil // its process joined again since: this one is gone
 	}
-	if !l.stale(e) {
+	if !l.stale(e) && !l.judgedGone(st, e.Revision()) {
 		return true, nil
 	}
 	err = l.live.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
@@ -305,6 +322,8 @@ type member struct {
 	stamp      string
 	departed   chan struct{}
 	stop, done chan struct{}
+	// sub is the subscription to the member's presence subject.
+	sub *nats.Subscription
 
 	mu       sync.Mutex
 	rev      uint64 // of the liveness key, as this process last wrote it
@@ -325,6 +344,7 @@ func (m *member) Renew(ctx context.Context) error {
 	}
 	octx, cancel := m.l.s.opContext(ctx)
 	defer cancel()
+	conn := m.l.s.connection()
 	var rev uint64
 	err := attempt(octx, func() (err error) {
 		rev, err = m.l.live.Update(octx, m.key, []byte(m.stamp), m.rev)
@@ -341,12 +361,14 @@ func (m *member) Renew(ctx context.Context) error {
 	})
 	if isWrongLastSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		m.lost = true
+		m.l.s.leaseLost()
 		return fmt.Errorf("renew the lease of %s: %w", m.owner, delegation.ErrLeaseLost)
 	}
 	if err != nil {
 		return fmt.Errorf("renew the lease of %s: %w", m.owner, m.l.s.unavailable(ctx, err))
 	}
 	m.rev = rev
+	m.l.s.renewed(conn)
 	return nil
 }
 
@@ -356,6 +378,9 @@ func (m *member) Leave(ctx context.Context) error {
 	m.stopOnce.Do(func() { close(m.stop) })
 	if m.done != nil {
 		<-m.done
+	}
+	if m.sub != nil {
+		_ = m.sub.Unsubscribe()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -402,21 +427,43 @@ func (m *member) signal() {
 // watched is another process as the watch last saw it.
 type watched struct {
 	stamp string
+	rev   uint64    // of its liveness key, as last seen
 	seen  time.Time // when it last renewed, by this clock
 	told  time.Time // when the engine was last told it may be gone
+	// since counts this process's own renewals the watch delivered after
+	// the other's last (presence.go); probing says a probe is out, asked
+	// when it was sent.
+	since   int
+	probing bool
+	asked   time.Time
+}
+
+// probed is what a probe of a watched process found.
+type probed struct {
+	key, stamp string
+	rev        uint64
+	connected  bool
 }
 
 // watch follows the liveness keys until Leave or the store closes: a key
 // deleted or aged out, or holding a new epoch, means its process (as it
 // was) is gone; one not renewed within the TTL plus leaseSkew, by this
-// process's clock, probably is. Each is signalled on Departed, one not
-// renewed at most every third of the TTL while it stays.
+// process's clock, probably is; so is one no longer connected to the
+// store once this process's own renewals went on without it
+// (presence.go). Each is signalled on Departed, one not renewed at most
+// every third of the TTL while it stays.
 func (m *member) watch(w jetstream.KeyWatcher) {
 	defer close(m.done)
+	var probes sync.WaitGroup
+	defer probes.Wait()
+	quit := make(chan struct{})
+	defer close(quit) // before probes.Wait: a probe's answer is not awaited
 	defer func() { _ = w.Stop() }()
 	others := map[string]*watched{}
-	check := time.NewTicker(max(m.l.ttl/10, 100*time.Millisecond))
+	every := max(m.l.ttl/10, 100*time.Millisecond)
+	check := time.NewTicker(every)
 	defer check.Stop()
+	answers := make(chan probed)
 	for {
 		select {
 		case <-m.stop:
@@ -427,26 +474,60 @@ func (m *member) watch(w jetstream.KeyWatcher) {
 			if !ok {
 				return
 			}
-			if e == nil || e.Key() == m.key {
-				continue // the initial values are all in, or this process's own
+			if e == nil {
+				continue // the initial values are all in
+			}
+			if e.Key() == m.key {
+				if e.Operation() == jetstream.KeyValuePut {
+					for _, o := range others {
+						o.since++
+					}
+				}
+				continue
 			}
 			o, known := others[e.Key()]
 			if e.Operation() != jetstream.KeyValuePut {
 				if known {
 					delete(others, e.Key())
+					m.l.forget(o.stamp)
 					m.signal()
 				}
 				continue
 			}
 			if known && o.stamp != string(e.Value()) {
+				m.l.forget(o.stamp)
 				m.signal()
 			}
-			others[e.Key()] = &watched{stamp: string(e.Value()), seen: time.Now()}
+			others[e.Key()] = &watched{stamp: string(e.Value()), rev: e.Revision(), seen: time.Now()}
+		case a := <-answers:
+			o, ok := others[a.key]
+			if !ok || o.stamp != a.stamp {
+				continue
+			}
+			o.probing = false
+			if !a.connected && o.rev == a.rev {
+				m.l.s.log.Info("a replica is not connected to the state store and stopped renewing its lease; taking its delegations over",
+					"replica", ownerOf([]byte(o.stamp)), "own_renewals_since_its_last", o.since)
+				m.l.judge(o.stamp, o.rev)
+				o.told = time.Now()
+				m.signal()
+			}
 		case now := <-check.C:
-			for _, o := range others {
+			for key, o := range others {
 				if now.Sub(o.seen) > m.l.ttl+leaseSkew && now.Sub(o.told) > m.l.ttl/3 {
 					o.told = now
 					m.signal()
+				}
+				if o.since >= suspectAfter && !o.probing && now.Sub(o.asked) >= every {
+					o.probing, o.asked = true, now
+					q := probed{key: key, stamp: o.stamp, rev: o.rev}
+					probes.Go(func() {
+						q.connected = m.l.probe(m.l.s.bg, q.stamp, every)
+						select {
+						case answers <- q:
+						case <-quit:
+						}
+					})
 				}
 			}
 		}
@@ -487,6 +568,9 @@ func (m *member) Take(ctx context.Context, id string) (delegation.Lease, error) 
 // takeOrphan takes an owner record Orphans found, expecting the revision
 // it read then: anything written since means another process took it.
 func (m *member) takeOrphan(ctx context.Context, id, key string, rev uint64) (delegation.Lease, error) {
+	if err := m.l.s.fenced(); err != nil {
+		return nil, err
+	}
 	got, err := m.l.owners.Update(ctx, key, []byte(m.stamp), rev)
 	if isWrongLastSequence(err) {
 		return nil, fmt.Errorf("%w: taken meanwhile", delegation.ErrLeaseHeld)
@@ -498,6 +582,9 @@ func (m *member) takeOrphan(ctx context.Context, id, key string, rev uint64) (de
 }
 
 func (m *member) take(ctx context.Context, id, key string) (delegation.Lease, error) {
+	if err := m.l.s.fenced(); err != nil {
+		return nil, err
+	}
 	// A record released between the failed create and the read is free
 	// again: one more try takes it.
 	for range 2 {

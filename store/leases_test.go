@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
@@ -331,11 +332,13 @@ func TestShareOut(t *testing.T) {
 	}
 }
 
-// A join that fails for the store may be kept all the same: nats.go sends
-// the create it buffered while the server was away once it reconnects,
-// after the join timed out. The next join as that name finds the key its
-// own, where it was refused as another live process's until the key aged
-// out; a join as that name by anyone else is still refused.
+// A join that fails for the store may be kept all the same: its create
+// stored, its acknowledgement lost (a timeout as the server was slow to
+// answer). The next join as that name finds the key its own, where it was
+// refused as another live process's until the key aged out; a join as
+// that name by anyone else is still refused. A join while the server is
+// away is not kept: the client keeps nothing to send once it reconnects
+// (presence.go), and the next join takes the name at once.
 func TestLeases_JoinKeptWhileItFailed(t *testing.T) {
 	t.Parallel()
 	node := natstest.NewNode(t)
@@ -347,7 +350,6 @@ func TestLeases_JoinKeptWhileItFailed(t *testing.T) {
 	l := leasesOf(t, s, 10*time.Second)
 
 	node.Stop()
-	// Once the client knows the server is away, it buffers what it sends.
 	testwait.Until(t, 10*time.Second, "the client to reconnect", func() bool {
 		return s.JetStream().Conn().Status() == nats.RECONNECTING
 	})
@@ -355,11 +357,25 @@ func TestLeases_JoinKeptWhileItFailed(t *testing.T) {
 		t.Fatalf("Join with the server away: %v; want ErrUnavailable", err)
 	}
 	node.Start()
-	testwait.Until(t, 10*time.Second, "the failed join's create to be kept", func() bool {
-		_, err := l.live.Get(t.Context(), "replica.proc-a")
-		return err == nil
+	testwait.Until(t, 10*time.Second, "the client to reconnect", func() bool {
+		return s.JetStream().Conn().Status() == nats.CONNECTED
 	})
+	if _, err := l.live.Get(t.Context(), "replica.proc-a"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the key of a join while the server was away: %v; want none", err)
+	}
 	m := join(t, l, "proc-a")
+	if err := m.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// A create kept, its acknowledgement lost: the failed join left its
+	// stamp for the next.
+	st := l.joinStamp("proc-a")
+	l.setUnsure("proc-a", st)
+	if _, err := l.live.Create(t.Context(), "replica.proc-a", []byte(st)); err != nil {
+		t.Fatal(err)
+	}
+	m = join(t, l, "proc-a")
 	if err := m.Renew(t.Context()); err != nil {
 		t.Fatalf("Renew after joining over the kept create: %v", err)
 	}

@@ -68,6 +68,9 @@ type Store struct {
 	// last failed, and from a queued write that failed until a write
 	// before an answer succeeds.
 	quickRefused atomic.Bool
+	// fence holds writes after a reconnect until the lease is renewed
+	// (presence.go).
+	fence fence
 }
 
 // Layout of the embedded server's directory, dir/nats.
@@ -293,7 +296,10 @@ func reconnectDelay(attempts int) time.Duration {
 // connect connects to the external cluster at cfg.URL and checks it runs
 // JetStream.
 func (s *Store) connect(ctx context.Context) error {
-	opts := s.connOptions()
+	// Nothing is kept to send once reconnected: a replica judged gone
+	// while cut off must not write after others took its work over
+	// (presence.go). A write while reconnecting fails at once instead.
+	opts := append(s.connOptions(), nats.ReconnectBufSize(-1))
 	if s.cfg.Credentials != "" {
 		opts = append(opts, nats.UserCredentials(s.cfg.Credentials))
 	}
