@@ -54,7 +54,7 @@ type Member interface {
 	// liveness lease was given up, expired, or was not renewed in time,
 	// or the process is no longer connected to the store while this one
 	// renews (the daemon's leases find a dead process so, in a few
-	// renewals, whatever the TTL).
+	// renewals, a tenth of the TTL each).
 	Departed() <-chan struct{}
 }
 
