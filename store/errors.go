@@ -95,13 +95,12 @@ func isWrongLastSequence(err error) bool {
 // notProcessed reports whether err says the request reached nobody who
 // acted on it: no responders (a stream between leaders, or interest not
 // yet known across a cluster), or the server answering it is temporarily
-// unavailable; or a listing's watcher closed before it read everything;
-// or a write the fence held (presence.go).
+// unavailable; or a listing's watcher closed before it read everything.
 // Any request, a write included, is safe to send again. A
 // store with no room left is not tried again: it stays full for longer
 // than one operation's timeout, and the caller should hear so at once.
 func notProcessed(err error) bool {
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, errWatchClosed) || errors.Is(err, errFenced) {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, errWatchClosed) {
 		return true
 	}
 	var apiErr *jetstream.APIError

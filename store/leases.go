@@ -72,8 +72,8 @@ type Leases struct {
 	mu sync.Mutex
 	// unsure holds, by owner, the stamp of the last Join that failed for
 	// the store: its create may have been kept and its acknowledgement
-	// lost (the server kept it, and answered after the request timed
-	// out). The next Join as that owner uses that stamp, so
+	// lost (nats.go sends what it buffered once it reconnects, after the
+	// request timed out). The next Join as that owner uses that stamp, so
 	// it finds such a key its own, not another live process's.
 	unsure map[string]string
 	// gone holds, by stamp, the revision of the liveness key at which a
@@ -470,6 +470,12 @@ func (m *member) watch(w jetstream.KeyWatcher) {
 			return
 		case <-m.l.s.done:
 			return
+		case <-m.l.s.reconnectedSignal():
+			// The fence refuses this process's writes until a renewal
+			// goes through on the new connection (presence.go).
+			ctx, cancel := m.l.s.opContext(m.l.s.bg)
+			_ = m.Renew(ctx) // a lease lost is the engine's to act on, at its next renewal
+			cancel()
 		case e, ok := <-w.Updates():
 			if !ok {
 				return

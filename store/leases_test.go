@@ -337,8 +337,8 @@ func TestShareOut(t *testing.T) {
 // answer). The next join as that name finds the key its own, where it was
 // refused as another live process's until the key aged out; a join as
 // that name by anyone else is still refused. A join while the server is
-// away is not kept: the client keeps nothing to send once it reconnects
-// (presence.go), and the next join takes the name at once.
+// away writes nothing: it first asks its presence subject (presence.go),
+// which fails, and the next join takes the name at once.
 func TestLeases_JoinKeptWhileItFailed(t *testing.T) {
 	t.Parallel()
 	node := natstest.NewNode(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,13 +32,21 @@ import (
 //     as it deletes a stale one (Leases.alive). A renewal since makes
 //     that delete fail, and the other is live after all.
 //   - A replica that was only cut off from the store, and comes back,
-//     must not write once it may have been judged gone. Its connection
-//     keeps nothing to send while it reconnects (nats.ReconnectBufSize
-//     -1), and after a reconnect its writes of the delegations it follows
-//     wait until a renewal of its lease went through on the new connection
-//     (fence). If it was judged gone, that renewal finds its key deleted:
-//     the lease is lost, and it stops following those delegations without
-//     another write.
+//     must not write once it may have been judged gone. nats.go keeps
+//     what is sent while it reconnects and sends it once reconnected, so
+//     the writes of the delegations a replica follows are refused while
+//     its connection is down, and after a reconnect until a renewal of its
+//     lease went through on the new connection (fence; each member renews
+//     as soon as the connection is back). Refused, they are tried again as
+//     in an outage. If it was judged gone, that renewal finds its key
+//     deleted: the lease is lost, and it stops following those
+//     delegations without another write. (The
+//     client's buffer is not turned off: nats.go's ordered consumers,
+//     under every watch, give up when they cannot be made again at once
+//     after a reconnect.) What is left is a write handed to nats.go in
+//     the instant the connection drops, sent once it is back; an event
+//     expects the log's tail, so it is refused once the new holder wrote
+//     one.
 
 // suspectAfter is how many of its own renewals a member sees after
 // another's last before it asks whether that one is still connected.
@@ -125,19 +134,51 @@ type fence struct {
 	// which a join or renewal last went through, 0 when the last renewal
 	// found the lease lost.
 	renewedOn atomic.Uint64
+	// mu guards reconnected: closed at each reconnect, so every member's
+	// watch renews at once (member.watch) and the fence lifts without
+	// waiting for the next renewal.
+	mu          sync.Mutex
+	reconnected chan struct{}
 }
 
-// errFenced is the error of a write the fence holds. Like a request
-// nobody answered it was not sent, so attempt tries it again.
-var errFenced = errors.New("the connection to the store came back, and the liveness lease is not renewed on it yet")
+// errFenced is the error of a write the fence refuses. It is not tried
+// again within the write: a delegation's write is made under its lock,
+// and tried again with its next write or by the engine, as in an outage,
+// where waiting would hold that lock from the lease loop that renews.
+var errFenced = errors.New("the connection to the store is down, or came back and the liveness lease is not renewed on it yet")
+
+// reconnectedSignal returns a channel closed at the next reconnect.
+func (s *Store) reconnectedSignal() <-chan struct{} {
+	s.fence.mu.Lock()
+	defer s.fence.mu.Unlock()
+	if s.fence.reconnected == nil {
+		s.fence.reconnected = make(chan struct{})
+	}
+	return s.fence.reconnected
+}
+
+// noteReconnect closes the channel reconnectedSignal handed out.
+func (s *Store) noteReconnect() {
+	s.fence.mu.Lock()
+	defer s.fence.mu.Unlock()
+	if s.fence.reconnected != nil {
+		close(s.fence.reconnected)
+		s.fence.reconnected = nil
+	}
+}
 
 // connection returns which connection to the store this is: the number
 // of times the client reconnected.
 func (s *Store) connection() uint64 { return s.nc.Stats().Reconnects }
 
-// fenced returns errFenced while the fence holds writes.
+// fenced returns errFenced while the fence refuses writes: once a lease
+// was joined, while the connection is down, and after a reconnect until
+// a renewal went through.
 func (s *Store) fenced() error {
-	if !s.fence.leased.Load() || s.fence.renewedOn.Load() == s.connection()+1 {
+	if !s.fence.leased.Load() {
+		return nil
+	}
+	if s.nc.IsConnected() && s.fence.renewedOn.Load() == s.connection()+1 {
 		return nil
 	}
 	return errFenced

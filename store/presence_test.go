@@ -117,9 +117,10 @@ func renewEvery(t *testing.T, m delegation.Member, ttl time.Duration) {
 // TestPresence_CutOffReplicaFencedOut cuts a replica off from the store
 // while it holds a delegation, on the default TTL. The other replica,
 // whose renewals go on, finds it gone well before its key would age out
-// and takes the delegation. When the cut-off replica's connection comes
-// back, nothing it writes of that delegation reaches the store: its writes
-// wait for a renewal, which finds its lease lost.
+// and takes the delegation. Nothing the cut-off replica writes of that
+// delegation reaches the store: its writes wait while it is cut off
+// (nats.go would send them once reconnected), and once it is back, for a
+// renewal, which finds its lease lost.
 func TestPresence_CutOffReplicaFencedOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits several renewals")
@@ -160,6 +161,10 @@ func TestPresence_CutOffReplicaFencedOut(t *testing.T) {
 	proxy.setCut(true)
 	cut := time.Now()
 	testwait.Until(t, ttl, "a to notice the cut", func() bool { return sA.JetStream().Conn().Status() != nats.CONNECTED })
+	// nats.go would keep a write sent now, and send it once reconnected.
+	if err := dA.Append(t.Context(), id, delegation.Event{Seq: 2, Kind: "state", State: a2a.TaskStateWorking}); !errors.Is(err, delegation.ErrUnavailable) {
+		t.Errorf("a's append while cut off: %v; want it refused as unavailable", err)
+	}
 	var orphans []string
 	testwait.Succeeds(t, 2*ttl, "b to find a's delegation", func() error {
 		select {
@@ -190,11 +195,11 @@ func TestPresence_CutOffReplicaFencedOut(t *testing.T) {
 	proxy.setCut(false)
 	testwait.Until(t, ttl, "a to reconnect", func() bool { return sA.JetStream().Conn().Status() == nats.CONNECTED })
 	if err := dA.Append(t.Context(), id, delegation.Event{Seq: 2, Kind: "state", State: a2a.TaskStateWorking}); !errors.Is(err, delegation.ErrUnavailable) {
-		t.Errorf("a's append after its reconnect: %v; want it held, then ErrUnavailable", err)
+		t.Errorf("a's append after its reconnect: %v; want it refused as unavailable", err)
 	}
 	rec.Error = "from a"
 	if err := dA.Put(t.Context(), rec); !errors.Is(err, delegation.ErrUnavailable) {
-		t.Errorf("a's put after its reconnect: %v; want it held, then ErrUnavailable", err)
+		t.Errorf("a's put after its reconnect: %v; want it refused as unavailable", err)
 	}
 	if err := a.Renew(t.Context()); !errors.Is(err, delegation.ErrLeaseLost) {
 		t.Errorf("a's renewal after its reconnect: %v; want ErrLeaseLost", err)

@@ -76,7 +76,7 @@ func (d *Delegations) stepsTogether(key string, r delegation.Record, ev delegati
 // both acknowledgements.
 func (d *Delegations) putStep(ctx context.Context, key string, t eventTail, seq int64, body, rec []byte) error {
 	if err := d.s.fenced(); err != nil {
-		return err // the one-by-one path waits for the fence
+		return err
 	}
 	seqText := strconv.FormatInt(seq, 10)
 	em := nats.NewMsg(d.eventsPf + key)

@@ -68,8 +68,8 @@ type Store struct {
 	// last failed, and from a queued write that failed until a write
 	// before an answer succeeds.
 	quickRefused atomic.Bool
-	// fence holds writes after a reconnect until the lease is renewed
-	// (presence.go).
+	// fence refuses writes while the connection is down, and after a
+	// reconnect until the lease is renewed (presence.go).
 	fence fence
 }
 
@@ -273,6 +273,7 @@ func (s *Store) connOptions() []nats.Option {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			s.log.Info("state store reconnected", "server", nc.ConnectedUrlRedacted())
+			s.noteReconnect()
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { s.log.Debug("state store connection closed") }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -296,10 +297,7 @@ func reconnectDelay(attempts int) time.Duration {
 // connect connects to the external cluster at cfg.URL and checks it runs
 // JetStream.
 func (s *Store) connect(ctx context.Context) error {
-	// Nothing is kept to send once reconnected: a replica judged gone
-	// while cut off must not write after others took its work over
-	// (presence.go). A write while reconnecting fails at once instead.
-	opts := append(s.connOptions(), nats.ReconnectBufSize(-1))
+	opts := s.connOptions()
 	if s.cfg.Credentials != "" {
 		opts = append(opts, nats.UserCredentials(s.cfg.Credentials))
 	}
