@@ -40,13 +40,12 @@ import (
 //     as soon as the connection is back). Refused, they are tried again as
 //     in an outage. If it was judged gone, that renewal finds its key
 //     deleted: the lease is lost, and it stops following those
-//     delegations without another write. (The
-//     client's buffer is not turned off: nats.go's ordered consumers,
-//     under every watch, give up when they cannot be made again at once
-//     after a reconnect.) What is left is a write handed to nats.go in
-//     the instant the connection drops, sent once it is back; an event
-//     expects the log's tail, so it is refused once the new holder wrote
-//     one.
+//     delegations without another write. The client's buffer stays on:
+//     nats.go's ordered consumers, under every watch, give up when they
+//     cannot be made again at once after a reconnect. What is left is a
+//     write handed to nats.go in the instant the connection drops, sent
+//     once it is back; an event expects the log's tail, so it is refused
+//     once the new holder wrote one.
 
 // suspectAfter is how many of its own renewals a member sees after
 // another's last before it asks whether that one is still connected.
@@ -122,11 +121,11 @@ func (l *Leases) judgedGone(st string, rev uint64) bool {
 	return ok && r == rev
 }
 
-// fence holds the writes of the delegations a replica follows after its
-// connection to an external store came back, until a renewal of its
-// lease went through on the new connection: see the comment at the top
-// of this file. Without a lease (embedded mode, or before a join) it
-// holds nothing.
+// fence refuses the writes of the delegations a replica follows while
+// its connection to an external store is down, and once it came back
+// until a renewal of its lease went through on the new connection: see
+// the comment at the top of this file. Without a lease (embedded mode, or
+// before a join) it refuses nothing.
 type fence struct {
 	// leased says a lease was joined on this store.
 	leased atomic.Bool
