@@ -75,10 +75,11 @@ type Engine struct {
 	// early bounds the polls all delegations make before PollInterval
 	// (poll.go).
 	early pollBudget
-	// writes reports the store's failed writes of delegations, and
-	// followReads the followers' failed reads of their logs, an outage in
-	// a few lines each (package outagelog; rideout.go).
-	writes, followReads *outagelog.Log
+	// writes reports the store's failed writes of delegations,
+	// followReads the followers' failed reads of their logs, and takes
+	// the failed takes of running delegations' leases, an outage in a few
+	// lines each (package outagelog; rideout.go, resume.go).
+	writes, followReads, takes *outagelog.Log
 	// rewrites holds the running delegations whose writes failed, which
 	// the engine writes again (keepwrites.go).
 	rewrites rewrites
@@ -137,6 +138,7 @@ func NewEngine(reg *registry.Registry, pol PolicySource, store Store, cfg Config
 	}
 	e.writes = outagelog.New(log, e.cfg.Now, slog.LevelError, "delegations' writes", "each is tried again with its delegation's next write or by itself", unavailable)
 	e.followReads = outagelog.New(log, e.cfg.Now, slog.LevelWarn, "followers' reads of delegation events", "each follower waits and reads again", unavailable)
+	e.takes = outagelog.New(log, e.cfg.Now, slog.LevelWarn, "takes of running delegations", "each is taken at the next look for delegations to carry on", unavailable)
 	e.containments = e.cfg.Containments
 	if e.containments == nil {
 		e.containments = &memoryContainments{}
@@ -160,6 +162,7 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 	e.writes.Close()
 	e.followReads.Close()
+	e.takes.Close()
 	e.stacks.Close() // the streams that used them have ended
 	if e.cfg.Leases != nil {
 		e.leave() // once nothing follows a delegation here any more

@@ -152,10 +152,11 @@ func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow fu
 		var err error
 		if lease, err = e.take(ctx, id); err != nil {
 			if !errors.Is(err, ErrLeaseHeld) {
-				e.log.Warn("take the lease of a running delegation", "delegation", id, "error", err)
+				e.takes.Failed("take the lease of a running delegation", err, "delegation", id)
 			}
 			return nil, false
 		}
+		e.takes.Succeeded()
 	}
 	var rec Record
 	var last *Event

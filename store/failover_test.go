@@ -3,12 +3,15 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testwait"
 )
 
@@ -82,6 +85,67 @@ func TestFailover_KilledReplicaFoundBeforeItsTTL(t *testing.T) {
 	// before the kill.
 	if limit := ttl - 2*delegation.RenewEvery(ttl); took > limit {
 		t.Errorf("carried on %s after the kill, not before the key could age out (%s)", took, limit)
+	}
+}
+
+// failingTakes makes the first takes of its members fail as a store out
+// of reach would, as many as left says.
+type failingTakes struct {
+	delegation.Leases
+	left atomic.Int64
+}
+
+func (f *failingTakes) Join(ctx context.Context, owner string) (delegation.Member, error) {
+	m, err := f.Leases.Join(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	return failingMember{m, f}, nil
+}
+
+type failingMember struct {
+	delegation.Member
+	f *failingTakes
+}
+
+func (m failingMember) Take(ctx context.Context, id string) (delegation.Lease, error) {
+	if m.f.left.Add(-1) >= 0 {
+		return nil, fmt.Errorf("take lease on %s: %w: the test says so", id, delegation.ErrUnavailable)
+	}
+	return m.Member.Take(ctx, id)
+}
+
+// TestFailover_FailedTakesLogAnOutage kills a replica while the
+// survivor's takes of its delegations fail for the store: the survivor
+// logs one line for all of them, not one each, and takes them at its
+// next look.
+func TestFailover_FailedTakesLogAnOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits several renewals")
+	}
+	t.Parallel()
+	const ttl = 2 * time.Second
+	f := newFleet(t, ttl)
+	r0 := f.replica(t, "r0", nil)
+	var logs syncbuf.Buffer
+	f.log = slog.New(slog.NewTextHandler(&logs, nil))
+	var fail *failingTakes
+	r1 := f.replica(t, "r1", func(l delegation.Leases) delegation.Leases {
+		fail = &failingTakes{Leases: l}
+		return fail
+	})
+	victims := r0.delegate(t, 20)
+	fail.left.Store(int64(len(victims)))
+
+	r0.kill()
+	testwait.Succeeds(t, 30*time.Second, "the killed replica's delegations carried on", func() error {
+		return followedOnce(victims, r1)
+	})
+	if n := fail.left.Load(); n >= 0 {
+		t.Fatalf("%d takes were to fail and did not: the test did not test", n+1)
+	}
+	if n := strings.Count(logs.String(), "take the lease of a running delegation"); n != 1 {
+		t.Errorf("%d lines for the failed takes, want 1:\n%s", n, logs.String())
 	}
 }
 

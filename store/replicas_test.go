@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,8 @@ type fleet struct {
 	ttl   time.Duration
 	agent *testagent.Agent
 	parts testengine.Parts
+	// log, when set, is the log of the replicas started from then on.
+	log *slog.Logger
 }
 
 func newFleet(t testing.TB, ttl time.Duration) *fleet {
@@ -90,7 +93,7 @@ func (f *fleet) replica(t testing.TB, name string, wrap func(delegation.Leases) 
 	r.engine = delegation.NewEngine(f.parts.Registry, f.parts.Policies, countingStore{r.dels, r.running}, delegation.Config{
 		Self: "a", Instance: name, Leases: r.leases, Relay: st.Relay(),
 		HTTPClient: f.parts.HTTPClient, PollInterval: time.Minute,
-	}, nil)
+	}, f.log)
 	if err := r.engine.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package outagelog logs the failures of one kind of state store
 // operation so that an outage of the store says itself in a few lines:
 // the engine's writes of delegations, the followers' reads of their logs,
-// the writes of A2A tasks.
+// its takes of running delegations' leases, the writes of A2A tasks.
 package outagelog
 
 import (
