@@ -227,19 +227,35 @@ func (e *Engine) leave() {
 // adoptOrphans carries on the delegations whose holder is gone, and
 // those of running nobody took, in the order Member.Orphans gives, so
 // the processes left share them out rather than race for each in turn.
-func (e *Engine) adoptOrphans(running []string) {
+// It reports whether the look is to be made again soon: the store kept
+// it from reading the owner records, or from taking some of them, and
+// no departure may come to start another (lookAgain).
+func (e *Engine) adoptOrphans(running []string) (again bool) {
 	m, err := e.member(e.ctx)
 	if err != nil {
-		return
+		return errors.Is(err, ErrUnavailable)
 	}
 	ids, err := m.Orphans(e.ctx, running)
 	if err != nil {
 		if e.ctx.Err() == nil {
 			e.log.Warn("look for delegations to carry on", "error", err)
 		}
-		return
+		return errors.Is(err, ErrUnavailable)
 	}
+	failed := e.takesUnavailable.Load()
 	e.adoptAll(e.ctx, ids, false)
+	return e.takesUnavailable.Load() != failed
+}
+
+// lookAgain returns when to look for delegations to carry on again
+// after a look the store kept from finishing (adoptOrphans), nil when
+// none is due: half the lease TTL later, at least a second, rather than
+// at the next sweep, minutes away.
+func (e *Engine) lookAgain(again bool) <-chan time.Time {
+	if !again {
+		return nil
+	}
+	return time.After(max(e.cfg.Leases.TTL()/2, time.Second))
 }
 
 // adoptWorkers bounds how many delegations one look carries on at once.

@@ -33,9 +33,10 @@ import (
 // owns: with no Config.Leases every one of them, before it returns. With
 // Leases, it joins (takes this process's liveness lease) and carries on
 // those nobody follows; then a goroutine the engine owns renews the
-// liveness lease every third of the TTL, carries on the delegations of
-// each process that departs (Member.Departed) when it departs, and looks
-// for running delegations nobody took at all every sweepEvery. A
+// liveness lease every RenewEvery, carries on the delegations of each
+// process that departs (Member.Departed) when it departs, looking again
+// soon when the store kept it from finishing (lookAgain), and looks for
+// running delegations nobody took at all every sweepEvery. A
 // delegation that cannot be resumed (its agent is no longer registered,
 // or orchd stopped before the agent created a task) ends FAILED with the
 // reason.
@@ -64,6 +65,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		defer renew.Stop()
 		sweep := time.NewTicker(sweepEvery(ttl))
 		defer sweep.Stop()
+		var again <-chan time.Time // a look the store kept from finishing
 		for {
 			var departed <-chan struct{}
 			e.memberMu.Lock()
@@ -77,7 +79,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			case <-renew.C:
 				e.keepAlive()
 			case <-departed:
-				e.adoptOrphans(nil)
+				again = e.lookAgain(e.adoptOrphans(nil))
+			case <-again:
+				again = e.lookAgain(e.adoptOrphans(nil))
 			case <-sweep.C:
 				if err := e.adopt(e.ctx, false); err != nil && e.ctx.Err() == nil {
 					e.log.Warn("look for delegations to carry on", "error", err)
@@ -153,6 +157,9 @@ func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow fu
 		if lease, err = e.take(ctx, id); err != nil {
 			if !errors.Is(err, ErrLeaseHeld) {
 				e.takes.Failed("take the lease of a running delegation", err, "delegation", id)
+			}
+			if errors.Is(err, ErrUnavailable) {
+				e.takesUnavailable.Add(1)
 			}
 			return nil, false
 		}

@@ -116,9 +116,11 @@ func (m failingMember) Take(ctx context.Context, id string) (delegation.Lease, e
 }
 
 // TestFailover_FailedTakesLogAnOutage kills a replica while the
-// survivor's takes of its delegations fail for the store: the survivor
-// logs one line for all of them, not one each, and takes them at its
-// next look.
+// survivor's takes of its delegations fail for the store, in the look
+// the survivor's presence question starts and in the one the deleted
+// liveness key starts: the survivor logs one line for all of them, not
+// one each, and looks again soon by itself, as no departure is left to
+// start a look, rather than at its sweep a minute later.
 func TestFailover_FailedTakesLogAnOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits several renewals")
@@ -135,12 +137,17 @@ func TestFailover_FailedTakesLogAnOutage(t *testing.T) {
 		return fail
 	})
 	victims := r0.delegate(t, 20)
-	fail.left.Store(int64(len(victims)))
+	fail.left.Store(int64(2 * len(victims)))
 
 	r0.kill()
+	killed := time.Now()
 	testwait.Succeeds(t, 30*time.Second, "the killed replica's delegations carried on", func() error {
 		return followedOnce(victims, r1)
 	})
+	// The sweep would come a minute after r1 started.
+	if took := time.Since(killed); took > 20*time.Second {
+		t.Errorf("carried on %s after the kill: not by a look made again soon", took)
+	}
 	if n := fail.left.Load(); n >= 0 {
 		t.Fatalf("%d takes were to fail and did not: the test did not test", n+1)
 	}
