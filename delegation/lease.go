@@ -250,7 +250,7 @@ func (e *Engine) adoptOrphans(running []string) (again bool) {
 // lookAgain returns when to look for delegations to carry on again
 // after a look the store kept from finishing (adoptOrphans), nil when
 // none is due: half the lease TTL later, at least a second, rather than
-// at the next sweep, minutes away.
+// at the next sweep, a minute or more away.
 func (e *Engine) lookAgain(again bool) <-chan time.Time {
 	if !again {
 		return nil
