@@ -201,9 +201,7 @@ func (e *Engine) forward(ctx context.Context, owner string, op Op) (Result, erro
 	// over, here or by another process.
 	patience := time.Now().Add(e.cfg.Leases.TTL() + time.Second)
 	for moves := 0; moves < 3; {
-		fctx, cancel := context.WithTimeout(ctx, e.relayTimeout())
-		res, err := e.cfg.Relay.Forward(fctx, owner, op)
-		cancel()
+		res, err := e.forwardOnce(ctx, owner, op)
 		if err != nil {
 			if ctx.Err() != nil || time.Now().After(patience) {
 				return Result{}, fmt.Errorf("%w: pass the %s of delegation %s to the process following it: %v", ErrUnavailable, op.Kind, op.ID, err)
@@ -228,6 +226,51 @@ func (e *Engine) forward(ctx context.Context, owner string, op Op) (Result, erro
 		owner = next
 	}
 	return Result{}, fmt.Errorf("%w: delegation %s changed hands too often to reach", ErrUnavailable, op.ID)
+}
+
+// holderCheckEvery is how often a relayed operation waiting for its
+// answer checks that the process it was passed to still holds the
+// delegation.
+const holderCheckEvery = 500 * time.Millisecond
+
+// forwardOnce passes op to owner, waiting up to relayTimeout for its
+// answer. Meanwhile it checks every holderCheckEvery that owner still
+// holds the delegation, and answers errMoved once another process does:
+// an owner killed just as op was sent may keep its subscription on the
+// NATS servers until they notice its connection closed, so no "no
+// responders" comes back, and the request would wait out relayTimeout
+// while another process follows the delegation. A lease nobody holds is
+// waited on: the owner lets it go when the delegation ends, maybe by op.
+func (e *Engine) forwardOnce(ctx context.Context, owner string, op Op) (Result, error) {
+	mctx, moved := context.WithCancelCause(ctx)
+	defer moved(nil)
+	fctx, cancel := context.WithTimeout(mctx, e.relayTimeout())
+	defer cancel()
+	watched := make(chan struct{})
+	go func() { // ends when the answer comes (cancel) or the owner moved
+		defer close(watched)
+		tick := time.NewTicker(holderCheckEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-fctx.Done():
+				return
+			case <-tick.C:
+			}
+			holder, err := e.cfg.Leases.Holder(fctx, op.ID)
+			if err == nil && holder != "" && holder != owner {
+				moved(errMoved)
+				return
+			}
+		}
+	}()
+	res, err := e.cfg.Relay.Forward(fctx, owner, op)
+	cancel()
+	<-watched
+	if err != nil && errors.Is(context.Cause(mctx), errMoved) {
+		return result(nil, nil, fmt.Errorf("%w: %s stopped holding delegation %s while its %s waited", errMoved, owner, op.ID, op.Kind)), nil
+	}
+	return res, err
 }
 
 // serve performs an operation on a delegation live here: one passed by

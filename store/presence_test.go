@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,8 +26,10 @@ type cutProxy struct {
 	target string
 	mu     sync.Mutex
 	cut    bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	// hung makes the connections swallow what is sent either way.
+	hung  atomic.Bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -68,7 +71,7 @@ func (p *cutProxy) accept() {
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
+			_, _ = io.Copy(dst, p.unlessHung(src))
 			_ = dst.Close()
 			_ = src.Close()
 		}
@@ -90,6 +93,31 @@ func (p *cutProxy) setCut(cut bool) {
 		clear(p.conns)
 	}
 }
+
+// setHung makes every connection through the proxy swallow what either
+// end sends, and keep it no more, while both stay open: as far as the
+// server can tell, the replica is connected; it answers nothing.
+func (p *cutProxy) setHung(hung bool) { p.hung.Store(hung) }
+
+// unlessHung is src, minus what is read from it while the proxy hangs.
+func (p *cutProxy) unlessHung(src io.Reader) io.Reader {
+	return readerFunc(func(b []byte) (int, error) {
+		for {
+			n, err := src.Read(b)
+			if n == 0 || !p.hung.Load() {
+				return n, err
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+	})
+}
+
+// readerFunc is a function that is an io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
 
 // renewEvery renews m every RenewEvery(ttl) until the test ends or a
 // renewal finds the lease lost, as the engine does.

@@ -71,9 +71,15 @@ func (c countingStore) Running(ctx context.Context) ([]string, error) {
 // delegations it may own (Engine.Start). wrap, when set, wraps its leases.
 func (f *fleet) replica(t testing.TB, name string, wrap func(delegation.Leases) delegation.Leases) *replica {
 	t.Helper()
+	return f.replicaVia(t, name, f.url, wrap)
+}
+
+// replicaVia is replica, connected to the fleet's server through url.
+func (f *fleet) replicaVia(t testing.TB, name, url string, wrap func(delegation.Leases) delegation.Leases) *replica {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	st, err := Open(ctx, "", Config{URL: f.url}, testLogger(t))
+	st, err := Open(ctx, "", Config{URL: url}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
