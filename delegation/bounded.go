@@ -23,13 +23,9 @@ var ErrAnswerTooLarge = errors.New("the agent's answer is larger than orchd read
 // and one that runs past limit fails the read. Event streams pass as they
 // are; their reader bounds each event.
 func boundedAnswers(hc *http.Client, limit int64) *http.Client {
-	c := *hc
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c.Transport = boundedTransport{rt: rt, limit: limit}
-	return &c
+	return withTransport(hc, func(rt http.RoundTripper) http.RoundTripper {
+		return boundedTransport{rt: rt, limit: limit}
+	})
 }
 
 // boundedTransport bounds the bodies of the answers rt gets.
@@ -53,11 +49,7 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // CloseIdleConnections closes the idle connections of the transport
 // underneath, as http.Client.CloseIdleConnections expects.
-func (t boundedTransport) CloseIdleConnections() {
-	if c, ok := t.rt.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+func (t boundedTransport) CloseIdleConnections() { closeIdle(t.rt) }
 
 // eventStream reports whether an answer is a stream of server-sent
 // events.

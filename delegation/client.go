@@ -48,7 +48,7 @@ func (e *Engine) client(ctx context.Context, a *registry.Agent) (*a2aclient.Clie
 		withCreds.Transport = rt
 		hc = &withCreds
 	}
-	hc = boundedAnswers(typedErrors(hc), e.answerLimit)
+	hc = boundedAnswers(typedErrors(staleConnResend(hc)), e.answerLimit)
 	card.SupportedInterfaces = httpFirst(card.SupportedInterfaces)
 	grpcOpts, err := e.grpcOptions(a, creds) // gRPC 1.0 and 0.3 (grpc.go)
 	if err != nil {

@@ -61,11 +61,7 @@ type grpcBased struct {
 
 // CloseIdleConnections closes the idle connections of the transport
 // underneath, as http.Client.CloseIdleConnections expects.
-func (t grpcBased) CloseIdleConnections() {
-	if c, ok := t.RoundTripper.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+func (t grpcBased) CloseIdleConnections() { closeIdle(t.RoundTripper) }
 
 // grpcTarget is where a card's gRPC interface is dialed.
 type grpcTarget struct {

@@ -20,13 +20,7 @@ const a2aJSON = "application/a2a+json"
 // own, and the caller would not get the agent's error. Answers that are
 // not errors are read whatever their type, and pass as they are.
 func typedErrors(hc *http.Client) *http.Client {
-	c := *hc
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	c.Transport = typedErrorsTransport{rt: rt}
-	return &c
+	return withTransport(hc, func(rt http.RoundTripper) http.RoundTripper { return typedErrorsTransport{rt: rt} })
 }
 
 // typedErrorsTransport relabels the error answers rt gets (typedErrors).
@@ -47,8 +41,4 @@ func (t typedErrorsTransport) RoundTrip(r *http.Request) (*http.Response, error)
 
 // CloseIdleConnections closes the idle connections of the transport
 // underneath, as http.Client.CloseIdleConnections expects.
-func (t typedErrorsTransport) CloseIdleConnections() {
-	if c, ok := t.rt.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+func (t typedErrorsTransport) CloseIdleConnections() { closeIdle(t.rt) }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,9 @@ import (
 // Message) would otherwise each dial a connection: 14% of the upper
 // orchd's CPU in a chain of two. A kept connection that its peer closed
 // meanwhile is found so before it is used, and dropped. A stream closed
-// before its end, or whose context ended, closes its connection.
+// before its end, or whose context ended, closes its connection. A
+// request's client trace (net/http/httptrace) is told of its connection,
+// kept or new, and of the answer's first byte, as net/http tells it.
 func OwnStreamConns(base *http.Transport) http.RoundTripper {
 	return &ownStreams{base: base, idle: map[string][]*idleConn{}}
 }
@@ -85,7 +88,9 @@ func (t *ownStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	addr := hostPort(req)
+	trace := httptrace.ContextClientTrace(ctx)
 	conn, br := t.take(addr)
+	reused := conn != nil
 	if conn == nil {
 		dial := t.base.DialContext
 		if dial == nil {
@@ -124,8 +129,17 @@ func (t *ownStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	if trace != nil && trace.GotConn != nil {
+		trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: reused})
+	}
 	if err := req.Write(conn); err != nil {
 		return fail(err)
+	}
+	if _, err := br.Peek(1); err != nil {
+		return fail(err)
+	}
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		trace.GotFirstResponseByte()
 	}
 	var resp *http.Response
 	var err error
