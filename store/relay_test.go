@@ -8,6 +8,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/orchd/orchd/internal/natstest"
+	"github.com/orchd/orchd/internal/testagent"
 )
 
 // TestRelay_CancelFollowsTheDelegationFromASilentOwner passes a cancel to
@@ -42,5 +43,34 @@ func TestRelay_CancelFollowsTheDelegationFromASilentOwner(t *testing.T) {
 	t.Logf("canceled %s after the owner fell silent (TTL %s)", took.Round(time.Millisecond), ttl)
 	if rec.State != a2a.TaskStateCanceled {
 		t.Errorf("the delegation is %s (%q), want CANCELED", rec.State, rec.Error)
+	}
+}
+
+// TestRelay_SlowOpAtALiveOwnerAnswered passes a cancel to the replica
+// holding a delegation, whose agent refuses the first six cancels (as an
+// a2a-go agent refuses one meeting an execution that settles): the
+// holder asks again for about 1.75 s, while the sender reads the holder
+// every 500 ms and finds it unchanged. The sender waits for the answer
+// rather than pass the cancel on again.
+func TestRelay_SlowOpAtALiveOwnerAnswered(t *testing.T) {
+	t.Parallel()
+	f := newFleetWith(t, DefaultLeaseTTL, natstest.Listening(t).ClientURL(), testagent.Options{Name: "Worker", Skill: "work", RefuseCancels: 6})
+	owner, asker := f.replica(t, "owner", nil), f.replica(t, "asker", nil)
+	id := owner.delegate(t, 1)[0]
+
+	start := time.Now()
+	rec, err := asker.engine.Cancel(t.Context(), id)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("cancel through another replica: %v", err)
+	}
+	if rec.State != a2a.TaskStateCanceled {
+		t.Errorf("the delegation is %s (%q), want CANCELED", rec.State, rec.Error)
+	}
+	if took < time.Second {
+		t.Errorf("the cancel took %s; the agent's refusals should have held it over a second", took)
+	}
+	if n := f.agent.Cancels(); n != 7 {
+		t.Errorf("the agent was asked to cancel %d times, want 7: 6 refused, then 1, from the owner alone", n)
 	}
 }

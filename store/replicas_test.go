@@ -38,8 +38,15 @@ func newFleet(t testing.TB, ttl time.Duration) *fleet {
 // newFleetOn is newFleet on the NATS server at url.
 func newFleetOn(t testing.TB, ttl time.Duration, url string) *fleet {
 	t.Helper()
+	return newFleetWith(t, ttl, url, testagent.Options{Name: "Worker", Skill: "work"})
+}
+
+// newFleetWith is newFleetOn with an agent made as opts say; its skill
+// must be "work".
+func newFleetWith(t testing.TB, ttl time.Duration, url string, opts testagent.Options) *fleet {
+	t.Helper()
 	f := &fleet{url: url, ttl: ttl}
-	f.agent = testagent.Start(t, testagent.Options{Name: "Worker", Skill: "work"}, testagent.Hang())
+	f.agent = testagent.Start(t, opts, testagent.Hang())
 	f.parts = testengine.New(t, registry.Spec{ID: "worker", URL: f.agent.URL})
 	return f
 }
