@@ -183,7 +183,7 @@ func (e *Engine) keepAlive() {
 		}
 		return
 	}
-	e.adoptOrphans(nil)
+	e.adoptOrphans()
 }
 
 // dropTaken stops following every delegation this process took: another
@@ -224,18 +224,19 @@ func (e *Engine) leave() {
 	}
 }
 
-// adoptOrphans carries on the delegations whose holder is gone, and
-// those of running nobody took, in the order Member.Orphans gives, so
-// the processes left share them out rather than race for each in turn.
+// adoptOrphans carries on the delegations whose holder is gone, in the
+// order Member.Orphans gives, so the processes left share them out
+// rather than race for each in turn. (Those nobody took at all are the
+// sweep's, adopt.)
 // It reports whether the look is to be made again soon: the store kept
 // it from reading the owner records, or from taking some of them, and
 // no departure may come to start another (lookAgain).
-func (e *Engine) adoptOrphans(running []string) (again bool) {
+func (e *Engine) adoptOrphans() (again bool) {
 	m, err := e.member(e.ctx)
 	if err != nil {
 		return errors.Is(err, ErrUnavailable)
 	}
-	ids, err := m.Orphans(e.ctx, running)
+	ids, err := m.Orphans(e.ctx, nil)
 	if err != nil {
 		if e.ctx.Err() == nil {
 			e.log.Warn("look for delegations to carry on", "error", err)

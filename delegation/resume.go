@@ -79,9 +79,9 @@ func (e *Engine) Start(ctx context.Context) error {
 			case <-renew.C:
 				e.keepAlive()
 			case <-departed:
-				again = e.lookAgain(e.adoptOrphans(nil))
+				again = e.lookAgain(e.adoptOrphans())
 			case <-again:
-				again = e.lookAgain(e.adoptOrphans(nil))
+				again = e.lookAgain(e.adoptOrphans())
 			case <-sweep.C:
 				if err := e.adopt(e.ctx, false); err != nil && e.ctx.Err() == nil {
 					e.log.Warn("look for delegations to carry on", "error", err)
