@@ -138,7 +138,7 @@ func TestConsole_BrowserFollowsAndSteersATwoHopChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, ctx, "the page shows the steer's receipt", `document.getElementById("outcome").textContent.includes("steer done: receipt a #2 → b #2 → C #2")`)
-	if !slices.ContainsFunc(c.Signals(), func(s steering.Signal) bool { return testagent.Text(s.Message) == "from the page" }) {
+	if !slices.ContainsFunc(c.TookSignals(t, 2), func(s steering.Signal) bool { return testagent.Text(s.Message) == "from the page" }) {
 		t.Errorf("C did not take the page's steer: %+v", c.Signals())
 	}
 	screenshot(t, ctx, shots, "2-steered-from-the-page.png")

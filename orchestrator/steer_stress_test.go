@@ -76,7 +76,8 @@ func TestSteering_StressTwoHops(t *testing.T) {
 	wg.Wait()
 
 	byTask := map[a2a.TaskID][]steering.Signal{}
-	for _, s := range c.Signals() {
+	// A receipt says a steer is queued at C; C takes it a moment later.
+	for _, s := range c.TookSignals(t, tasks*steers) {
 		byTask[s.Message.TaskID] = append(byTask[s.Message.TaskID], s)
 	}
 	if len(byTask) != tasks {

@@ -136,7 +136,11 @@ func TestSteering(t *testing.T) {
 			}
 			for name, ag := range agents {
 				var taken []string
-				for _, s := range ag.Signals() {
+				sigs := ag.Signals()
+				if n := len(tc.Taken[name]); n > 0 {
+					sigs = ag.TookSignals(t, n) // a receipt comes as the signal is queued
+				}
+				for _, s := range sigs {
 					taken = append(taken, testagent.Text(s.Message))
 				}
 				if !slices.Equal(taken, tc.Taken[name]) && (len(taken) > 0 || len(tc.Taken[name]) > 0) {
