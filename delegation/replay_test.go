@@ -1,17 +1,9 @@
 package delegation
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testproxy"
 	"github.com/orchd/orchd/internal/testwait"
 	"github.com/orchd/orchd/steering"
 )
@@ -103,10 +96,9 @@ func TestStaleConnResend_ANewMessageOutlivesAClosedConnection(t *testing.T) {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			t.Parallel()
 			agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research", Streaming: streaming}, testagent.Reply("done"))
-			posted := new(atomic.Int64)
-			proxy := closingProxyAt(t, strings.TrimPrefix(agent.URL, "http://"), 2, posted)
+			proxy := testproxy.NewClosing(t, strings.TrimPrefix(agent.URL, "http://"), 2)
 			f := newFixture(t, Config{Self: "b"})
-			f.add(t, "c", proxy)
+			f.add(t, "c", proxy.URL)
 			for i := range 2 {
 				d, err := f.engine.Delegate(t.Context(), Request{Text: "survey " + strconv.Itoa(i), Skill: "research"})
 				if err != nil {
@@ -133,7 +125,7 @@ func TestStaleConnResend_ANewMessageOutlivesAClosedConnection(t *testing.T) {
 			if diff := cmp.Diff([]string{"survey 0", "survey 1"}, took); diff != "" {
 				t.Errorf("the agent took (-want +got):\n%s", diff)
 			}
-			if n := posted.Load(); n != 3 {
+			if n := proxy.Posted(); n != 3 {
 				t.Errorf("%d POSTs reached the proxy; want 3 (the second message twice)", n)
 			}
 		})
@@ -147,98 +139,22 @@ func TestStaleConnResend_ANewMessageOutlivesAClosedConnection(t *testing.T) {
 func TestStaleConnResend_NotOnANewConnection(t *testing.T) {
 	t.Parallel()
 	agent := testagent.Start(t, testagent.Options{Name: "C", Skill: "research"}, testagent.Reply("done"))
-	posted := new(atomic.Int64)
-	proxy := closingProxyAt(t, strings.TrimPrefix(agent.URL, "http://"), 1, posted)
+	proxy := testproxy.NewClosing(t, strings.TrimPrefix(agent.URL, "http://"), 1)
 	f := newFixture(t, Config{Self: "b"})
-	f.add(t, "c", proxy)
+	f.add(t, "c", proxy.URL)
 	d, err := f.engine.Delegate(t.Context(), Request{Text: "survey", Skill: "research"})
 	if err == nil && d.Record().State == a2a.TaskStateCompleted {
 		t.Fatalf("the delegation completed through a proxy that answers nothing")
 	}
-	if n := posted.Load(); n != 1 {
+	if n := proxy.Posted(); n != 1 {
 		t.Errorf("%d POSTs reached the proxy; want 1, not sent again", n)
 	}
 }
 
-// closingProxy relays HTTP requests to the server at target and returns
-// its own base URL. The agent card it relays names the proxy instead of
-// target. It closes a connection when the second POST on it arrives,
-// without answering it.
+// closingProxy relays HTTP requests to the server at target, closing a
+// connection when its second POST arrives, unanswered, and returns its
+// base URL (testproxy.Closing).
 func closingProxy(t *testing.T, target string) string {
 	t.Helper()
-	return closingProxyAt(t, target, 2, new(atomic.Int64))
-}
-
-// closingProxyAt is closingProxy closing a connection when its POST
-// number closeAt arrives, counting every POST that arrives in posted.
-func closingProxyAt(t *testing.T, target string, closeAt int, posted *atomic.Int64) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := ln.Addr().String()
-	tr := &http.Transport{}
-	// stop ends the relayed requests, an agent's stream among them.
-	ctx, stop := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		stop()
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-		tr.CloseIdleConnections()
-	})
-	relay := func(c net.Conn) {
-		defer c.Close()
-		br := bufio.NewReader(c)
-		for posts := 0; ; {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			if req.Method == http.MethodPost {
-				posted.Add(1)
-				if posts++; posts == closeAt {
-					return
-				}
-			}
-			req.URL.Scheme, req.URL.Host, req.RequestURI = "http", target, ""
-			resp, err := tr.RoundTrip(req.WithContext(ctx))
-			if err != nil {
-				return
-			}
-			if strings.HasSuffix(req.URL.Path, "agent-card.json") {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				b = bytes.ReplaceAll(b, []byte(target), []byte(self))
-				resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-				resp.Header.Del("Etag")
-			}
-			err = resp.Write(c)
-			resp.Body.Close()
-			if err != nil {
-				return
-			}
-		}
-	}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() { relay(c) })
-		}
-	})
-	return "http://" + self
+	return testproxy.NewClosing(t, target, 2).URL
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/orchd/orchd/internal/staleconn"
 	"github.com/orchd/orchd/mcpserver"
 )
 
@@ -57,7 +58,10 @@ something other than JSON-RPC.`,
 // server until in ends, ctx ends or the relay cannot go on.
 func serveMCPStdio(ctx context.Context, server string, in io.Reader, out io.Writer, log *slog.Logger) error {
 	endpoint := strings.TrimRight(server, "/") + mcpserver.Path
-	daemon := &daemonTransport{api: newAPIClient(server), base: http.DefaultTransport.(*http.Transport).Clone(), log: log}
+	// The daemon closes a connection idle for its http.idleTimeout; a
+	// message sent on it as it closes is sent again rather than end the
+	// bridge.
+	daemon := &daemonTransport{api: newAPIClient(server), base: staleconn.Resend(http.DefaultTransport.(*http.Transport).Clone()), log: log}
 	rc, ok := in.(io.ReadCloser)
 	if !ok {
 		rc = io.NopCloser(in)

@@ -23,6 +23,7 @@ import (
 	"github.com/orchd/orchd/internal/orchdtest"
 	"github.com/orchd/orchd/internal/syncbuf"
 	"github.com/orchd/orchd/internal/testagent"
+	"github.com/orchd/orchd/internal/testproxy"
 	"github.com/orchd/orchd/mcpserver"
 	"github.com/orchd/orchd/orchestrator"
 	"github.com/orchd/orchd/registry"
@@ -250,6 +251,41 @@ func TestMCP_Token(t *testing.T) {
 			}
 			if tc.token != "" && strings.Contains(errOut, tc.token) {
 				t.Errorf("stderr shows the token:\n%s", errOut)
+			}
+		})
+	}
+}
+
+// The daemon closes a kept-alive connection once it has been idle for
+// its http.idleTimeout; a message the bridge sends on it as it closes is
+// sent again on a new connection, and the bridge goes on. Here a proxy
+// closes each connection when its second POST arrives, unanswered.
+// Without staleconn.Resend the call fails: "reach orchd at …: EOF".
+func TestMCP_DaemonClosesAKeptConnection(t *testing.T) {
+	base := mcpFleet(t)
+	proxy := testproxy.NewClosing(t, strings.TrimPrefix(base, "http://"), 2)
+	for _, v := range mcpVersions {
+		t.Run(v, func(t *testing.T) {
+			closed := proxy.Closed()
+			cs, h, err := launch(t, proxy.URL, v, nil)
+			if err != nil {
+				t.Fatalf("connect through a proxy closing kept connections: %v; stderr:\n%s", err, h.stderr)
+			}
+			for i := range 3 {
+				var st mcpserver.Status
+				res := callTool(t, cs, &mcp.CallToolParams{Name: mcpserver.ToolDelegate, Arguments: map[string]any{"text": fmt.Sprint("say hello ", i), "skill": "reply"}}, &st)
+				if res.IsError || st.State != "completed" || st.Message != "hello from the agent" {
+					t.Fatalf("orchd_delegate %d: %+v", i, st)
+				}
+			}
+			if n := proxy.Closed() - closed; n == 0 {
+				t.Error("the proxy closed no connection under a message: the test tests nothing")
+			}
+			if err := cs.Close(); err != nil {
+				t.Errorf("orchd mcp ended with %v; stderr:\n%s", err, h.stderr)
+			}
+			if h.stderr.String() != "" {
+				t.Errorf("stderr: %s", h.stderr)
 			}
 		})
 	}
