@@ -77,8 +77,8 @@ func (replayable) Before(ctx context.Context, req *a2aclient.Request) (context.C
 
 // staleConnResend returns hc sending a request again when the kept-alive
 // connection it went out on turned out closed by the server before any
-// byte of the answer (staleconn.Resend). OwnStreamConns tells
-// of the streams' own connections as net/http tells of its own.
+// byte of the answer (staleconn.Resend). OwnStreamConns tells of the
+// streams' own connections as net/http tells of its own.
 func staleConnResend(hc *http.Client) *http.Client {
 	return withTransport(hc, staleconn.Resend)
 }

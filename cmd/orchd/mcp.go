@@ -59,8 +59,8 @@ something other than JSON-RPC.`,
 func serveMCPStdio(ctx context.Context, server string, in io.Reader, out io.Writer, log *slog.Logger) error {
 	endpoint := strings.TrimRight(server, "/") + mcpserver.Path
 	// The daemon closes a connection idle for its http.idleTimeout; a
-	// message sent on it as it closes is sent again rather than end the
-	// bridge.
+	// message sent on it as it closes is sent again, rather than the
+	// host's call failing.
 	daemon := &daemonTransport{api: newAPIClient(server), base: staleconn.Resend(http.DefaultTransport.(*http.Transport).Clone()), log: log}
 	rc, ok := in.(io.ReadCloser)
 	if !ok {
