@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -81,10 +80,6 @@ type Engine struct {
 	// the failed takes of running delegations' leases, an outage in a few
 	// lines each (package outagelog; rideout.go, resume.go).
 	writes, followReads, takes *outagelog.Log
-	// takesUnavailable counts the takes of running delegations that
-	// failed for the store, so a look that met one is made again
-	// (adoptOrphans).
-	takesUnavailable atomic.Int64
 	// rewrites holds the running delegations whose writes failed, which
 	// the engine writes again (keepwrites.go).
 	rewrites rewrites

@@ -226,11 +226,10 @@ func (e *Engine) leave() {
 
 // adoptOrphans carries on the delegations whose holder is gone, in the
 // order Member.Orphans gives, so the processes left share them out
-// rather than race for each in turn. (Those nobody took at all are the
-// sweep's, adopt.)
-// It reports whether the look is to be made again soon: the store kept
-// it from reading the owner records, or from taking some of them, and
-// no departure may come to start another (lookAgain).
+// rather than race for each in turn; those nobody took at all are the
+// sweep's (adopt). It reports whether the look is to be made again soon:
+// the store kept it from reading the owner records, or from taking some
+// of them, and no departure may come to start another (lookAgain).
 func (e *Engine) adoptOrphans() (again bool) {
 	m, err := e.member(e.ctx)
 	if err != nil {
@@ -243,9 +242,7 @@ func (e *Engine) adoptOrphans() (again bool) {
 		}
 		return errors.Is(err, ErrUnavailable)
 	}
-	failed := e.takesUnavailable.Load()
-	e.adoptAll(e.ctx, ids, false)
-	return e.takesUnavailable.Load() != failed
+	return e.adoptAll(e.ctx, ids, false)
 }
 
 // lookAgain returns when to look for delegations to carry on again
@@ -282,8 +279,9 @@ const (
 // are read: while the store is read for every delegation nothing else
 // competes for it, and the process is ready sooner. Otherwise (another
 // process departed) each is followed again as soon as it is taken: what
-// counts then is how soon the work is followed again.
-func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
+// counts then is how soon the work is followed again. It reports whether
+// the store kept some lease from being taken.
+func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) (takeFailed bool) {
 	start := time.Now()
 	next := make(chan adoption)
 	var mu sync.Mutex
@@ -293,7 +291,7 @@ func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 	for range min(adoptWorkers, len(ids)) {
 		wg.Go(func() {
 			for a := range next {
-				follow, ok := e.adoptOne(ctx, a.id, a.read)
+				follow, ok, unavailable := e.adoptOne(ctx, a.id, a.read)
 				if follow != nil && !gather {
 					follow()
 					follow = nil
@@ -302,6 +300,7 @@ func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 				if ok {
 					carried++
 				}
+				takeFailed = takeFailed || unavailable
 				if follow != nil {
 					follows = append(follows, follow)
 				}
@@ -318,6 +317,7 @@ func (e *Engine) adoptAll(ctx context.Context, ids []string, gather bool) {
 	if carried > 0 {
 		e.log.Info("carrying on running delegations", "delegations", carried, "took", time.Since(start).Round(time.Millisecond))
 	}
+	return takeFailed
 }
 
 // adoption is a delegation for adoptOne to carry on, with what a

@@ -143,13 +143,14 @@ func (e *Engine) adopt(ctx context.Context, gather bool) error {
 
 // adoptOne resumes the running delegation id when this engine may own it
 // and does not follow it yet, and reports whether it did, with how to
-// start following its task again (resume). read, when not nil, is what a
-// ManyReader read of it, so its record is not read again.
-func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow func(), ok bool) {
+// start following its task again (resume), and whether the store kept
+// its lease from being taken. read, when not nil, is what a ManyReader
+// read of it, so its record is not read again.
+func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow func(), ok, takeUnavailable bool) {
 	unlock := e.lockTakeOver(id)
 	defer unlock()
 	if _, live := e.Get(id); live { // route took it over meanwhile
-		return nil, false
+		return nil, false, false
 	}
 	var lease Lease
 	if e.cfg.Leases != nil {
@@ -158,10 +159,7 @@ func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow fu
 			if !errors.Is(err, ErrLeaseHeld) {
 				e.takes.Failed("take the lease of a running delegation", err, "delegation", id)
 			}
-			if errors.Is(err, ErrUnavailable) {
-				e.takesUnavailable.Add(1)
-			}
-			return nil, false
+			return nil, false, errors.Is(err, ErrUnavailable)
 		}
 		e.takes.Succeeded()
 	}
@@ -174,7 +172,7 @@ func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow fu
 		if rec, err = e.store.Get(ctx, id); err != nil {
 			e.log.Warn("read a running delegation", "delegation", id, "error", err)
 			release(lease)
-			return nil, false
+			return nil, false, false
 		}
 	}
 	if rec.State.Terminal() {
@@ -184,10 +182,10 @@ func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow fu
 			}
 		}
 		release(lease)
-		return nil, false
+		return nil, false, false
 	}
 	follow, err := e.resume(ctx, rec, last, lease) // logged; tried again at the next look
-	return follow, err == nil
+	return follow, err == nil, false
 }
 
 // lockTakeOver serializes taking delegation id over within this engine:

@@ -285,7 +285,7 @@ func (d *Delegations) Put(ctx context.Context, r delegation.Record) error {
 }
 
 // put writes the record's index entry if it has none, then the record
-// and its r. key, unless the fence holds the write (presence.go).
+// and its r. key, unless the fence refuses the write (presence.go).
 func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte) error {
 	if err := d.s.fenced(); err != nil {
 		return err
