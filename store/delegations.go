@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
@@ -73,7 +74,8 @@ const (
 // reads it backwards, newest first. Its entries whose record is gone are
 // deleted in the background. Event logs are described at Append; the
 // short log of a delegation that ended as it started is kept in its
-// record instead (ended.go).
+// record instead (ended.go). A record is written expecting the revision
+// this process wrote last, when it knows it (writeRecord).
 //
 // Every method bounds its work by the store's Timeout, and an error from
 // a store that cannot be reached or is full wraps
@@ -94,7 +96,8 @@ type Delegations struct {
 
 	// hints remembers this process's writes (hints.go): the index
 	// entries that exist, so a Put of a known record writes none; the
-	// last event of logs, so an Append writes without reading first; and
+	// last event of logs, so an Append writes without reading first; the
+	// revision of each record it wrote, for its next write to expect; and
 	// the r. keys it last wrote or removed, so a Put of a record still
 	// running rewrites only the record and one of a record that ended
 	// and was cleared again (its upstream task named after the end)
@@ -295,7 +298,7 @@ func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte)
 		return fmt.Errorf("index: %w", err)
 	}
 	if ended {
-		if _, err := d.s.js.Publish(ctx, d.recordPf+key, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
+		if err := d.writeRecord(ctx, key, placeEnded, b, jetstream.WithMsgTTL(d.cfg.Retention)); err != nil {
 			return err
 		}
 		if created {
@@ -317,8 +320,50 @@ func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte)
 		}
 		d.hints.setMark(key, markWritten)
 	}
-	_, err = d.kv.Put(ctx, delegationRecordPrefix+key, b)
-	return err
+	return d.writeRecord(ctx, key, placeRunning, b)
+}
+
+// writeRecord writes the record b under key, expecting the revision this
+// process last wrote when it knows it (hints.go), and notes the new one;
+// p says whether the record ends the delegation.
+//
+// Why: a write handed to the NATS client while its connection is cut off
+// unnoticed (the network gone, the socket still open) is sent once the
+// connection comes back, maybe after another replica took the delegation
+// over and wrote its record. Expecting the revision, the server refuses
+// that stale write, as it refuses a stale event (Append). A write refused
+// so, because another process wrote the record since or because an
+// earlier write of ours whose answer was lost was kept, is made again
+// expecting nothing, once the fence lets it (presence.go): a replica
+// whose delegation another took over is fenced by then.
+func (d *Delegations) writeRecord(ctx context.Context, key string, p place, b []byte, opts ...jetstream.PublishOpt) error {
+	for {
+		m := nats.NewMsg(d.recordPf + key)
+		m.Data = b
+		known := d.expectRecord(m, key)
+		ack, err := d.s.js.PublishMsg(ctx, m, opts...)
+		if err == nil {
+			d.hints.setRecord(key, p, ack.Sequence)
+			return nil
+		}
+		if !known || !isWrongLastSequence(err) {
+			return err
+		}
+		d.hints.forgetRecord(key)
+		if err := d.s.fenced(); err != nil {
+			return err
+		}
+	}
+}
+
+// expectRecord has m, a write of key's record, expect the revision this
+// process wrote last, when it knows it, and says whether it does.
+func (d *Delegations) expectRecord(m *nats.Msg, key string) bool {
+	rev, ok := d.hints.recordOf(key)
+	if ok {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	}
+	return ok
 }
 
 // ensureIndexed writes the record's index entry unless it exists, and

@@ -292,6 +292,68 @@ func TestDelegations_PutWritesWhatChanged(t *testing.T) {
 	}
 }
 
+// TestDelegations_WriteAfterAnotherWriter has another process write a
+// record between two writes of this one, a Put and then a PutStep. Each
+// of this one's writes expects the revision it wrote last, is refused,
+// and is made again expecting nothing (no lease fences this store): the
+// record is this one's, the log whole, and the revision it knows is the
+// record's, for its next write to expect.
+func TestDelegations_WriteAfterAnotherWriter(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, "", Config{})
+	d, other := delegationsOf(t, s, DelegationsConfig{}), delegationsOf(t, s, DelegationsConfig{})
+	rec := func(by string) delegation.Record {
+		return delegation.Record{ID: "x", State: a2a.TaskStateWorking, Error: by}
+	}
+	ev := func(seq int64) delegation.Event {
+		return delegation.Event{Seq: seq, Kind: "state", State: a2a.TaskStateWorking}
+	}
+	check := func(after, want string, events int) {
+		t.Helper()
+		got, err := d.Get(t.Context(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Error != want {
+			t.Errorf("after %s the record is %q's, want %q's", after, got.Error, want)
+		}
+		if evs, err := d.Events(t.Context(), "x", 0, 0); err != nil || len(evs) != events {
+			t.Errorf("after %s the log holds %d events (%v), want %d", after, len(evs), err, events)
+		}
+		rev, ok := d.hints.recordOf("x")
+		e, err := d.kv.Get(t.Context(), delegationRecordPrefix+"x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok || rev != e.Revision() {
+			t.Errorf("after %s the revision known is %d (known: %t), the record's %d", after, rev, ok, e.Revision())
+		}
+	}
+	if err := d.Put(t.Context(), rec("d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Append(t.Context(), "x", ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	check("the first writes", "d", 1)
+
+	if err := other.Put(t.Context(), rec("other")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(t.Context(), rec("d, put")); err != nil {
+		t.Fatalf("Put after the other's write: %v", err)
+	}
+	check("a Put after the other's write", "d, put", 1)
+
+	if err := other.Put(t.Context(), rec("other")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PutStep(t.Context(), rec("d, step"), ev(2)); err != nil {
+		t.Fatalf("PutStep after the other's write: %v", err)
+	}
+	check("a PutStep after the other's write", "d, step", 2)
+}
+
 func TestDelegations_BadIDs(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, "", Config{})

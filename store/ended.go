@@ -160,7 +160,7 @@ func (d *Delegations) sendTogether(b *batch, key string, record []byte, bodies [
 
 // keptTogether notes what the writes of sendTogether, acknowledged with
 // acks, left: the index entry, no running mark, and the log's tail when
-// it went to the event stream.
+// it went to the event stream, and the record's revision.
 func (d *Delegations) keptTogether(key string, acks []*jetstream.PubAck) {
 	d.hints.update(key, placeEnded, func(h *hint) {
 		h.indexed = true
@@ -170,6 +170,7 @@ func (d *Delegations) keptTogether(key string, acks []*jetstream.PubAck) {
 		if n := len(acks) - 2; n > 0 {
 			h.tail, h.tailKnown = eventTail{stream: acks[n].Sequence, seq: int64(n)}, true
 		}
+		h.record, h.recordKnown = acks[len(acks)-1].Sequence, true
 	})
 }
 

@@ -35,6 +35,11 @@ type hint struct {
 	tail    eventTail // its log's last event, when tailKnown
 	// tailKnown says tail is the log's last event.
 	tailKnown bool
+	// record is the stream sequence (the KV revision) of this process's
+	// last write of the record, when recordKnown: its next write expects
+	// it (Delegations.writeRecord).
+	record      uint64
+	recordKnown bool
 }
 
 // markState is what a process knows of a delegation's r. key.
@@ -149,11 +154,36 @@ func (h *writeHints) setTail(key string, p place, t eventTail) {
 // forgetTail forgets key's log's last event, if remembered: the next
 // append reads it.
 func (h *writeHints) forgetTail(key string) {
+	h.amend(key, func(v *hint) { v.tail, v.tailKnown = eventTail{}, false })
+}
+
+// recordOf returns the revision of key's record this process last wrote,
+// if known.
+func (h *writeHints) recordOf(key string) (uint64, bool) {
+	v := h.get(key)
+	return v.record, v.recordKnown
+}
+
+// setRecord notes rev as the revision of key's record, written by a
+// write that leaves the delegation where p says.
+func (h *writeHints) setRecord(key string, p place, rev uint64) {
+	h.update(key, p, func(v *hint) { v.record, v.recordKnown = rev, true })
+}
+
+// forgetRecord forgets the revision of key's record, if remembered: the
+// next write of the record expects none.
+func (h *writeHints) forgetRecord(key string) {
+	h.amend(key, func(v *hint) { v.record, v.recordKnown = 0, false })
+}
+
+// amend changes what is remembered of key with change, where it is kept,
+// and remembers nothing new when nothing is.
+func (h *writeHints) amend(key string, change func(*hint)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, c := range []*simplelru.LRU[string, hint]{h.running, h.ended} {
 		if v, ok := c.Peek(key); ok {
-			v.tail, v.tailKnown = eventTail{}, false
+			change(&v)
 			c.Add(key, v)
 		}
 	}

@@ -42,10 +42,13 @@ import (
 //     deleted: the lease is lost, and it stops following those
 //     delegations without another write. The client's buffer stays on:
 //     nats.go's ordered consumers, under every watch, give up when they
-//     cannot be made again at once after a reconnect. What is left is a
-//     write handed to nats.go in the instant the connection drops, sent
-//     once it is back; an event expects the log's tail, so it is refused
-//     once the new holder wrote one.
+//     cannot be made again at once after a reconnect. A write can still
+//     leave before the replica knows its connection is gone (in the
+//     instant it drops, or held by a network that went quietly), and
+//     reach the server once it is back: an event expects the log's tail
+//     and a record the revision this process wrote last
+//     (Delegations.writeRecord), so either is refused once the new
+//     holder wrote its own.
 
 // suspectAfter is how many of its own renewals a member sees after
 // another's last before it asks whether that one is still connected.

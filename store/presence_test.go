@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -27,7 +28,10 @@ type cutProxy struct {
 	mu     sync.Mutex
 	cut    bool
 	// hung makes the connections swallow what is sent either way.
-	hung  atomic.Bool
+	hung atomic.Bool
+	// held, while not nil, keeps what is sent either way from passing
+	// until it is closed.
+	held  chan struct{}
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -42,6 +46,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		_ = ln.Close()
+		p.setHeld(false)
 		p.setCut(true)
 		p.wg.Wait()
 	})
@@ -99,11 +104,39 @@ func (p *cutProxy) setCut(cut bool) {
 // server can tell, the replica is connected; it answers nothing.
 func (p *cutProxy) setHung(hung bool) { p.hung.Store(hung) }
 
-// unlessHung is src, minus what is read from it while the proxy hangs.
+// setHeld makes every connection through the proxy keep what either end
+// sends, passing it on once let go, while both stay open: a network gone
+// for a while and back before either end noticed.
+func (p *cutProxy) setHeld(held bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case held && p.held == nil:
+		p.held = make(chan struct{})
+	case !held && p.held != nil:
+		close(p.held)
+		p.held = nil
+	}
+}
+
+// waitHeld returns once the proxy is not holding what is sent.
+func (p *cutProxy) waitHeld() {
+	p.mu.Lock()
+	held := p.held
+	p.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+}
+
+// unlessHung is src, minus what is read from it while the proxy hangs,
+// and later than read while it holds.
 func (p *cutProxy) unlessHung(src io.Reader) io.Reader {
 	return readerFunc(func(b []byte) (int, error) {
 		for {
+			p.waitHeld()
 			n, err := src.Read(b)
+			p.waitHeld()
 			if n == 0 || !p.hung.Load() {
 				return n, err
 			}
@@ -155,29 +188,9 @@ func TestPresence_CutOffReplicaFencedOut(t *testing.T) {
 	}
 	t.Parallel()
 	const ttl = DefaultLeaseTTL
-	node := natstest.NewNode(t)
-	proxy := newCutProxy(t, node.URL()[len("nats://"):])
-	open := func(url string) (*Delegations, *Leases, *Store) {
-		s, err := Open(t.Context(), "", Config{URL: url, Timeout: time.Second}, testLogger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		d, err := s.Delegations(t.Context(), DelegationsConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d, leasesOf(t, s, ttl), s
-	}
-	dA, lA, sA := open(proxy.URL())
-	dB, lB, _ := open(node.URL())
-	a, b := join(t, lA, "a"), join(t, lB, "b")
-	renewEvery(t, a, ttl)
-	renewEvery(t, b, ttl)
 	const id = "d1"
-	if _, err := a.Take(t.Context(), id); err != nil {
-		t.Fatal(err)
-	}
+	r := newReplicaPair(t, ttl, id)
+	proxy, dA, sA, a, dB, lB, b := r.proxy, r.dA, r.sA, r.a, r.dB, r.lB, r.b
 	rec := delegation.Record{ID: id, State: a2a.TaskStateWorking, CreatedAt: time.Now().UTC()}
 	if err := dA.Put(t.Context(), rec); err != nil {
 		t.Fatal(err)
@@ -193,22 +206,7 @@ func TestPresence_CutOffReplicaFencedOut(t *testing.T) {
 	if err := dA.Append(t.Context(), id, delegation.Event{Seq: 2, Kind: "state", State: a2a.TaskStateWorking}); !errors.Is(err, delegation.ErrUnavailable) {
 		t.Errorf("a's append while cut off: %v; want it refused as unavailable", err)
 	}
-	var orphans []string
-	testwait.Succeeds(t, 2*ttl, "b to find a's delegation", func() error {
-		select {
-		case <-b.Departed():
-		case <-time.After(100 * time.Millisecond):
-		}
-		var err error
-		orphans, err = b.Orphans(t.Context(), nil)
-		if err != nil {
-			return err
-		}
-		if len(orphans) != 1 || orphans[0] != id {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	findOrphan(t, b, id, 2*ttl)
 	found := time.Since(cut)
 	t.Logf("found %s after the cut (TTL %s)", found.Round(time.Millisecond), ttl)
 	// The key ages out a TTL after a's last renewal, at most RenewEvery
@@ -249,6 +247,152 @@ func TestPresence_CutOffReplicaFencedOut(t *testing.T) {
 	if h := holder(t, lB, id); h != "b" {
 		t.Errorf("holder = %q, want b", h)
 	}
+}
+
+// TestPresence_HeldWriteRefusedAfterTakeover holds what a replica sends
+// NATS on the way, its connection open at both ends, as a network gone
+// and back before either end noticed does. The replica's write of its
+// delegation waits there, a record (Put) or an event with the record
+// (PutStep); another replica takes the delegation over and writes it;
+// once the network is back the held writes reach the server, each
+// expecting what the first replica wrote last, and are refused: the
+// record and the log stay the new holder's.
+func TestPresence_HeldWriteRefusedAfterTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits several renewals")
+	}
+	t.Parallel()
+	ev := func(seq int64, by string) delegation.Event {
+		return delegation.Event{Seq: seq, Kind: "state", State: a2a.TaskStateWorking, Error: by}
+	}
+	for _, tc := range []struct {
+		name string
+		held func(context.Context, *Delegations, delegation.Record) error
+	}{
+		{"put", func(ctx context.Context, d *Delegations, r delegation.Record) error { return d.Put(ctx, r) }},
+		{"step", func(ctx context.Context, d *Delegations, r delegation.Record) error {
+			return d.PutStep(ctx, r, ev(2, "a"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const ttl = 2 * time.Second
+			const id = "d1"
+			r := newReplicaPair(t, ttl, id)
+			proxy, dA, sA, dB, b := r.proxy, r.dA, r.sA, r.dB, r.b
+			rec := delegation.Record{ID: id, State: a2a.TaskStateWorking, LastEvent: 1, CreatedAt: time.Now().UTC()}
+			if err := dA.Put(t.Context(), rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := dA.Append(t.Context(), id, ev(1, "a")); err != nil {
+				t.Fatal(err)
+			}
+
+			proxy.setHeld(true)
+			stale := rec
+			stale.LastEvent, stale.Error = 2, "from a, held on the way"
+			if err := tc.held(t.Context(), dA, stale); err == nil {
+				t.Fatal("a's write while its connection is held succeeded")
+			}
+			findOrphan(t, b, id, 3*ttl)
+			if _, err := b.Take(t.Context(), id); err != nil {
+				t.Fatalf("b takes a's delegation: %v", err)
+			}
+			taken := rec
+			taken.LastEvent = 2
+			if err := dB.Append(t.Context(), id, ev(2, "b")); err != nil {
+				t.Fatal(err)
+			}
+			if err := dB.Put(t.Context(), taken); err != nil {
+				t.Fatal(err)
+			}
+
+			proxy.setHeld(false)
+			// A write sent after the held ones, on the same connection to
+			// the same streams, is stored after them: once both are
+			// acknowledged, the held writes were taken or refused.
+			for _, subject := range []string{dA.recordPf, dA.eventsPf} {
+				if _, err := sA.JetStream().Publish(t.Context(), subject+"after-the-held-writes", nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := dB.Get(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Error != "" {
+				t.Errorf("the record says %q, last event %d: a's held write; want b's", got.Error, got.LastEvent)
+			}
+			evs, err := dB.Events(t.Context(), id, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []delegation.Event{ev(1, "a"), ev(2, "b")}; len(evs) != 2 || evs[1].Error != "b" {
+				t.Errorf("the log is %+v; want %+v", evs, want)
+			}
+		})
+	}
+}
+
+// replicaPair is two replicas of one store, each renewing its lease of
+// the pair's TTL: a reaches the store through a proxy the test cuts or
+// holds, b directly.
+type replicaPair struct {
+	proxy  *cutProxy
+	sA     *Store
+	dA, dB *Delegations
+	lB     *Leases
+	a, b   delegation.Member
+}
+
+// newReplicaPair starts a replica pair on a new NATS server, a holding
+// delegation id.
+func newReplicaPair(t *testing.T, ttl time.Duration, id string) *replicaPair {
+	t.Helper()
+	node := natstest.NewNode(t)
+	r := &replicaPair{proxy: newCutProxy(t, node.URL()[len("nats://"):])}
+	open := func(url string) (*Store, *Delegations, *Leases) {
+		s, err := Open(t.Context(), "", Config{URL: url, Timeout: time.Second}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		d, err := s.Delegations(t.Context(), DelegationsConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, d, leasesOf(t, s, ttl)
+	}
+	var lA *Leases
+	r.sA, r.dA, lA = open(r.proxy.URL())
+	_, r.dB, r.lB = open(node.URL())
+	r.a, r.b = join(t, lA, "a"), join(t, r.lB, "b")
+	renewEvery(t, r.a, ttl)
+	renewEvery(t, r.b, ttl)
+	if _, err := r.a.Take(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// findOrphan waits, up to within, for m to find delegation id nobody
+// follows, and only it.
+func findOrphan(t *testing.T, m delegation.Member, id string, within time.Duration) {
+	t.Helper()
+	testwait.Succeeds(t, within, "the delegation to be found orphaned", func() error {
+		select {
+		case <-m.Departed():
+		case <-time.After(100 * time.Millisecond):
+		}
+		orphans, err := m.Orphans(t.Context(), nil)
+		if err != nil {
+			return err
+		}
+		if len(orphans) != 1 || orphans[0] != id {
+			return fmt.Errorf("found %q", orphans)
+		}
+		return nil
+	})
 }
 
 // TestPresence_SlowReplicaKept stops a replica's renewals while it stays

@@ -86,12 +86,17 @@ func (d *Delegations) putStep(ctx context.Context, key string, t eventTail, seq 
 	rm.Data = rec
 	var b batch
 	b.send(d.s.js, em, jetstream.WithMsgID(key+"."+seqText), jetstream.WithExpectLastSequencePerSubject(t.stream))
+	d.expectRecord(rm, key)
 	b.send(d.s.js, rm)
 	acks, err := b.wait(ctx)
 	if err != nil {
-		d.hints.forgetTail(key) // the one-by-one path reads it again
+		// The one-by-one path reads the tail again. The record's revision
+		// stays: should the record have been refused, writeRecord finds
+		// out again, and writes it again only once the fence lets it.
+		d.hints.forgetTail(key)
 		return err
 	}
+	d.hints.setRecord(key, placeRunning, acks[1].Sequence)
 	if acks[0].Duplicate {
 		d.hints.forgetTail(key)
 	} else {
