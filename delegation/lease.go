@@ -120,6 +120,18 @@ func (e *Engine) take(ctx context.Context, id string) (Lease, error) {
 	return m.Take(ctx, id)
 }
 
+// seal seals the log of delegation id, just taken from another process,
+// before it is read, when the store can (LogSealer): an event the other
+// process sent before it lost the delegation, still on its way, is then
+// refused, rather than take the place of this process's event of that
+// number.
+func (e *Engine) seal(ctx context.Context, id string) error {
+	if ls, ok := e.store.(LogSealer); ok {
+		return ls.Seal(ctx, id)
+	}
+	return nil
+}
+
 // keepAlive renews the liveness lease. A lease lost, or not renewed for
 // its TTL (the store out of reach: the others may have found it expired),
 // stops this process following every delegation it took, since the

@@ -167,6 +167,11 @@ func (e *Engine) takeOver(ctx context.Context, id string) (*Delegation, error) {
 	if errors.Is(err, ErrLeaseHeld) {
 		return nil, err
 	}
+	if err == nil {
+		if err = e.seal(ctx, id); err != nil {
+			release(lease)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("take delegation %s over: %w", id, err)
 	}

@@ -245,6 +245,22 @@ type QuickStore interface {
 	QueueEnded(ctx context.Context, r Record, evs []Event) error
 }
 
+// LogSealer is a Store that can seal a delegation's log against the
+// writes its earlier holder sent before it lost the delegation: a write
+// a network held while both ends of the connection stayed open reaches
+// the store once the network is back, maybe after another process took
+// the delegation over and read its log. The engine seals the log of each
+// delegation it takes over from another process, after taking its lease
+// and before reading it, when its Store implements LogSealer; an event
+// of the earlier holder's that arrives after the seal is refused, and
+// one that arrived before it is in the log the engine reads.
+type LogSealer interface {
+	// Seal makes every later write to the delegation's log that expects
+	// the log as it was before the seal fail. Readers of the log see
+	// nothing of it.
+	Seal(ctx context.Context, id string) error
+}
+
 // StepStore is a Store that keeps one step of a delegation, an event and
 // the record as it stands after it, in one round trip instead of an
 // Append and a Put, each waiting for the one before. The engine uses it

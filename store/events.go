@@ -41,7 +41,8 @@ type eventTail struct {
 // event is written expecting the log's last message to be the one it
 // follows, and with the message id <id>.<seq> for the stream's duplicate
 // window: a Seq at or below the log's last is already in it, and is kept
-// as it is.
+// as it is. A log may also hold seals (Seal), copies of the event
+// before them, which readers read once.
 func (d *Delegations) Append(ctx context.Context, id string, ev delegation.Event) error {
 	key, err := delegationKey(id)
 	if err != nil {
@@ -111,6 +112,62 @@ func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byt
 	}
 	return errors.New("the log kept changing under the write")
 }
+
+// Seal implements delegation.LogSealer: it appends a seal to the log, a
+// copy of the log's last event (a message with no body when the log is
+// empty) marked with sealHeader. An earlier holder's write still on its
+// way expects the log's tail before the seal, and is refused. Readers see
+// the seal as the event it restates, and keep the first copy they read;
+// the write that follows it expects it as the log's tail, as it would
+// an event. Why: a late event that arrived after the new holder read the
+// log took the place of the new holder's event of that number.
+//
+// The seal restates the event, rather than being skipped, so that the
+// log's last message still holds its last event: a read from the last
+// event on (Events after the one before, ReadMany) reads that message
+// alone, where skipping it would search the stream.
+func (d *Delegations) Seal(ctx context.Context, id string) error {
+	key, err := delegationKey(id)
+	if err != nil {
+		return fmt.Errorf("seal the log of delegation: %w: %w", delegation.ErrBadRequest, err)
+	}
+	octx, cancel := d.s.writeContext(ctx)
+	defer cancel()
+	subject := d.eventsPf + key
+	err = attempt(octx, func() error {
+		if err := d.s.fenced(); err != nil {
+			return err
+		}
+		m := nats.NewMsg(subject)
+		seq := int64(0)
+		last, err := d.events.GetLastMsgForSubject(octx, subject)
+		switch {
+		case err == nil:
+			if seq, err = eventSeq(last); err != nil {
+				return err
+			}
+			m.Data = last.Data
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
+			return err
+		}
+		m.Header.Set(seqHeader, strconv.FormatInt(seq, 10))
+		m.Header.Set(sealHeader, "1")
+		ack, err := d.s.js.PublishMsg(octx, m)
+		if err != nil {
+			return err
+		}
+		d.hints.setTail(key, placeRunning, eventTail{stream: ack.Sequence, seq: seq})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("seal the log of delegation %s: %w", id, d.s.unavailable(ctx, err))
+	}
+	return nil
+}
+
+// sealHeader marks a seal (Seal) in a log, for whoever reads the stream
+// itself.
+const sealHeader = "Orchd-Seal"
 
 // tail reads the last event of the log on subject; zero when it is empty.
 func (d *Delegations) tail(ctx context.Context, subject string) (eventTail, error) {
@@ -197,12 +254,16 @@ func (d *Delegations) readEvents(ctx context.Context, key, subject string, after
 	}
 	var out []delegation.Event
 	for {
-		var ev delegation.Event
-		if err := json.Unmarshal(m.Data, &ev); err != nil {
-			return nil, fmt.Errorf("event at %d is not readable: %w", m.Sequence, err)
-		}
-		if ev.Seq > after {
-			out = append(out, ev)
+		if len(m.Data) > 0 { // else the seal of an empty log
+			var ev delegation.Event
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				return nil, fmt.Errorf("event at %d is not readable: %w", m.Sequence, err)
+			}
+			// A seal restates the event before it: the first copy read
+			// is kept.
+			if ev.Seq > after && (len(out) == 0 || ev.Seq > out[len(out)-1].Seq) {
+				out = append(out, ev)
+			}
 		}
 		if len(out) == limit || m.Sequence >= last.Sequence {
 			return out, nil

@@ -47,8 +47,9 @@ import (
 //     instant it drops, or held by a network that went quietly), and
 //     reach the server once it is back: an event expects the log's tail
 //     and a record the revision this process wrote last
-//     (Delegations.writeRecord), so either is refused once the new
-//     holder wrote its own.
+//     (Delegations.writeRecord). The new holder seals the log before it
+//     reads it (Delegations.Seal), so a late event is refused, and a
+//     late record once the new holder wrote its own.
 
 // suspectAfter is how many of its own renewals a member sees after
 // another's last before it asks whether that one is still connected.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -253,10 +254,13 @@ func TestPresence_CutOffReplicaFencedOut(t *testing.T) {
 // NATS on the way, its connection open at both ends, as a network gone
 // and back before either end noticed does. The replica's write of its
 // delegation waits there, a record (Put) or an event with the record
-// (PutStep); another replica takes the delegation over and writes it;
-// once the network is back the held writes reach the server, each
-// expecting what the first replica wrote last, and are refused: the
-// record and the log stay the new holder's.
+// (PutStep). Another replica takes the delegation over, seals its log and
+// reads it, as the engine does, and writes the delegation; the held
+// writes reach the server after the new holder read the log, before its
+// writes or after them. Either way the
+// record and the log end as the new holder wrote them: a held write
+// expects what the first replica wrote last, and the seal or the new
+// holder's writes changed that.
 func TestPresence_HeldWriteRefusedAfterTakeover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits several renewals")
@@ -265,72 +269,93 @@ func TestPresence_HeldWriteRefusedAfterTakeover(t *testing.T) {
 	ev := func(seq int64, by string) delegation.Event {
 		return delegation.Event{Seq: seq, Kind: "state", State: a2a.TaskStateWorking, Error: by}
 	}
-	for _, tc := range []struct {
-		name string
-		held func(context.Context, *Delegations, delegation.Record) error
+	for _, held := range []struct {
+		name  string
+		write func(context.Context, *Delegations, delegation.Record) error
 	}{
 		{"put", func(ctx context.Context, d *Delegations, r delegation.Record) error { return d.Put(ctx, r) }},
 		{"step", func(ctx context.Context, d *Delegations, r delegation.Record) error {
 			return d.PutStep(ctx, r, ev(2, "a"))
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			const ttl = 2 * time.Second
-			const id = "d1"
-			r := newReplicaPair(t, ttl, id)
-			proxy, dA, sA, dB, b := r.proxy, r.dA, r.sA, r.dB, r.b
-			rec := delegation.Record{ID: id, State: a2a.TaskStateWorking, LastEvent: 1, CreatedAt: time.Now().UTC()}
-			if err := dA.Put(t.Context(), rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := dA.Append(t.Context(), id, ev(1, "a")); err != nil {
-				t.Fatal(err)
-			}
-
-			proxy.setHeld(true)
-			stale := rec
-			stale.LastEvent, stale.Error = 2, "from a, held on the way"
-			if err := tc.held(t.Context(), dA, stale); err == nil {
-				t.Fatal("a's write while its connection is held succeeded")
-			}
-			findOrphan(t, b, id, 3*ttl)
-			if _, err := b.Take(t.Context(), id); err != nil {
-				t.Fatalf("b takes a's delegation: %v", err)
-			}
-			taken := rec
-			taken.LastEvent = 2
-			if err := dB.Append(t.Context(), id, ev(2, "b")); err != nil {
-				t.Fatal(err)
-			}
-			if err := dB.Put(t.Context(), taken); err != nil {
-				t.Fatal(err)
-			}
-
-			proxy.setHeld(false)
-			// A write sent after the held ones, on the same connection to
-			// the same streams, is stored after them: once both are
-			// acknowledged, the held writes were taken or refused.
-			for _, subject := range []string{dA.recordPf, dA.eventsPf} {
-				if _, err := sA.JetStream().Publish(t.Context(), subject+"after-the-held-writes", nil); err != nil {
+		for _, order := range []string{"arriving after b's writes", "arriving before b's writes"} {
+			t.Run(held.name+" "+order, func(t *testing.T) {
+				t.Parallel()
+				const ttl = 2 * time.Second
+				const id = "d1"
+				r := newReplicaPair(t, ttl, id)
+				proxy, dA, sA, dB, b := r.proxy, r.dA, r.sA, r.dB, r.b
+				rec := delegation.Record{ID: id, State: a2a.TaskStateWorking, LastEvent: 1, CreatedAt: time.Now().UTC()}
+				if err := dA.Put(t.Context(), rec); err != nil {
 					t.Fatal(err)
 				}
-			}
-			got, err := dB.Get(t.Context(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Error != "" {
-				t.Errorf("the record says %q, last event %d: a's held write; want b's", got.Error, got.LastEvent)
-			}
-			evs, err := dB.Events(t.Context(), id, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := []delegation.Event{ev(1, "a"), ev(2, "b")}; len(evs) != 2 || evs[1].Error != "b" {
-				t.Errorf("the log is %+v; want %+v", evs, want)
-			}
-		})
+				if err := dA.Append(t.Context(), id, ev(1, "a")); err != nil {
+					t.Fatal(err)
+				}
+
+				proxy.setHeld(true)
+				stale := rec
+				stale.LastEvent, stale.Error = 2, "from a, held on the way"
+				if err := held.write(t.Context(), dA, stale); err == nil {
+					t.Fatal("a's write while its connection is held succeeded")
+				}
+				findOrphan(t, b, id, 3*ttl)
+				if _, err := b.Take(t.Context(), id); err != nil {
+					t.Fatalf("b takes a's delegation: %v", err)
+				}
+				if err := dB.Seal(t.Context(), id); err != nil {
+					t.Fatal(err)
+				}
+				let := func() {
+					proxy.setHeld(false)
+					// A write sent after the held ones, on the same
+					// connection to the same streams, is stored after them:
+					// once both are acknowledged, the held writes were taken
+					// or refused.
+					for _, subject := range []string{dA.recordPf, dA.eventsPf} {
+						if _, err := sA.JetStream().Publish(t.Context(), subject+"after-the-held-writes", nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if evs, err := dB.Events(t.Context(), id, 0, 0); err != nil || len(evs) != 1 {
+					t.Fatalf("b reads the log as %+v, %v; want a's first event", evs, err)
+				}
+				if order == "arriving before b's writes" {
+					let()
+				}
+				taken := rec
+				taken.LastEvent = 2
+				if err := dB.Append(t.Context(), id, ev(2, "b")); err != nil {
+					t.Fatal(err)
+				}
+				if err := dB.Put(t.Context(), taken); err != nil {
+					t.Fatal(err)
+				}
+				if order == "arriving after b's writes" {
+					let()
+				}
+
+				kept, err := dB.Get(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if kept.Error != "" {
+					t.Errorf("the record says %q, last event %d: a's held write; want b's", kept.Error, kept.LastEvent)
+				}
+				evs, err := dB.Events(t.Context(), id, 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, e := range evs {
+					got = append(got, fmt.Sprintf("%d by %s", e.Seq, e.Error))
+				}
+				if want := []string{"1 by a", "2 by b"}; !slices.Equal(got, want) {
+					t.Errorf("the log is %q, want %q", got, want)
+				}
+			})
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orchd/orchd/delegation"
 	"github.com/orchd/orchd/internal/testagent"
@@ -55,7 +56,7 @@ func TestTakeOver_ResumedOnce(t *testing.T) {
 	first.Close() // gives its lease up; the agent's task runs on
 	before := agent.Calls()
 
-	for range 3 { // each round: a new process finds it two ways at once
+	for round := range 3 { // each round: a new process finds it two ways at once
 		second := engine("second")
 		done := make(chan error, 1)
 		go func() { done <- second.Start(t.Context()) }()
@@ -79,6 +80,32 @@ func TestTakeOver_ResumedOnce(t *testing.T) {
 				t.Fatalf("the task was carried on with %d %s calls, want %d: %v", n, m, want, calls)
 			}
 		}
+		if n := seals(t, dels, d.ID()); n != round+1 {
+			t.Errorf("after %d takeovers the log holds %d seals, want one each", round+1, n)
+		}
+	}
+}
+
+// seals counts the seals in the log of delegation id.
+func seals(t *testing.T, d *Delegations, id string) int {
+	t.Helper()
+	key, err := delegationKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for seq := uint64(1); ; {
+		m, err := d.events.GetMsg(t.Context(), seq, jetstream.WithGetMsgSubject(d.eventsPf+key))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get(sealHeader) != "" {
+			n++
+		}
+		seq = m.Sequence + 1
 	}
 }
 

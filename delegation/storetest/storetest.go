@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) delegation.Store) {
 		{"PutEnded", testPutEnded},
 		{"EndedLogReadAsAnyOther", testEndedLogReadAsAnyOther},
 		{"PutStep", testPutStep},
+		{"Seal", testSeal},
 		{"QueueEnded", testQueueEnded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
