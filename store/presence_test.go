@@ -31,7 +31,7 @@ type cutProxy struct {
 	// hung makes the connections swallow what is sent either way.
 	hung atomic.Bool
 	// held, while not nil, keeps what is sent either way from passing
-	// until it is closed.
+	// until it is closed; guarded by mu.
 	held  chan struct{}
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
