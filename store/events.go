@@ -114,8 +114,8 @@ func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byt
 }
 
 // Seal implements delegation.LogSealer: it appends a seal to the log, a
-// copy of the log's last event (a message with no body when the log is
-// empty) marked with sealHeader. An earlier holder's write still on its
+// copy of the log's last event marked with sealHeader; a message with no
+// body when the log is empty or its last event is over maxSealCopy. An earlier holder's write still on its
 // way expects the log's tail before the seal, and is refused. Readers see
 // the seal as the event it restates, and keep the first copy they read;
 // the write that follows it expects it as the log's tail, as it would
@@ -125,7 +125,9 @@ func (d *Delegations) append(ctx context.Context, key string, seq int64, b []byt
 // The seal restates the event, rather than being skipped, so that the
 // log's last message still holds its last event: a read from the last
 // event on (Events after the one before, ReadMany) reads that message
-// alone, where skipping it would search the stream.
+// alone, where skipping it would search the stream. A large event is not
+// copied: a takeover of thousands of delegations would write them all
+// again, and reading those few logs from their last event searches.
 func (d *Delegations) Seal(ctx context.Context, id string) error {
 	key, err := delegationKey(id)
 	if err != nil {
@@ -146,7 +148,9 @@ func (d *Delegations) Seal(ctx context.Context, id string) error {
 			if seq, err = eventSeq(last); err != nil {
 				return err
 			}
-			m.Data = last.Data
+			if len(last.Data) <= maxSealCopy {
+				m.Data = last.Data
+			}
 		case !errors.Is(err, jetstream.ErrMsgNotFound):
 			return err
 		}
@@ -168,6 +172,10 @@ func (d *Delegations) Seal(ctx context.Context, id string) error {
 // sealHeader marks a seal (Seal) in a log, for whoever reads the stream
 // itself.
 const sealHeader = "Orchd-Seal"
+
+// maxSealCopy is the largest event a seal restates: a status or a small
+// artifact, as a folded log's bound (maxFoldedLogBytes).
+const maxSealCopy = 16 << 10
 
 // tail reads the last event of the log on subject; zero when it is empty.
 func (d *Delegations) tail(ctx context.Context, subject string) (eventTail, error) {
@@ -238,7 +246,7 @@ func (d *Delegations) readEvents(ctx context.Context, key, subject string, after
 	if err != nil || lastSeq <= after {
 		return nil, err
 	}
-	if lastSeq == after+1 {
+	if lastSeq == after+1 && len(last.Data) > 0 {
 		// Only the last event follows: no search for the first (which
 		// walks the stream), as when a log is read from its record's
 		// last event on.
@@ -254,7 +262,7 @@ func (d *Delegations) readEvents(ctx context.Context, key, subject string, after
 	}
 	var out []delegation.Event
 	for {
-		if len(m.Data) > 0 { // else the seal of an empty log
+		if len(m.Data) > 0 { // else a seal that does not restate its event
 			var ev delegation.Event
 			if err := json.Unmarshal(m.Data, &ev); err != nil {
 				return nil, fmt.Errorf("event at %d is not readable: %w", m.Sequence, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,21 @@ func testSeal(t *testing.T, s delegation.Store) {
 	events("empty", 0, nil)
 	appendN(t, s, "empty", 1, 2)
 	events("empty", 0, span(1, 2))
+
+	// A store may seal a log whose last event is large without copying
+	// it: it reads the same.
+	put(t, s, record("large", a2a.TaskStateWorking, 3))
+	appendN(t, s, "large", 1, 2)
+	large := event(3, "state")
+	large.Error = strings.Repeat("x", 64<<10)
+	if err := s.Append(ctx(t), "large", large); err != nil {
+		t.Fatal(err)
+	}
+	seal("large")
+	for after := range int64(4) {
+		events("large", after, span(after+1, 3))
+	}
+	if got, err := s.Events(ctx(t), "large", 2, 0); err != nil || len(got) != 1 || got[0].Error != large.Error {
+		t.Errorf("Events(large, after 2) = %d events, %v; want the large one", len(got), err)
+	}
 }
