@@ -337,12 +337,13 @@ func (d *Delegations) put(ctx context.Context, key string, ended bool, b []byte)
 // expecting nothing, once the fence lets it (presence.go): a replica
 // whose delegation another took over is fenced by then.
 func (d *Delegations) writeRecord(ctx context.Context, key string, p place, b []byte, opts ...jetstream.PublishOpt) error {
-	for {
+	var err error
+	for range 2 { // the second expects nothing, unless another write just noted a revision
 		m := nats.NewMsg(d.recordPf + key)
 		m.Data = b
 		known := d.expectRecord(m, key)
-		ack, err := d.s.js.PublishMsg(ctx, m, opts...)
-		if err == nil {
+		var ack *jetstream.PubAck
+		if ack, err = d.s.js.PublishMsg(ctx, m, opts...); err == nil {
 			d.hints.setRecord(key, p, ack.Sequence)
 			return nil
 		}
@@ -354,6 +355,7 @@ func (d *Delegations) writeRecord(ctx context.Context, key string, p place, b []
 			return err
 		}
 	}
+	return err
 }
 
 // expectRecord has m, a write of key's record, expect the revision this
