@@ -120,16 +120,24 @@ func (e *Engine) take(ctx context.Context, id string) (Lease, error) {
 	return m.Take(ctx, id)
 }
 
-// seal seals the log of delegation id, just taken from another process,
-// before it is read, when the store can (LogSealer): an event the other
-// process sent before it lost the delegation, still on its way, is then
-// refused, rather than take the place of this process's event of that
-// number.
-func (e *Engine) seal(ctx context.Context, id string) error {
-	if ls, ok := e.store.(LogSealer); ok {
-		return ls.Seal(ctx, id)
+// takeOverLease takes delegation id, which another process may have
+// followed, and seals its log when the store can (LogSealer), before
+// anything of it is read: an event that process sent before it lost the
+// delegation, still on its way, is then refused, rather than take the
+// place of this process's event of that number. A seal that fails gives
+// the lease back.
+func (e *Engine) takeOverLease(ctx context.Context, id string) (Lease, error) {
+	lease, err := e.take(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if ls, ok := e.store.(LogSealer); ok {
+		if err := ls.Seal(ctx, id); err != nil {
+			release(lease)
+			return nil, err
+		}
+	}
+	return lease, nil
 }
 
 // keepAlive renews the liveness lease. A lease lost, or not renewed for

@@ -163,14 +163,9 @@ func (e *Engine) takeOver(ctx context.Context, id string) (*Delegation, error) {
 	if d, ok := e.Get(id); ok { // adopt took it over meanwhile
 		return d, nil
 	}
-	lease, err := e.take(ctx, id)
+	lease, err := e.takeOverLease(ctx, id)
 	if errors.Is(err, ErrLeaseHeld) {
 		return nil, err
-	}
-	if err == nil {
-		if err = e.seal(ctx, id); err != nil {
-			release(lease)
-		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take delegation %s over: %w", id, err)

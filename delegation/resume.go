@@ -155,11 +155,7 @@ func (e *Engine) adoptOne(ctx context.Context, id string, read *Read) (follow fu
 	var lease Lease
 	if e.cfg.Leases != nil {
 		var err error
-		if lease, err = e.take(ctx, id); err == nil {
-			err = e.seal(ctx, id)
-		}
-		if err != nil {
-			release(lease)
+		if lease, err = e.takeOverLease(ctx, id); err != nil {
 			if !errors.Is(err, ErrLeaseHeld) {
 				e.takes.Failed("take the lease of a running delegation", err, "delegation", id)
 			}
