@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"go.yaml.in/yaml/v3"
 
@@ -221,7 +220,7 @@ func openState(ctx context.Context, cfg Config, dir string, log *slog.Logger) (_
 			return nil, err
 		}
 		s.deleg = delegation.NewMemoryStore(0)
-		s.tasks = newClosingTasks(taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()}), false)
+		s.tasks = newClosingTasks(store.NewMemoryTasks(store.MemoryTasksConfig{}), false)
 		if s.pushConfigs, err = store.NewMemoryPushConfigs(cfg.Agent.Push.push().StoreConfig()); err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sort"
@@ -625,25 +626,13 @@ func (t *Tasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, 
 // a2a.ErrUnauthenticated for an unnamed caller and ErrTooManyTasks when the
 // caller owns more than MaxListEntries stored tasks.
 func (t *Tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	const defaultPageSize, defaultMaxHistory = 50, 100
-	if req == nil {
-		req = &a2a.ListTasksRequest{}
-	}
 	user, err := t.cfg.Authenticator(ctx)
 	if user == "" || err != nil {
 		return nil, a2a.ErrUnauthenticated
 	}
-	pageSize := req.PageSize
-	if pageSize == 0 {
-		pageSize = defaultPageSize
-	} else if pageSize < 1 || pageSize > 100 {
-		return nil, fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", pageSize, a2a.ErrInvalidRequest)
-	}
-	var after *taskIndexEntry
-	if req.PageToken != "" {
-		if after, err = decodeTaskPageToken(req.PageToken); err != nil {
-			return nil, err
-		}
+	l, err := newTaskListing(req)
+	if err != nil {
+		return nil, err
 	}
 	opCtx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	defer cancel()
@@ -651,9 +640,54 @@ func (t *Tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListT
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", unavailable(ctx, err))
 	}
+	owns := func(e *taskIndexEntry) bool { return t.ownerOf(e.User, e.Users) == user }
+	return l.page(entries, owns, func(e *taskIndexEntry) (*a2a.Task, error) {
+		task, err := t.listed(opCtx, user, e)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks: %w", unavailable(ctx, err))
+		}
+		return task, nil
+	})
+}
 
+// taskListing is a List request, checked: what Tasks and MemoryTasks
+// answer alike once each has the caller's index entries.
+type taskListing struct {
+	req      *a2a.ListTasksRequest
+	pageSize int
+	after    *taskIndexEntry // from the page token; nil for the first page
+}
+
+// newTaskListing checks req's page size and token.
+func newTaskListing(req *a2a.ListTasksRequest) (taskListing, error) {
+	const defaultPageSize = 50
+	if req == nil {
+		req = &a2a.ListTasksRequest{}
+	}
+	l := taskListing{req: req, pageSize: req.PageSize}
+	if l.pageSize == 0 {
+		l.pageSize = defaultPageSize
+	} else if l.pageSize < 1 || l.pageSize > 100 {
+		return taskListing{}, fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", l.pageSize, a2a.ErrInvalidRequest)
+	}
+	if req.PageToken != "" {
+		var err error
+		if l.after, err = decodeTaskPageToken(req.PageToken); err != nil {
+			return taskListing{}, err
+		}
+	}
+	return l, nil
+}
+
+// page answers the listing from entries: those owns keeps and the
+// request's filters match, newest update first, the page after the token;
+// read returns the task of each entry of the page (nil: skip it), whose
+// history and artifacts page then trims as asked.
+func (l taskListing) page(entries []*taskIndexEntry, owns func(*taskIndexEntry) bool, read func(*taskIndexEntry) (*a2a.Task, error)) (*a2a.ListTasksResponse, error) {
+	const defaultMaxHistory = 100
+	req := l.req
 	entries = slices.DeleteFunc(entries, func(e *taskIndexEntry) bool {
-		return t.ownerOf(e.User, e.Users) != user ||
+		return !owns(e) ||
 			(req.ContextID != "" && e.ContextID != req.ContextID) ||
 			(req.Status != a2a.TaskStateUnspecified && e.State != req.Status) ||
 			(req.StatusTimestampAfter != nil && e.Timestamp != nil && e.Timestamp.Before(*req.StatusTimestampAfter))
@@ -666,18 +700,18 @@ func (t *Tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListT
 	})
 	total := len(entries)
 	page := entries
-	if after != nil {
+	if l.after != nil {
 		page = entries[sort.Search(len(entries), func(i int) bool {
-			if c := entries[i].Updated.Compare(after.Updated); c != 0 {
+			if c := entries[i].Updated.Compare(l.after.Updated); c != 0 {
 				return c < 0
 			}
-			return entries[i].ID < after.ID
+			return entries[i].ID < l.after.ID
 		}):]
 	}
 	var next string
-	if len(page) > pageSize {
-		page = page[:pageSize]
-		last := page[pageSize-1]
+	if len(page) > l.pageSize {
+		page = page[:l.pageSize]
+		last := page[l.pageSize-1]
 		next = encodeTaskPageToken(last.Updated, last.ID)
 	}
 
@@ -687,9 +721,9 @@ func (t *Tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListT
 	}
 	var tasks []*a2a.Task
 	for _, e := range page {
-		task, err := t.listed(opCtx, user, e)
+		task, err := read(e)
 		if err != nil {
-			return nil, fmt.Errorf("list tasks: %w", unavailable(ctx, err))
+			return nil, err
 		}
 		if task == nil {
 			continue
@@ -704,7 +738,7 @@ func (t *Tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListT
 		}
 		tasks = append(tasks, task)
 	}
-	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: pageSize, NextPageToken: next}, nil
+	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: l.pageSize, NextPageToken: next}, nil
 }
 
 // listed reads the task an index entry of user points at: nil when it is
@@ -846,8 +880,7 @@ func (t *Tasks) encode(user string, updated time.Time, task *a2a.Task) ([]byte, 
 		return nil, err
 	}
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
+	enc := newTaskEncoder(&buf)
 	if err := enc.Encode(taskHeader{V: taskRecordVersion, User: user, Users: taskUsersMarked, Updated: updated}); err != nil {
 		return nil, fmt.Errorf("encode header: %w", err)
 	}
@@ -858,6 +891,14 @@ func (t *Tasks) encode(user string, updated time.Time, task *a2a.Task) ([]byte, 
 		return nil, fmt.Errorf("%d bytes stored, over the limit of %d: %w", buf.Len(), t.cfg.MaxTaskBytes, ErrTaskTooLarge)
 	}
 	return buf.Bytes(), nil
+}
+
+// newTaskEncoder writes a stored task's JSON to w as A2A clients see it,
+// a line per value, with "<", ">" and "&" left as they are.
+func newTaskEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
 }
 
 // splitTaskRecord parses a stored record's header and returns the task's

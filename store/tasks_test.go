@@ -338,8 +338,8 @@ func tasksHistory(n int) []*a2a.Message {
 }
 
 // TestTasks_MatchesInMemory applies one sequence of operations to a2a-go's
-// InMemory store and to Tasks: every step returns the same result and the
-// same error. The steps keep to what the two do alike (see Tasks for where
+// InMemory store, to Tasks and to MemoryTasks: every step returns the same
+// result and the same error. The steps keep to what the two do alike (see Tasks for where
 // they differ on purpose; TestTasks_DiffersFromInMemory covers those).
 func TestTasks_MatchesInMemory(t *testing.T) {
 	t.Parallel()
@@ -421,6 +421,10 @@ func TestTasks_MatchesInMemory(t *testing.T) {
 		return tasks
 	})
 
+	ours := newRun(func(now func() time.Time) taskstore.Store {
+		return NewMemoryTasks(MemoryTasksConfig{Now: now})
+	})
+
 	for i, op := range ops {
 		want := mem.apply(t.Context(), op)
 		got := kv.apply(t.Context(), op)
@@ -429,6 +433,9 @@ func TestTasks_MatchesInMemory(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("step %d %q:\nTasks returned\n%s\nInMemory returned\n%s", i, op.name, tasksJSON(got), tasksJSON(want))
+		}
+		if got := ours.apply(t.Context(), op); !reflect.DeepEqual(got, want) {
+			t.Errorf("step %d %q:\nMemoryTasks returned\n%s\nInMemory returned\n%s", i, op.name, tasksJSON(got), tasksJSON(want))
 		}
 		if op.op == "list" && want.List != nil && want.List.TotalSize == 0 {
 			t.Errorf("step %d %q lists nothing, which proves little", i, op.name)
