@@ -152,11 +152,7 @@ func (m *MemoryTasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.Stored
 // List returns a page of the calling user's tasks as Tasks.List does. It
 // returns a2a.ErrUnauthenticated for an unnamed caller.
 func (m *MemoryTasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	user, err := m.cfg.Authenticator(ctx)
-	if user == "" || err != nil {
-		return nil, a2a.ErrUnauthenticated
-	}
-	l, err := newTaskListing(req)
+	l, user, err := newTaskListing(ctx, m.cfg.Authenticator, req)
 	if err != nil {
 		return nil, err
 	}

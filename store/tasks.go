@@ -626,11 +626,7 @@ func (t *Tasks) Get(ctx context.Context, id a2a.TaskID) (*taskstore.StoredTask, 
 // a2a.ErrUnauthenticated for an unnamed caller and ErrTooManyTasks when the
 // caller owns more than MaxListEntries stored tasks.
 func (t *Tasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	user, err := t.cfg.Authenticator(ctx)
-	if user == "" || err != nil {
-		return nil, a2a.ErrUnauthenticated
-	}
-	l, err := newTaskListing(req)
+	l, user, err := newTaskListing(ctx, t.cfg.Authenticator, req)
 	if err != nil {
 		return nil, err
 	}
@@ -658,9 +654,15 @@ type taskListing struct {
 	after    *taskIndexEntry // from the page token; nil for the first page
 }
 
-// newTaskListing checks req's page size and token.
-func newTaskListing(req *a2a.ListTasksRequest) (taskListing, error) {
+// newTaskListing checks a List call: its caller, whom auth must name
+// (else a2a.ErrUnauthenticated), and req's page size and token. It
+// returns the listing and the caller.
+func newTaskListing(ctx context.Context, auth taskstore.Authenticator, req *a2a.ListTasksRequest) (taskListing, string, error) {
 	const defaultPageSize = 50
+	user, err := auth(ctx)
+	if user == "" || err != nil {
+		return taskListing{}, "", a2a.ErrUnauthenticated
+	}
 	if req == nil {
 		req = &a2a.ListTasksRequest{}
 	}
@@ -668,15 +670,14 @@ func newTaskListing(req *a2a.ListTasksRequest) (taskListing, error) {
 	if l.pageSize == 0 {
 		l.pageSize = defaultPageSize
 	} else if l.pageSize < 1 || l.pageSize > 100 {
-		return taskListing{}, fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", l.pageSize, a2a.ErrInvalidRequest)
+		return taskListing{}, "", fmt.Errorf("page size must be between 1 and 100 inclusive, got %d: %w", l.pageSize, a2a.ErrInvalidRequest)
 	}
 	if req.PageToken != "" {
-		var err error
 		if l.after, err = decodeTaskPageToken(req.PageToken); err != nil {
-			return taskListing{}, err
+			return taskListing{}, "", err
 		}
 	}
-	return l, nil
+	return l, user, nil
 }
 
 // page answers the listing from entries: those owns keeps and the

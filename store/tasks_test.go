@@ -453,27 +453,30 @@ func TestTasks_DiffersFromInMemory(t *testing.T) {
 		t.Parallel()
 		mem := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 		tasks := newTestTasks(t, TasksConfig{})
-		for _, s := range []taskstore.Store{mem, tasks} {
+		ours := NewMemoryTasks(MemoryTasksConfig{})
+		for _, s := range []taskstore.Store{mem, tasks, ours} {
 			for _, id := range []a2a.TaskID{"a_1", "a_2", "a_3"} {
 				if _, err := s.Create(ctx, &a2a.Task{ID: id, ContextID: "c"}); err != nil {
 					t.Fatalf("Create %s: %v", id, err)
 				}
 			}
 		}
-		var seen []a2a.TaskID
-		token := ""
-		for range 3 {
-			resp, err := tasks.List(ctx, &a2a.ListTasksRequest{PageSize: 1, PageToken: token})
-			if err != nil {
-				t.Fatalf("Tasks.List: %v", err)
+		for name, s := range map[string]taskstore.Store{"Tasks": tasks, "MemoryTasks": ours} {
+			var seen []a2a.TaskID
+			token := ""
+			for range 3 {
+				resp, err := s.List(ctx, &a2a.ListTasksRequest{PageSize: 1, PageToken: token})
+				if err != nil {
+					t.Fatalf("%s.List: %v", name, err)
+				}
+				for _, task := range resp.Tasks {
+					seen = append(seen, task.ID)
+				}
+				token = resp.NextPageToken
 			}
-			for _, task := range resp.Tasks {
-				seen = append(seen, task.ID)
+			if want := []a2a.TaskID{"a_3", "a_2", "a_1"}; !reflect.DeepEqual(seen, want) || token != "" {
+				t.Errorf("%s paged %v (next %q), want %v", name, seen, token, want)
 			}
-			token = resp.NextPageToken
-		}
-		if want := []a2a.TaskID{"a_3", "a_2", "a_1"}; !reflect.DeepEqual(seen, want) || token != "" {
-			t.Errorf("Tasks paged %v (next %q), want %v", seen, token, want)
 		}
 		first, err := mem.List(ctx, &a2a.ListTasksRequest{PageSize: 1})
 		if err != nil {
