@@ -13,8 +13,18 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 )
 
+// DefaultMemoryEndedTasks is how many ended tasks a MemoryTasks keeps
+// when MemoryTasksConfig.MaxEnded is 0, as many as the memory mode's
+// delegation store keeps records (delegation.DefaultMemoryRecords).
+const DefaultMemoryEndedTasks = 10_000
+
 // MemoryTasksConfig configures MemoryTasks. The zero value is usable.
 type MemoryTasksConfig struct {
+	// MaxEnded bounds the ended tasks (COMPLETED, FAILED, CANCELED,
+	// REJECTED) kept: beyond it, those that ended longest ago are
+	// forgotten. Tasks that have not ended are all kept.
+	// DefaultMemoryEndedTasks when 0.
+	MaxEnded int
 	// Authenticator names the user a call acts for, as in TasksConfig;
 	// a2asrv.NewTaskStoreAuthenticator() when nil.
 	Authenticator taskstore.Authenticator
@@ -26,7 +36,8 @@ type MemoryTasksConfig struct {
 // MemoryTasks is an a2a-go task store (taskstore.Store) in process
 // memory, for orchd's memory mode: its tasks are lost when the process
 // ends. It answers as Tasks does (the same checks, owners, errors and
-// List), but for what a bucket brings: nothing expires, List reads every
+// List), but for what a bucket brings: it keeps the latest MaxEnded ended
+// tasks instead of keeping each for a retention time, List reads every
 // task of the caller, and versions count 1, 2, 3 per task, as in a2a-go's
 // taskstore.InMemory.
 //
@@ -45,6 +56,9 @@ type MemoryTasks struct {
 
 	mu    sync.RWMutex
 	tasks map[a2a.TaskID]*memoryTask
+	// ended holds the ids of tasks stored ended, oldest first; one
+	// written ended twice is there twice, and is forgotten at its first.
+	ended []a2a.TaskID
 }
 
 var _ taskstore.Store = (*MemoryTasks)(nil)
@@ -64,6 +78,9 @@ func NewMemoryTasks(cfg MemoryTasksConfig) *MemoryTasks {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxEnded <= 0 {
+		cfg.MaxEnded = DefaultMemoryEndedTasks
 	}
 	return &MemoryTasks{cfg: cfg, tasks: map[a2a.TaskID]*memoryTask{}}
 }
@@ -92,7 +109,7 @@ func (m *MemoryTasks) Create(ctx context.Context, task *a2a.Task) (taskstore.Tas
 		return taskstore.TaskVersionMissing, fmt.Errorf("create task %q: %w", task.ID, taskstore.ErrTaskAlreadyExists)
 	}
 	stored.version = 1
-	m.tasks[task.ID] = stored
+	m.keepLocked(stored)
 	return stored.version, nil
 }
 
@@ -124,7 +141,7 @@ func (m *MemoryTasks) Update(ctx context.Context, req *taskstore.UpdateRequest) 
 		return taskstore.TaskVersionMissing, fmt.Errorf("update task %q: version %d stored, not %d: %w", id, cur.version, req.PrevVersion, taskstore.ErrConcurrentModification)
 	}
 	stored.version = cur.version + 1
-	m.tasks[id] = stored
+	m.keepLocked(stored)
 	return stored.version, nil
 }
 
@@ -175,6 +192,24 @@ func (m *MemoryTasks) List(ctx context.Context, req *a2a.ListTasksRequest) (*a2a
 		}
 		return task, nil
 	})
+}
+
+// keepLocked stores t, and forgets the tasks that ended longest ago
+// beyond MaxEnded. m.mu is held.
+func (m *MemoryTasks) keepLocked(t *memoryTask) {
+	m.tasks[t.entry.ID] = t
+	if !t.entry.State.Terminal() {
+		return
+	}
+	m.ended = append(m.ended, t.entry.ID)
+	for len(m.ended) > m.cfg.MaxEnded {
+		id := m.ended[0]
+		m.ended[0] = "" // the backing array keeps no id it no longer needs
+		m.ended = m.ended[1:]
+		if cur := m.tasks[id]; cur != nil && cur.entry.State.Terminal() {
+			delete(m.tasks, id)
+		}
+	}
 }
 
 // stored encodes task as user's, updated now, checked as Tasks checks

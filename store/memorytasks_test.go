@@ -112,6 +112,47 @@ func TestMemoryTasks_AsTasks(t *testing.T) {
 	}
 }
 
+// TestMemoryTasks_MaxEnded checks the bound on ended tasks: beyond it the
+// tasks that ended longest ago are forgotten, and tasks still working are
+// all kept.
+func TestMemoryTasks_MaxEnded(t *testing.T) {
+	t.Parallel()
+	ctx := tasksAs(t.Context(), "alice")
+	m := NewMemoryTasks(MemoryTasksConfig{MaxEnded: 3})
+	create := func(id a2a.TaskID, state a2a.TaskState) {
+		t.Helper()
+		if _, err := m.Create(ctx, &a2a.Task{ID: id, ContextID: "c", Status: a2a.TaskStatus{State: state}}); err != nil {
+			t.Fatalf("Create %s: %v", id, err)
+		}
+	}
+	create("w1", a2a.TaskStateWorking)
+	for _, id := range []a2a.TaskID{"e1", "e2", "e3", "e4"} {
+		create(id, a2a.TaskStateCompleted)
+	}
+	create("w2", a2a.TaskStateWorking)
+	// w2 ends: the fifth ended task, so e2 goes after e1.
+	if _, err := m.Update(ctx, &taskstore.UpdateRequest{Task: &a2a.Task{ID: "w2", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateFailed}}}); err != nil {
+		t.Fatalf("Update w2: %v", err)
+	}
+	var kept []a2a.TaskID
+	for _, id := range []a2a.TaskID{"w1", "e1", "e2", "e3", "e4", "w2"} {
+		_, err := m.Get(ctx, id)
+		switch {
+		case err == nil:
+			kept = append(kept, id)
+		case !errors.Is(err, a2a.ErrTaskNotFound):
+			t.Fatalf("Get %s: %v", id, err)
+		}
+	}
+	if diff := cmp.Diff([]a2a.TaskID{"w1", "e3", "e4", "w2"}, kept); diff != "" {
+		t.Errorf("tasks kept (-want +got):\n%s", diff)
+	}
+	resp, err := m.List(ctx, &a2a.ListTasksRequest{})
+	if err != nil || resp.TotalSize != 4 {
+		t.Errorf("List: %v tasks, %v; want 4", resp, err)
+	}
+}
+
 // TestMemoryTasks_Concurrent has writers update their own tasks naming the
 // version they read while readers get and list them: every update lands
 // exactly once, in order, and no reader sees a task half written.
